@@ -1,0 +1,469 @@
+"""vitviz: a Gradio app that shows how a Vision Transformer sees an image.
+
+This file only wires the UI: every callback turns widget values into calls to
+the ``vitviz`` library and its answers back into widget values. Nothing heavy
+is loaded at import; models load on first use.
+
+    python app.py        # http://127.0.0.1:7860
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import os
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from vitviz import images, models, patches, plotting
+from vitviz.views import attention as attention_view
+from vitviz.views import classify as classify_view
+from vitviz.views import patches as patches_view
+from vitviz.views import posembed as posembed_view
+
+ROOT = Path(__file__).resolve().parent
+EXAMPLES = ROOT / "assets" / "examples"
+PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
+SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
+LEARNED = "learned: "
+TIMELINE = "learned: vitviz tiny, training timeline"
+
+
+class IntakeImage(gr.Image):
+    """gr.Image that passes the upload on undecoded, so vitviz's intake checks it (size, type, damage)."""
+
+    is_template = True  # reuse the front end of gr.Image
+
+    def preprocess(self, payload):  # noqa: D102
+        if payload is None:
+            return None
+        if payload.url and payload.url.startswith("data:"):
+            return base64.b64decode(payload.url.split(",", 1)[1])
+        return payload.path
+
+
+def friendly(fn):
+    """Turn the library's ValueErrors (meant for students) into gr.Error messages."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as err:
+            raise gr.Error(str(err), title="Cannot use this") from None
+    return wrapper
+
+
+def image_input(label: str = "Image") -> IntakeImage:
+    return IntakeImage(label=label, type="filepath", image_mode=None, sources=["upload", "webcam", "clipboard"],
+                       height=320)
+
+
+def figure(elem_id: str, titled: bool, label: str, **kwargs) -> gr.Image:
+    """An output image; figures that carry their own title hide the (overlapping) label."""
+    return gr.Image(label=label, show_label=not titled, elem_id=elem_id, interactive=False, type="pil",
+                    buttons=["download", "fullscreen"], **kwargs)
+
+
+def example_paths(names: list[str]) -> list[str]:
+    return [str(EXAMPLES / n) for n in names]
+
+
+# ---- Patches ---------------------------------------------------------------------------
+
+@friendly
+def run_patches(src, patch, resolution, policy, size_name):
+    rgb = images.load_rgb(src)
+    fitted = images.fit_to_patches(rgb, int(resolution), int(patch), policy)
+    v = patches_view.render(fitted, size_name)
+    return v.grid, v.summary, v.costs, v.cost_chart, v.equivalence, None
+
+
+@friendly
+def click_patch(src, patch, resolution, policy, size_name, evt: gr.SelectData):
+    rgb = images.load_rgb(src)
+    fitted = images.fit_to_patches(rgb, int(resolution), int(patch), policy)
+    scale = plotting.display_scale(*fitted.image.shape[:2], 720)
+    row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], int(patch), scale)
+    v = patches_view.render(fitted, size_name, highlight=(row, col))
+    return v.grid, patches_view.patch_vectors(fitted, row, col)
+
+
+def toy_gallery():
+    return [(img, caption) for img, caption in patches_view.toy_figures()]
+
+
+def patches_tab() -> None:
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = image_input()
+            patch = gr.Radio([4, 8, 14, 16, 32], value=16, label="patch size P (pixels)")
+            resolution = gr.Slider(8, 640, value=224, step=1, label="input resolution (pixels, rounded down to a multiple of P)")
+            policy = gr.Radio(list(images.POLICIES), value="crop", label="how the image is made to fit",
+                              info="; ".join(f"{k}: {v}" for k, v in images.POLICIES.items()))
+            size_name = gr.Dropdown(list(patches.VIT_SIZES), value="ViT-B", label="model size for the counts")
+            go = gr.Button("Cut into patches", variant="primary")
+            gr.Examples(example_paths(PHOTOS + SCENES[:2] + ["toy_8x8.png"]), inputs=[src],
+                        label="examples (click one)")
+            toy_setup = gr.Button("The seed's toy: 8×8 image, 4×4 patches")
+            gr.Markdown(
+                "A ViT never sees pixels one by one. It cuts the image into square patches, lays them out "
+                "row by row (p00, p01, …), flattens each into a list of numbers, and maps that list to one "
+                "vector with the same linear layer for every patch. Those vectors are the tokens. Halve the "
+                "patch size and you get four times as many tokens, and sixteen times as many attention entries.",
+                elem_classes="explain")
+        with gr.Column(scale=2):
+            grid = figure("patch-grid", False, label="patch grid: click a patch", height=560)
+            summary = gr.Markdown()
+            vectors = figure("patch-vectors", True, label="the clicked patch: flattened pixels and embedding")
+            equivalence = gr.Markdown()
+    with gr.Row():
+        costs = gr.Markdown()
+        chart = figure("cost-chart", True, label="cost breakdown", height=420)
+    with gr.Accordion("The 8×8 toy, step by step", open=False):
+        toy_btn = gr.Button("Show the walk-through")
+        toy = gr.Gallery(label="pixels → patches → vectors → embeddings → + position → [CLS]", columns=3,
+                         height="auto")
+    inputs = [src, patch, resolution, policy, size_name]
+    outputs = [grid, summary, costs, chart, equivalence, vectors]
+    go.click(run_patches, inputs, outputs, api_name="patches")
+    for comp in (src, patch, policy, size_name, resolution):
+        comp.change(run_patches, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+    grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
+    toy_btn.click(toy_gallery, None, toy, api_name="toy")
+    toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
+                    [src, patch, resolution, policy], api_visibility="private")
+
+
+# ---- Position embeddings -------------------------------------------------------------------
+
+def _learned_grid(source: str, step_index: int):
+    """(grid, name, notice) of a learned table; the timeline uses the tiny model's checkpoints."""
+    from vitviz import posembed
+
+    if source == TIMELINE:
+        steps = models.tiny_checkpoints()
+        step, _ = steps[min(max(int(step_index), 0), len(steps) - 1)]
+        loaded = models.get_checkpoint(step)
+        return posembed.learned_grid(loaded.model), f"vitviz tiny after {step} training steps", ""
+    loaded = models.get_model(source[len(LEARNED):])
+    return posembed.learned_grid(loaded.model), f"{loaded.spec.key} (learned)", loaded.notice
+
+
+def _pe_grid(source, rows, cols, dim, step_index):
+    if source.startswith(LEARNED):
+        return _learned_grid(source, step_index)
+    return posembed_view.sinusoidal_grid(source, int(rows), int(cols), int(dim)), source, ""
+
+
+@friendly
+def run_posembed(source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap):
+    grid, name, notice = _pe_grid(source, rows, cols, dim, step_index)
+    v = posembed_view.render(grid, name, kind, (int(new_rows), int(new_cols)), cmap)
+    r, c, _ = grid.shape
+    tile = posembed_view.tile_figure(grid, kind, r // 2, c // 2, cmap)
+    return (notice + "\n\n" + v.summary).strip(), v.mosaic, tile, v.matrix, v.sim, v.resampled
+
+
+@friendly
+def click_tile(source, rows, cols, dim, kind, step_index, cmap, evt: gr.SelectData):
+    grid, _, _ = _pe_grid(source, rows, cols, dim, step_index)
+    row, col = posembed_view.tile_at(grid, kind, evt.index[0], evt.index[1])
+    return posembed_view.tile_figure(grid, kind, row, col, cmap)
+
+
+def posembed_tab(tab: gr.Tab) -> None:
+    learned = [LEARNED + k for k in models.REGISTRY]
+    n_ckpt = max(1, len(models.tiny_checkpoints()))
+    with gr.Row():
+        with gr.Column(scale=1):
+            source = gr.Dropdown(list(posembed_view.SINUSOIDAL) + [TIMELINE] + learned, value="2D sinusoidal",
+                                 label="position embedding")
+            with gr.Row():
+                rows = gr.Slider(1, 32, value=14, step=1, label="grid rows")
+                cols = gr.Slider(1, 32, value=14, step=1, label="grid columns")
+            dim = gr.Slider(8, 768, value=64, step=4, label="embedding size D (sinusoidal)")
+            kind = gr.Radio(["cosine", "dot"], value="cosine", label="similarity")
+            with gr.Row():
+                new_rows = gr.Slider(1, 40, value=20, step=1, label="resample to rows")
+                new_cols = gr.Slider(1, 40, value=20, step=1, label="resample to columns")
+            step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1,
+                                   label="training timeline: checkpoint (0 = random initial weights)")
+            cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="viridis", label="colormap")
+            go = gr.Button("Show", variant="primary")
+            gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64], ["1D sinusoidal", 14, 14, 64],
+                         [TIMELINE, 8, 8, 8]], inputs=[source, rows, cols, dim], label="examples (click one)")
+            gr.Markdown(
+                "Attention alone cannot tell where a patch came from: shuffle the tokens and it computes the "
+                "same thing, shuffled. So each patch gets a position vector added. Sinusoidal ones are a fixed "
+                "formula (in 2D: half the dimensions code the row, half the column); learned ones start random "
+                "and training arranges them. Either way, nearby positions end up with similar vectors, which "
+                "the mosaic shows: each little map is one position's similarity to all others.",
+                elem_classes="explain")
+        with gr.Column(scale=2):
+            summary = gr.Markdown()
+            with gr.Row():
+                mosaic = figure("pe-mosaic", False, label="similarity mosaic: click a tile")
+                tile = figure("pe-tile", True, label="the clicked tile")
+            with gr.Row():
+                matrix = figure("pe-matrix", True, label="embedding matrix")
+                sim = figure("pe-sim", True, label="similarity matrix")
+            resampled = figure("pe-resampled", False, label="resampled grid (bicubic, as timm does for a new resolution)")
+    inputs = [source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap]
+    outputs = [summary, mosaic, tile, matrix, sim, resampled]
+    go.click(run_posembed, inputs, outputs, api_name="position_embeddings")
+    tab.select(run_posembed, inputs, outputs, api_visibility="private")
+    for comp in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index):
+        comp.change(run_posembed, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+    mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
+
+
+# ---- Attention --------------------------------------------------------------------------------
+
+def _analysis(src, model_key, resolution, progress=None):
+    rgb = images.load_rgb(src)
+    loaded = models.get_model(model_key, progress)
+    return attention_view.analyse(loaded, rgb, int(resolution)), loaded.notice
+
+
+@friendly
+def run_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard,
+                  progress=gr.Progress()):
+    a, notice = _analysis(src, model_key, resolution, lambda f, msg: progress(f, desc=msg))
+    L = a.maps.layers
+    layer = min(int(layer), L)
+    heads = attention_view.render_heads(a, layer - 1, float(keep), cmap, float(alpha))
+    roll = attention_view.render_rollout(a, fusion, float(discard), cmap, float(alpha))
+    dist = pd.DataFrame(attention_view.distance_table(a), columns=["layer", "head", "distance (px)"])
+    info = (f"{notice}\n\n" if notice else "") + (
+        f"**{a.loaded.spec.key}** ({a.loaded.origin}); input {a.fitted.note}")
+    return (info, heads.heads, heads.table, roll, heads.box, heads.crop, dist,
+            gr.Slider(maximum=L, value=layer))
+
+
+@friendly
+def rerender_heads(src, model_key, resolution, layer, keep, alpha, cmap):
+    a, _ = _analysis(src, model_key, resolution)
+    heads = attention_view.render_heads(a, min(int(layer), a.maps.layers) - 1, float(keep), cmap, float(alpha))
+    return heads.heads, heads.table, heads.box, heads.crop
+
+
+@friendly
+def rerender_rollout(src, model_key, resolution, alpha, cmap, fusion, discard):
+    a, _ = _analysis(src, model_key, resolution)
+    return attention_view.render_rollout(a, fusion, float(discard), cmap, float(alpha))
+
+
+@friendly
+def click_query(src, model_key, resolution, layer, alpha, cmap, evt: gr.SelectData):
+    a, _ = _analysis(src, model_key, resolution)
+    row, col = attention_view.click_to_patch(a, evt.index[0], evt.index[1], a.fitted.image.shape[1])
+    return attention_view.render_query(a, row, col, min(int(layer), a.maps.layers) - 1, cmap, float(alpha))
+
+
+@friendly
+def run_registers(src, resolution, alpha, cmap, progress=gr.Progress()):
+    rgb = images.load_rgb(src)
+    pair, notes = [], []
+    for key in ("DINOv2 ViT-S/14", "DINOv2 ViT-S/14 + 4 registers"):
+        loaded = models.get_model(key, lambda f, msg: progress(f, desc=msg))
+        if loaded.notice:
+            return ("The registers comparison needs the two DINOv2 models, and their weights cannot be "
+                    "loaded here (no connection to the model hub and nothing in the local cache). Nothing is "
+                    "shown rather than a stand-in: a model without registers cannot demonstrate them."), None
+        pair.append(attention_view.analyse(loaded, rgb, int(resolution)))
+    counts = [int(attention_view.outlier_tokens(a.maps.norms[a.maps.prefix:]).sum()) for a in pair]
+    notes = (f"High-norm patch tokens (above Q3 + 3·IQR): **{counts[0]}** without registers, **{counts[1]}** with "
+             "four registers. Registers give the model scratch space, so it stops hijacking background patches.")
+    return notes, attention_view.render_registers(pair, cmap, float(alpha))
+
+
+@friendly
+def run_timeline(src, step_index, alpha, cmap):
+    rgb = images.load_rgb(src)
+    steps = models.tiny_checkpoints()
+    strip, titles = [], []
+    for step, _ in steps:
+        a = attention_view.analyse(models.get_checkpoint(step), rgb, 64, model_tag=f"tiny@{step}")
+        strip.append(plotting.heat_overlay(a.fitted.image, a.maps.cls_map(a.maps.layers - 1), cmap, float(alpha)))
+        titles.append(f"step {step}" + (" (random)" if step == 0 else ""))
+    step, _ = steps[min(max(int(step_index), 0), len(steps) - 1)]
+    a = attention_view.analyse(models.get_checkpoint(step), rgb, 64, model_tag=f"tiny@{step}")
+    heads = attention_view.render_heads(a, a.maps.layers - 1, 0.6, cmap, float(alpha))
+    overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
+                               cmap, "attention", cols=len(strip), panel_px=180)
+    return overview, heads.heads
+
+
+def attention_tab() -> None:
+    n_ckpt = max(1, len(models.tiny_checkpoints()))
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = image_input()
+            model_key = gr.Dropdown(models.keys("attention"), value="DINO ViT-S/8", label="model")
+            resolution = gr.Slider(64, 512, value=224, step=8, label="short side (pixels, rounded to the patch size)")
+            layer = gr.Slider(1, 12, value=12, step=1, label="layer (1 = first)")
+            keep = gr.Slider(0.1, 0.95, value=0.6, step=0.05, label="keep this share of attention mass")
+            alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="overlay opacity")
+            cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="inferno", label="colormap")
+            with gr.Row():
+                fusion = gr.Radio(["mean", "max", "min"], value="mean", label="rollout: fuse heads by")
+                discard = gr.Slider(0, 0.9, value=0.0, step=0.1, label="rollout: discard weakest share")
+            go = gr.Button("Show attention", variant="primary")
+            gr.Examples(example_paths(SCENES + PHOTOS), inputs=[src], label="examples (click one)")
+            gr.Markdown(
+                "The class token gathers information from all patches; its attention row says how much it "
+                "took from each. DINO models learned without any labels, yet their heads often outline the main "
+                "object. The contour keeps the fewest patches holding the chosen share of a head's attention. "
+                "Rollout follows attention through every layer, counting the skip connections too.",
+                elem_classes="explain")
+        with gr.Column(scale=2):
+            notice = gr.Markdown()
+            heads = figure("attn-heads", True, label="[CLS] attention per head")
+            table = gr.Markdown()
+            with gr.Row():
+                box = figure("attn-box", False, label="click a patch to use it as the query; box from the head-mean mask")
+                crop = figure("attn-crop", False, label="free crop from attention")
+            query = figure("attn-query", True, label="the clicked patch's attention, per head")
+            roll = figure("attn-rollout", True, label="attention rollout")
+            dist = gr.ScatterPlot(x="layer", y="distance (px)", color="head", title="mean attention distance",
+                                  x_title="layer", y_title="mean attention distance (pixels)", height=360)
+    with gr.Accordion("Registers: DINOv2 with and without", open=False):
+        reg_btn = gr.Button("Compare on this image")
+        reg_note = gr.Markdown()
+        reg_img = figure("registers", True, label="registers comparison")
+    with gr.Accordion("Training timeline of the offline model", open=False):
+        gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px). "
+                    "Step 0 is the random initialisation: its attention means nothing, which is the point.")
+        step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1, label="checkpoint")
+        tl_btn = gr.Button("Show the timeline")
+        tl_strip = figure("timeline-strip", True, label="all checkpoints")
+        tl_heads = figure("timeline-heads", True, label="the chosen checkpoint, per head")
+
+    inputs = [src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard]
+    outputs = [notice, heads, table, roll, box, crop, dist, layer]
+    go.click(run_attention, inputs, outputs, api_name="attention")
+    for comp in (src, model_key):
+        comp.change(run_attention, inputs, outputs, api_visibility="private")
+    resolution.release(run_attention, inputs, outputs, api_visibility="private")
+    head_in = [src, model_key, resolution, layer, keep, alpha, cmap]
+    for comp in (layer, keep, alpha):
+        comp.release(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private")
+    cmap.change(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private")
+    roll_in = [src, model_key, resolution, alpha, cmap, fusion, discard]
+    fusion.change(rerender_rollout, roll_in, roll, api_visibility="private")
+    discard.release(rerender_rollout, roll_in, roll, api_visibility="private")
+    box.select(click_query, [src, model_key, resolution, layer, alpha, cmap], query, api_visibility="private")
+    reg_btn.click(run_registers, [src, resolution, alpha, cmap], [reg_note, reg_img], api_name="registers")
+    tl_btn.click(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_name="timeline")
+    step_index.release(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_visibility="private")
+
+
+# ---- Classify -------------------------------------------------------------------------------
+
+@friendly
+def run_classify(src, model_key, progress=gr.Progress()):
+    rgb = images.load_rgb(src)
+    loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
+    v = classify_view.render(loaded, rgb)
+    return loaded.notice, v.top5, v.maps, v.facts
+
+
+@friendly
+def run_shuffle(src, model_key, seed):
+    from vitviz import classify
+
+    rgb = images.load_rgb(src)
+    loaded = models.get_model(model_key)
+    r = classify.shuffle_experiment(loaded, rgb, int(seed))
+    return r.scrambled, classify_view.shuffle_markdown(r)
+
+
+def run_tradeoff():
+    from vitviz import classify
+
+    return classify_view.tradeoff_markdown(classify.patch_size_tradeoff())
+
+
+def classify_tab() -> None:
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = image_input()
+            model_key = gr.Dropdown(models.keys("classify"), value="ViT-B/16 (ImageNet-1k)", label="model")
+            go = gr.Button("Classify", variant="primary")
+            gr.Examples(example_paths(PHOTOS + SCENES), inputs=[src], label="examples (click one)")
+            gr.Markdown(
+                "After the last block only the class token's vector is kept; one linear layer turns it into a "
+                "score per class. The maps show which patches the class token drew on for this prediction: the "
+                "last layer alone, and rolled out through all layers.", elem_classes="explain")
+        with gr.Column(scale=2):
+            notice = gr.Markdown()
+            top5 = gr.Label(num_top_classes=5, label="top 5")
+            maps = figure("classify-maps", True, label="where the class token looked")
+            facts = gr.Markdown()
+    with gr.Accordion("Experiment: shuffle the patches", open=True):
+        gr.Markdown(
+            "Cut the picture into its patches and deal them out in a random order. The model still sees the "
+            "same patch contents, only their places change. With position embeddings the prediction moves. Take "
+            "the position embeddings out and the class token's output is identical for both orders: attention "
+            "itself has no idea of order. Position is information the model only has because we add it.",
+            elem_classes="explain")
+        with gr.Row():
+            seed = gr.Number(value=0, precision=0, label="shuffle seed")
+            sh_btn = gr.Button("Shuffle and compare")
+        with gr.Row():
+            scrambled = figure("shuffled", False, label="shuffled patches")
+            sh_md = gr.Markdown()
+    with gr.Accordion("Experiment: patch size trade-off", open=False):
+        gr.Markdown("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.",
+                    elem_classes="explain")
+        tr_btn = gr.Button("Measure (takes a few seconds)")
+        tr_md = gr.Markdown()
+    go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify")
+    for comp in (src, model_key):
+        comp.change(run_classify, [src, model_key], [notice, top5, maps, facts], api_visibility="private")
+    sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle")
+    tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff")
+
+
+# ---- the app --------------------------------------------------------------------------------
+
+FORCE_LIGHT = """
+() => {
+  const url = new URL(window.location.href);
+  if (url.searchParams.get('__theme') !== 'light') {
+    url.searchParams.set('__theme', 'light');
+    window.location.replace(url.href);
+  }
+}
+"""
+
+
+def build_demo() -> gr.Blocks:
+    """The whole app as a Blocks (no model is loaded here)."""
+    with gr.Blocks(title="vitviz: how a Vision Transformer sees") as demo:
+        gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
+                    "From pixels to patch tokens, position embeddings, attention and a prediction. "
+                    "Pick a tab, then click an example or upload your own picture.")
+        with gr.Tab("Patches"):
+            patches_tab()
+        with gr.Tab("Position embeddings") as pe_tab:
+            posembed_tab(pe_tab)
+        with gr.Tab("Attention"):
+            attention_tab()
+        with gr.Tab("Classify"):
+            classify_tab()
+    demo.queue(default_concurrency_limit=2)
+    return demo
+
+
+def launch_kwargs() -> dict:
+    """Theme, CSS and the light-mode switch (Gradio 6 takes these in launch())."""
+    theme = gr.themes.Default(text_size=gr.themes.sizes.text_lg, primary_hue="blue")
+    return dict(theme=theme, css_paths=[ROOT / "assets" / "theme.css"], js=FORCE_LIGHT,
+                max_file_size="50mb", server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+
+
+if __name__ == "__main__":
+    build_demo().launch(**launch_kwargs())

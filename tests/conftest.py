@@ -1,0 +1,91 @@
+"""Shared fixtures: offline by default, checkpoints the tests build themselves, a running app."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub; never wait on it
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+EXAMPLES = ROOT / "assets" / "examples"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def dino_s8_dir(tmp_path_factory) -> Path:
+    """A DINO ViT-S/8-shaped transformers checkpoint (random weights, the real config) saved locally."""
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    d = tmp_path_factory.mktemp("dino_vits8")
+    torch.manual_seed(0)
+    cfg = ViTConfig(image_size=224, patch_size=8, hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+                    intermediate_size=1536, qkv_bias=True, layer_norm_eps=1e-6)
+    ViTModel(cfg, add_pooling_layer=False).save_pretrained(d)
+    ViTImageProcessor(do_resize=True, size={"height": 224, "width": 224}, image_mean=[0.485, 0.456, 0.406],
+                      image_std=[0.229, 0.224, 0.225]).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def dinov2_reg_dir(tmp_path_factory) -> Path:
+    """A small DINOv2-with-registers checkpoint (4 registers), saved locally."""
+    from transformers import BitImageProcessor, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    d = tmp_path_factory.mktemp("dinov2_reg")
+    torch.manual_seed(0)
+    cfg = Dinov2WithRegistersConfig(image_size=56, patch_size=14, hidden_size=64, num_hidden_layers=2,
+                                    num_attention_heads=4, num_register_tokens=4)
+    Dinov2WithRegistersModel(cfg).save_pretrained(d)
+    BitImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56},
+                      image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def deit_file(tmp_path_factory) -> Path:
+    """A DeiT-Ti/16 (timm architecture, random weights) saved as safetensors."""
+    import timm
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    model = timm.create_model("deit_tiny_patch16_224", pretrained=False)
+    path = tmp_path_factory.mktemp("deit") / "model.safetensors"
+    save_file(model.state_dict(), str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def rgb_cat() -> np.ndarray:
+    from vitviz.images import load_rgb
+
+    return load_rgb(EXAMPLES / "cat.png")
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The real app, launched on 127.0.0.1 for the whole session."""
+    import app
+
+    demo = app.build_demo()
+    port = free_port()
+    kwargs = app.launch_kwargs()
+    kwargs.update(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(**kwargs)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()

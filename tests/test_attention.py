@@ -1,0 +1,193 @@
+"""Attention recording: equal to an independent recomputation, hooks always gone, analysis maths by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vitviz import attention as att
+from vitviz import models
+from vitviz.views import attention as view
+
+
+def all_hooks(model: torch.nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+@pytest.fixture(scope="module")
+def dino(dino_s8_dir):
+    loaded = models.load_hf(dino_s8_dir)
+    with torch.inference_mode():  # transformers installs its own capture hooks on first use; let it
+        loaded.model(pixel_values=torch.randn(1, 3, 16, 16), output_hidden_states=True, output_attentions=True,
+                     interpolate_pos_encoding=True)
+    return loaded
+
+
+def test_hf_hooked_attention_equals_recomputation(dino):
+    torch.manual_seed(1)
+    baseline = all_hooks(dino.model)  # transformers keeps hooks of its own for output capturing
+    x = torch.randn(1, 3, 32, 48)  # 4×6 patches of 8 px, T = 25
+    maps = att.collect(dino.model, x, (4, 6), 8, 1, lambda _m, x: dino.forward(x))
+    assert maps.cls.shape == (12, 6, 24) and len(maps.full) == 12
+    with torch.inference_mode():
+        out = dino.model(pixel_values=x, output_hidden_states=True, output_attentions=True,
+                         interpolate_pos_encoding=True)
+    for i, layer in enumerate(dino.model.layers):
+        with torch.inference_mode():
+            h = layer.layernorm_before(out.hidden_states[i])
+            q = layer.attention.q_proj(h).view(1, 25, 6, 64).transpose(1, 2)
+            k = layer.attention.k_proj(h).view(1, 25, 6, 64).transpose(1, 2)
+            mine = torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1)[0]
+        torch.testing.assert_close(maps.full[i].float(), mine, atol=2e-3, rtol=0)  # stored as float16
+        torch.testing.assert_close(maps.full[i].float(), out.attentions[i][0], atol=2e-3, rtol=0)
+        np.testing.assert_allclose(maps.cls[i], mine[:, 0, 1:].numpy(), atol=1e-5)
+    rows = maps.full[11].float().sum(-1)
+    torch.testing.assert_close(rows, torch.ones_like(rows), atol=5e-3, rtol=0)
+    assert all_hooks(dino.model) == baseline
+
+
+def test_timm_hooked_attention_equals_recomputation_and_fused_flag_restored():
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, patch_size=8, depth=3).eval()
+    assert all(b.attn.fused_attn for b in m.blocks)  # hooks on this path would see nothing
+    x = torch.randn(1, 3, 64, 64)
+    maps = att.collect(m, x, (8, 8), 8, 1, lambda mod, x: (mod(x), None))
+    assert all(b.attn.fused_attn for b in m.blocks) and all_hooks(m) == 0
+    with torch.inference_mode():
+        t = m.norm_pre(m._pos_embed(m.patch_embed(x)))
+        for i, blk in enumerate(m.blocks):
+            h = blk.norm1(t)
+            qkv = blk.attn.qkv(h).reshape(1, 65, 3, 3, 64).permute(2, 0, 3, 1, 4)
+            q, k = qkv[0], qkv[1]
+            mine = torch.softmax(q @ k.transpose(-1, -2) * 64 ** -0.5, dim=-1)[0]
+            torch.testing.assert_close(maps.full[i].float(), mine, atol=2e-3, rtol=0)
+            t = blk(t)
+
+
+def test_hooks_removed_after_an_exception(dino):
+    class Boom(Exception):
+        pass
+
+    calls = []
+    baseline = all_hooks(dino.model)
+    with pytest.raises(Boom):
+        with att.record_attention(dino.model, lambda layer, a: calls.append(layer)) as n:
+            assert n == 12 and all_hooks(dino.model) == baseline + 12
+            with torch.inference_mode():
+                dino.forward(torch.randn(1, 3, 16, 16))
+            raise Boom
+    assert calls == list(range(12)) and all_hooks(dino.model) == baseline
+
+
+def test_sdpa_model_is_refused_not_silently_empty(dino_s8_dir):
+    from transformers import AutoModel
+
+    m = AutoModel.from_pretrained(dino_s8_dir, attn_implementation="sdpa", add_pooling_layer=False).eval()
+    baseline = all_hooks(m)
+    with pytest.raises(RuntimeError, match="eager"):
+        with att.record_attention(m, lambda *a: None), torch.inference_mode():
+            m(pixel_values=torch.randn(1, 3, 16, 16), interpolate_pos_encoding=True)
+    assert all_hooks(m) == baseline
+
+
+def test_registers_are_dropped_from_the_grid(dinov2_reg_dir):
+    loaded = models.load_hf(dinov2_reg_dir)
+    assert loaded.spec.prefix == 5 and loaded.spec.patch == 14
+    x = torch.randn(1, 3, 56, 84)
+    maps = att.collect(loaded.model, x, (4, 6), 14, 5, lambda _m, x: loaded.forward(x))
+    assert maps.cls.shape == (2, 4, 24) and maps.cls_map(1).shape == (4, 6)
+    assert maps.norms.shape == (29,)
+    full = maps.full[1].float()
+    np.testing.assert_allclose(maps.cls[1], full[:, 0, 5:].numpy(), atol=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mass_mask_is_the_smallest_set(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.random(30) ** 4
+    keep = float(rng.uniform(0.1, 0.95))
+    mask, mass, frac = att.mass_mask(a, keep)
+    k = int(mask.sum())
+    top = np.sort(a)[::-1] / a.sum()
+    assert mass == pytest.approx(a[mask].sum() / a.sum()) and mass >= keep - 1e-12
+    assert top[: k - 1].sum() < keep  # one fewer patch, even the best ones, is not enough
+    assert frac == pytest.approx(k / 30)
+    assert a[mask].min() >= a[~mask].max()
+
+
+def test_mass_mask_zero_attention():
+    mask, mass, frac = att.mass_mask(np.zeros((3, 3)), 0.6)
+    assert mask.all() and mass == 1.0 and frac == 1.0
+
+
+def test_rollout_two_layer_toy_by_hand():
+    a1 = torch.tensor([[0.5, 0.25, 0.25], [0.2, 0.6, 0.2], [0.1, 0.1, 0.8]])
+    a2 = torch.tensor([[0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.3, 0.3, 0.4]])
+    r1 = (a1.numpy() + np.eye(3)) / 2
+    r2 = (a2.numpy() + np.eye(3)) / 2
+    r1 /= r1.sum(1, keepdims=True)
+    r2 /= r2.sum(1, keepdims=True)
+    expected = (r2 @ r1)[0]
+    # by hand for row 0: r2[0] = [0.6, 0.15, 0.25]; times r1 columns
+    assert expected[1] == pytest.approx(0.6 * 0.125 + 0.15 * 0.8 + 0.25 * 0.05)
+    np.testing.assert_allclose(att.rollout_cls([a1, a2]), expected, atol=1e-6)
+    assert att.rollout_cls([a1, a2]).sum() == pytest.approx(1.0)
+
+
+def test_rollout_discard_drops_smallest_but_not_cls():
+    a = torch.tensor([[0.05, 0.9, 0.05], [0.3, 0.3, 0.4], [0.01, 0.49, 0.5]])
+    with_discard = att.rollout_cls([a], discard=0.2)  # drops the 1 smallest entry: a[2, 0] = 0.01
+    b = a.clone()
+    b[2, 0] = 0
+    r = (b.numpy() + np.eye(3)) / 2
+    r /= r.sum(1, keepdims=True)
+    np.testing.assert_allclose(with_discard, r[0], atol=1e-6)
+
+
+def test_memory_aware_mode_keeps_little_and_agrees(dino):
+    torch.manual_seed(2)
+    x = torch.randn(1, 3, 48, 48)
+    full = att.collect(dino.model, x, (6, 6), 8, 1, lambda _m, x: dino.forward(x))
+    lean = att.collect(dino.model, x, (6, 6), 8, 1, lambda _m, x: dino.forward(x), budget=0)
+    assert set(full.full) == set(range(12)) and not full.fused
+    assert set(lean.full) == {11} and set(lean.fused) == {"mean", "max", "min"}
+    np.testing.assert_allclose(lean.cls, full.cls)
+    np.testing.assert_allclose(lean.distance, full.distance, rtol=1e-6)
+    for fusion in ("mean", "max", "min"):
+        np.testing.assert_allclose(lean.rollout(fusion, 0.3), full.rollout(fusion, 0.3), atol=1e-3)
+    used, q = lean.query_maps(2, 3, layer=4)
+    assert used == 11 and q.shape == (6, 6, 6)
+
+
+def test_attention_distance_by_hand():
+    # two patches 8 px apart; a head that always looks at the other patch has distance 8
+    d = att.patch_distances(1, 2, 8)
+    assert d.tolist() == [[0.0, 8.0], [8.0, 0.0]]
+
+
+def test_one_forward_per_model_image_resolution(dino, rgb_cat):
+    calls = []
+    handle = dino.model.register_forward_hook(lambda *a: calls.append(1))
+    try:
+        view._cache.clear()
+        a = view.analyse(dino, rgb_cat, 64)
+        for layer in range(12):
+            for keep in (0.3, 0.6, 0.9):
+                view.render_heads(view.analyse(dino, rgb_cat, 64), layer, keep, "viridis", 0.3)
+        view.render_rollout(a, "max", 0.5)
+        view.render_query(a, 1, 2, 5)
+        assert len(calls) == 1
+        view.analyse(dino, rgb_cat, 96)  # a new resolution is a new forward
+        assert len(calls) == 2
+    finally:
+        handle.remove()
+
+
+def test_heads_view_reports_mass_and_box(dino, rgb_cat):
+    a = view.analyse(dino, rgb_cat, 64)
+    v = view.render_heads(a, 11, 0.6)
+    assert v.heads.size[0] > 300 and "mass kept" in v.table and v.table.count("| head ") == 7  # six heads and the mean
+    assert v.crop.size[0] <= a.fitted.image.shape[1]

@@ -1,0 +1,131 @@
+"""Image intake: every mode a student might upload, and every way an upload can be bad."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vitviz import images
+
+
+def png_bytes(img: Image.Image, fmt: str = "PNG", **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+def test_rgba_is_composited_over_white():
+    im = Image.new("RGBA", (16, 16), (255, 0, 0, 0))  # fully transparent red
+    im.putpixel((0, 0), (0, 0, 255, 255))
+    rgb = images.load_rgb(png_bytes(im))
+    assert rgb.shape == (16, 16, 3) and rgb.dtype == np.uint8
+    assert tuple(rgb[5, 5]) == (255, 255, 255)
+    assert tuple(rgb[0, 0]) == (0, 0, 255)
+
+
+def test_palette_with_transparency_and_la():
+    p = Image.new("P", (16, 16), 0)
+    p.putpalette([0, 0, 0, 10, 200, 30] + [0] * 762)
+    p.putpixel((3, 3), 1)
+    p.info["transparency"] = 0
+    rgb = images.load_rgb(png_bytes(p))
+    assert tuple(rgb[0, 0]) == (255, 255, 255) and tuple(rgb[3, 3]) == (10, 200, 30)
+    la = Image.new("LA", (16, 16), (100, 255))
+    assert tuple(images.load_rgb(png_bytes(la))[0, 0]) == (100, 100, 100)
+
+
+def test_sixteen_bit_and_float_are_stretched():
+    a = (np.arange(256, dtype=np.uint16).reshape(16, 16) * 256)
+    rgb = images.load_rgb(png_bytes(Image.fromarray(a)))
+    assert rgb[0, 0, 0] == 0 and rgb[-1, -1, 0] == 255 and (rgb[..., 0] == rgb[..., 2]).all()
+    f = Image.fromarray(np.linspace(-1, 1, 256, dtype=np.float32).reshape(16, 16))
+    rgbf = images.load_rgb(f)
+    assert rgbf[0, 0, 0] == 0 and rgbf[-1, -1, 0] == 255
+
+
+def test_constant_float_image_has_no_division_by_zero():
+    f = Image.fromarray(np.full((16, 16), 3.5, np.float32))
+    rgb = images.load_rgb(f)
+    assert np.isfinite(rgb).all() and rgb.shape == (16, 16, 3)
+
+
+def test_cmyk_and_grey():
+    cmyk = Image.new("CMYK", (16, 16), (0, 255, 255, 0))  # red in CMYK
+    r, g, b = images.load_rgb(png_bytes(cmyk, "JPEG", quality=100))[8, 8]
+    assert r > 200 and g < 60 and b < 60
+    assert tuple(images.load_rgb(Image.new("L", (16, 16), 77))[0, 0]) == (77, 77, 77)
+
+
+def test_exif_orientation_is_applied():
+    im = Image.new("RGB", (32, 16), (0, 0, 0))
+    im.paste((255, 0, 0), (0, 0, 16, 16))  # left half red
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90° clockwise on display
+    rgb = images.load_rgb(png_bytes(im, "JPEG", exif=exif.tobytes(), quality=100))
+    assert rgb.shape[:2] == (32, 16)  # portrait after orientation
+    assert rgb[2, 8, 0] > 200  # the red half is now on top
+
+
+def test_animated_gif_takes_first_frame():
+    frames = [Image.new("RGB", (16, 16), c) for c in ((255, 0, 0), (0, 255, 0))]
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:])
+    r, g, _ = images.load_rgb(buf.getvalue())[0, 0]
+    assert r > 200 and g < 50
+
+
+@pytest.mark.parametrize("data, words", [
+    (b"this is not an image at all", "not an image"),
+    (b"", "empty"),
+])
+def test_bad_bytes_give_a_clear_message(data, words):
+    with pytest.raises(ValueError, match=words):
+        images.load_rgb(data)
+
+
+def test_truncated_file(tmp_path):
+    good = png_bytes(Image.effect_noise((64, 64), 50).convert("RGB"))
+    path = tmp_path / "cut.png"
+    path.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match="damaged or incomplete"):
+        images.load_rgb(path)
+
+
+def test_decompression_bomb_rejected_from_header(tmp_path):
+    # A 10000×10000 PNG of one colour: tiny on disk, 100 Mpx decoded.
+    path = tmp_path / "bomb.png"
+    Image.new("1", (10_000, 10_000)).save(path, optimize=True)
+    assert path.stat().st_size < 200_000
+    with pytest.raises(ValueError, match="megapixels"):
+        images.load_rgb(path)
+
+
+def test_too_small_and_absurd_aspect():
+    with pytest.raises(ValueError, match="smaller than one"):
+        images.load_rgb(Image.new("RGB", (5, 40)))
+    with pytest.raises(ValueError, match="times longer"):
+        images.load_rgb(Image.new("RGB", (2000, 20)))
+    with pytest.raises(ValueError, match="choose an image"):
+        images.load_rgb(None)
+
+
+@pytest.mark.parametrize("policy", list(images.POLICIES))
+def test_fit_policies_give_whole_patches(policy):
+    rgb = np.random.default_rng(0).integers(0, 255, (300, 451, 3), dtype=np.uint8)
+    f = images.fit_to_patches(rgb, 224, 16, policy)
+    h, w = f.image.shape[:2]
+    assert h % 16 == 0 and w % 16 == 0
+    if policy == "keep":
+        assert min(h, w) == 224 and w > h and abs(w / h - 451 / 300) < 16 / 224
+    else:
+        assert (h, w) == (224, 224)
+    assert f.grid == (h // 16, w // 16) and str(f.grid[0] * f.grid[1]) in f.note
+
+
+def test_pad_keeps_whole_picture_in_grey_frame():
+    rgb = np.full((100, 200, 3), 255, np.uint8)
+    f = images.fit_to_patches(rgb, 64, 16, "pad")
+    assert (f.image[0, :, 0] == 128).all() and (f.image[32, :, 0] == 255).all()

@@ -1,0 +1,111 @@
+"""Patch maths: the toy numbers, linear == convolution, and a cost calculator that matches measurement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vitviz import patches
+
+
+def test_toy_walkthrough_matches_the_seed():
+    t = patches.toy_walkthrough()
+    assert t["image"].shape == (8, 8)
+    # four 4×4 patches, row-major p00 p01 p10 p11, each constant
+    np.testing.assert_allclose(t["flat"], np.repeat([[0.9], [0.4], [0.6], [0.1]], 16, axis=1))
+    assert t["E"].shape == (4, 8) and t["tokens"].shape == (5, 8)
+    np.testing.assert_allclose(t["tokens"][0], 0)  # [CLS] is all zeros
+    # constant patches: E is (patch value) × (column sums of W)
+    np.testing.assert_allclose(t["E"], np.outer([0.9, 0.4, 0.6, 0.1], t["W"].sum(0)))
+    np.testing.assert_allclose(t["E_pe"], t["E"] + t["PE"])
+    # same row -> same first half of the PE, same column -> same second half
+    np.testing.assert_allclose(t["PE"][0, :4], t["PE"][1, :4])
+    np.testing.assert_allclose(t["PE"][0, 4:], t["PE"][2, 4:])
+
+
+def test_patchify_order_by_hand():
+    x = torch.arange(2 * 4 * 4, dtype=torch.float32).reshape(1, 2, 4, 4)
+    flat = patches.patchify(x, 2)
+    assert flat.shape == (1, 4, 8)
+    # patch p01 = rows 0-1, cols 2-3; channel 0 first, then channel 1
+    assert flat[0, 1].tolist() == [2, 3, 6, 7, 18, 19, 22, 23]
+
+
+@pytest.mark.parametrize("patch, h, w", [(4, 8, 8), (8, 32, 48), (14, 56, 28), (16, 64, 64)])
+def test_unfold_linear_equals_strided_conv(patch, h, w):
+    g = torch.Generator().manual_seed(patch)
+    x = torch.randn(2, 3, h, w, generator=g)
+    weight = torch.randn(24, 3, patch, patch, generator=g)
+    bias = torch.randn(24, generator=g)
+    conv = torch.nn.Conv2d(3, 24, patch, stride=patch)
+    conv.weight.data, conv.bias.data = weight, bias
+    ref = conv(x).flatten(2).transpose(1, 2)
+    mine = patches.embed_linear(patches.patchify(x, patch), weight, bias)
+    assert mine.shape == (2, (h // patch) * (w // patch), 24)
+    assert torch.allclose(mine, ref, rtol=1e-5, atol=1e-4)
+    assert patches.linear_vs_conv(x, weight, bias) < 1e-5 * float(ref.abs().max())  # float32 rounding
+
+
+def test_grid_rejects_partial_patches():
+    with pytest.raises(ValueError):
+        patches.grid_size(225, 224, 16)
+
+
+def test_token_counts_from_the_seeds():
+    assert patches.token_counts(224, 224, 16)["patches"] == 196
+    assert patches.token_counts(224, 224, 32)["patches"] == 49
+    c = patches.token_counts(224, 224, 8)
+    assert c["patches"] == 784 and c["sequence"] == 785 and c["attention entries"] == 616_225
+    assert patches.token_counts(448, 448, 8)["patches"] == 3136
+
+
+def test_vit_b16_attention_cost_by_hand():
+    """The seed claims ~4.3 G MACs of attention for ViT-B/16; per head it is 197²·64, not 197²·768."""
+    m = patches.vit_macs(patches.VIT_SIZES["ViT-B"], 16, 224, 224)
+    scores = 12 * 12 * 197 * 197 * 64  # layers × heads × T² × head dim
+    assert m["attention scores QKᵀ"] == scores == 357_663_744
+    attention = m["attention scores QKᵀ"] + m["attention × V"]
+    assert attention == 2 * scores  # ≈ 0.72 G, not 4.3 G
+    total = sum(m.values())
+    assert 17.5e9 < total < 17.6e9
+    assert 0.04 < attention / total < 0.042
+
+
+def _measured_macs(model: torch.nn.Module, x: torch.Tensor) -> dict[str, int]:
+    """FlopCounterMode counts (2 FLOPs = 1 MAC), grouped like vit_macs."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    for blk in model.blocks:  # the CPU flash-attention kernel has no FLOP formula: count the matmuls
+        blk.attn.fused_attn = False
+    with FlopCounterMode(display=False) as fc, torch.inference_mode():
+        model(x)
+    counts = fc.get_flop_counts()
+    name = type(model).__name__
+
+    def of(prefix: str) -> int:
+        return sum(counts.get(f"{name}.{prefix}", {}).values()) // 2
+
+    depth = len(model.blocks)
+    out = {"patch embedding": of("patch_embed"), "classifier head": of("head")}
+    out["QKV projection"] = sum(of(f"blocks.{i}.attn.qkv") for i in range(depth))
+    out["output projection"] = sum(of(f"blocks.{i}.attn.proj") for i in range(depth))
+    out["MLP"] = sum(of(f"blocks.{i}.mlp") for i in range(depth))
+    attn = sum(of(f"blocks.{i}.attn") for i in range(depth)) - out["QKV projection"] - out["output projection"]
+    out["attention"] = attn
+    out["total"] = fc.get_total_flops() // 2
+    return out
+
+
+@pytest.mark.parametrize("size, patch, h, w", [("ViT-Ti", 16, 224, 224), ("ViT-S", 8, 64, 96), ("ViT-Ti", 32, 96, 64)])
+def test_cost_calculator_matches_flop_counter(size, patch, h, w):
+    import timm
+
+    model = timm.create_model(f"{patches.TIMM_NAMES[size]}_patch16_224", pretrained=False, patch_size=patch,
+                              img_size=(h, w)).eval()
+    measured = _measured_macs(model, torch.randn(1, 3, h, w))
+    mine = patches.vit_macs(patches.VIT_SIZES[size], patch, h, w)
+    for part in ("patch embedding", "QKV projection", "output projection", "MLP", "classifier head"):
+        assert mine[part] == measured[part], part
+    assert mine["attention scores QKᵀ"] + mine["attention × V"] == measured["attention"]
+    assert sum(mine.values()) == measured["total"]

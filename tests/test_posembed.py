@@ -1,0 +1,95 @@
+"""Position embeddings: the seed's numbers, learned tables with prefix rows dropped, resampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vitviz import posembed
+
+
+def test_seed_toy_dot_products():
+    """2×2 grid, d_model = 8: 4.00 self, 3.54 one coordinate apart, 3.08 diagonal."""
+    sim = posembed.similarity(posembed.sincos_2d(2, 2, 8), "dot")
+    assert np.round(sim, 2).tolist() == [[4.0, 3.54, 3.54, 3.08], [3.54, 4.0, 3.08, 3.54],
+                                         [3.54, 3.08, 4.0, 3.54], [3.08, 3.54, 3.54, 4.0]]
+    # by hand: each half contributes cos(1) + cos(1/100) when its coordinate differs by one
+    one = 2 + np.cos(1) + np.cos(0.01)
+    assert sim[0, 1] == pytest.approx(one) and sim[0, 3] == pytest.approx(2 * (np.cos(1) + np.cos(0.01)))
+
+
+def test_sincos_1d_formula():
+    pe = posembed.sincos_1d(50, 16)
+    t, i = 7, 3
+    assert pe[t, 2 * i] == pytest.approx(np.sin(t / 10000 ** (2 * i / 16)))
+    assert pe[t, 2 * i + 1] == pytest.approx(np.cos(t / 10000 ** (2 * i / 16)))
+    np.testing.assert_allclose((pe ** 2).sum(1), 8.0)  # |PE|² = dim / 2
+    # dot products depend only on the offset between positions
+    d = pe @ pe.T
+    assert d[3, 8] == pytest.approx(d[20, 25]) and d[3, 8] == pytest.approx(d[8, 3])
+
+
+def test_sincos_2d_halves_are_rows_and_columns():
+    pe = posembed.sincos_2d(3, 5, 16).reshape(3, 5, 16)
+    np.testing.assert_allclose(pe[1, 0, :8], pe[1, 4, :8])
+    np.testing.assert_allclose(pe[0, 2, 8:], pe[2, 2, 8:])
+    np.testing.assert_allclose(pe[2, 3, :8], posembed.sincos_1d(3, 8)[2])
+    with pytest.raises(ValueError):
+        posembed.sincos_2d(2, 2, 6)
+
+
+def test_cosine_similarity_guards_zero_rows():
+    s = posembed.similarity(np.array([[1.0, 0.0], [0.0, 0.0], [2.0, 0.0]]), "cosine")
+    assert s[0, 2] == pytest.approx(1.0) and s[1].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_learned_grid_timm_drops_class_and_registers():
+    import timm
+
+    m = timm.create_model("vit_small_patch16_224", pretrained=False, img_size=64, reg_tokens=4,
+                          no_embed_class=False, class_token=True)
+    prefix = m.num_prefix_tokens
+    assert prefix == 5 and m.pos_embed.shape[1] == 5 + 16
+    grid = posembed.learned_grid(m)
+    assert grid.shape == (4, 4, 384)
+    np.testing.assert_allclose(grid.reshape(16, -1), m.pos_embed[0, prefix:].detach().numpy())
+
+
+def test_learned_grid_timm_no_embed_class():
+    import timm
+
+    m = timm.create_model("vit_small_patch16_224", pretrained=False, img_size=64, reg_tokens=4, no_embed_class=True)
+    assert m.pos_embed.shape[1] == 16  # prefix tokens carry no position here
+    np.testing.assert_allclose(posembed.learned_grid(m).reshape(16, -1), m.pos_embed[0].detach().numpy())
+
+
+def test_learned_grid_transformers(dino_s8_dir, dinov2_reg_dir):
+    from transformers import AutoModel
+
+    vit = AutoModel.from_pretrained(dino_s8_dir)
+    g = posembed.learned_grid(vit)
+    assert g.shape == (28, 28, 384)
+    np.testing.assert_allclose(g.reshape(784, -1), vit.embeddings.position_embeddings[0, 1:].detach().numpy())
+    reg = AutoModel.from_pretrained(dinov2_reg_dir)
+    assert posembed.learned_grid(reg).shape == (4, 4, 64)  # registers have no position rows
+
+
+def test_resample_same_size_is_identity_and_matches_torch():
+    grid = np.random.default_rng(0).standard_normal((14, 14, 8)).astype(np.float32)
+    np.testing.assert_allclose(posembed.resample_grid(grid, 14, 14), grid, atol=1e-5)
+    out = posembed.resample_grid(grid, 20, 20)
+    ref = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], size=(20, 20),
+                                          mode="bicubic", align_corners=False, antialias=True)[0].permute(1, 2, 0).numpy()
+    np.testing.assert_allclose(out, ref, atol=1e-5)
+    plain = torch.nn.functional.interpolate(torch.from_numpy(grid).permute(2, 0, 1)[None], size=(20, 20),
+                                            mode="bicubic", align_corners=False)[0].permute(1, 2, 0).numpy()
+    assert np.abs(out - plain).max() > 1e-3  # timm's antialiased bicubic differs from transformers' plain one
+
+
+def test_resampled_sinusoid_stays_smooth():
+    grid = posembed.sincos_2d(14, 14, 64).reshape(14, 14, 64)
+    out = posembed.resample_grid(grid, 20, 20)
+    sim = posembed.similarity(out.reshape(400, 64), "cosine").reshape(20, 20, 20, 20)
+    centre = sim[10, 10]
+    assert centre.argmax() == 10 * 20 + 10 and centre[10, 11] > centre[10, 15] > centre[10, 19]

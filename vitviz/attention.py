@@ -1,0 +1,300 @@
+"""Recording and analysing a ViT's attention.
+
+Shapes: B images, H heads, L layers, T tokens = prefix + N patches (prefix: the
+class token plus any distillation or register tokens), patch grid (gh, gw) with
+N = gh·gw. One attention matrix is (H, T, T), rows are queries, and each row
+sums to 1 (post-softmax).
+
+``record_attention`` is the only place that touches hooks. It works for timm
+ViTs (it switches their fused attention off for the duration, because a hook
+on a fused ``scaled_dot_product_attention`` path sees nothing) and for
+transformers ViT / DINOv2 loaded with ``attn_implementation="eager"`` (the SDPA
+path returns no weights, and we say so instead of showing nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+FUSIONS = ("mean", "max", "min")
+"""How heads are combined for the head-fused views and rollout."""
+FULL_BUDGET_BYTES = 256 * 2**20
+"""Keep every layer's full per-head matrices (float16) only while they fit in this."""
+
+_TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
+_HF_ATTN = re.compile(r"(^|\.)(encoder\.layer|layers)\.\d+\.attention$")
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The self-attention modules of a timm or transformers ViT, in layer order."""
+    mods = [m for name, m in model.named_modules() if _TIMM_ATTN.search(name) or _HF_ATTN.search(name)]
+    if not mods:
+        raise ValueError(f"{type(model).__name__} has no ViT attention layers we know how to read.")
+    return mods
+
+
+@contextmanager
+def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.Tensor], None]) -> Iterator[int]:
+    """Call ``on_attention(layer, attn)`` with post-softmax attn (B, H, T, T) for each layer in each forward.
+
+    Yields the number of layers. All hooks are removed and timm's ``fused_attn``
+    flags restored on exit, also when the body raises.
+    """
+    handles: list[torch.utils.hooks.RemovableHandle] = []
+    fused: list[tuple[torch.nn.Module, bool]] = []
+
+    def hf_hook(layer: int):
+        def hook(_mod, _inp, out):
+            weights = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            if weights is None:
+                raise RuntimeError("This model returned no attention weights; load it with "
+                                   "attn_implementation='eager'.")
+            on_attention(layer, weights)
+        return hook
+
+    try:
+        for layer, mod in enumerate(attention_modules(model)):
+            if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm
+                fused.append((mod, mod.fused_attn))
+                mod.fused_attn = False
+                handles.append(mod.attn_drop.register_forward_hook(
+                    lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
+            else:  # transformers: forward returns (output, attention weights)
+                handles.append(mod.register_forward_hook(hf_hook(layer)))
+        yield len(handles)
+    finally:
+        for h in handles:
+            h.remove()
+        for mod, flag in fused:
+            mod.fused_attn = flag
+
+
+def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
+    """(N, N) Euclidean distance in pixels between patch centres (row-major)."""
+    r, c = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
+    pos = torch.stack([r.flatten(), c.flatten()], 1).float() * patch
+    return torch.cdist(pos, pos)
+
+
+def fuse_heads(attn: torch.Tensor, fusion: str) -> torch.Tensor:
+    """(H, T, T) -> (T, T) by mean, max or min over heads."""
+    if fusion == "mean":
+        return attn.mean(0)
+    if fusion == "max":
+        return attn.amax(0)
+    if fusion == "min":
+        return attn.amin(0)
+    raise ValueError(f"Unknown head fusion {fusion!r}; choose from {FUSIONS}.")
+
+
+@dataclass
+class AttentionMaps:
+    """What one forward pass leaves behind, enough to redraw every view without the model.
+
+    Attributes:
+        grid: (gh, gw) patch grid; N = gh·gw.
+        patch: patch size in pixels.
+        prefix: number of non-patch tokens at the start of the sequence.
+        cls: (L, H, N) class-token attention to the patches (prefix keys dropped, not renormalised).
+        distance: (L, H) mean attention distance in pixels (patch queries to patch keys).
+        full: layer -> (H, T, T) float16 for the layers whose full matrices were kept.
+        fused: fusion -> (L, T, T) float16 head-fused matrices (kept when ``full`` is not complete).
+        norms: (T,) output-token norms of the last layer, or None.
+        logits: (classes,) model output for classifiers, or None.
+    """
+
+    grid: tuple[int, int]
+    patch: int
+    prefix: int
+    cls: np.ndarray
+    distance: np.ndarray
+    full: dict[int, torch.Tensor] = field(default_factory=dict)
+    fused: dict[str, torch.Tensor] = field(default_factory=dict)
+    norms: np.ndarray | None = None
+    logits: np.ndarray | None = None
+    _rollouts: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def layers(self) -> int:
+        return self.cls.shape[0]
+
+    @property
+    def heads(self) -> int:
+        return self.cls.shape[1]
+
+    def cls_map(self, layer: int, head: int | None = None) -> np.ndarray:
+        """(gh, gw) class-token attention of one head, or the head mean when ``head`` is None."""
+        a = self.cls[layer]
+        a = a.mean(0) if head is None else a[head]
+        return a.reshape(self.grid)
+
+    def query_maps(self, row: int, col: int, layer: int | None = None) -> tuple[int, np.ndarray]:
+        """(layer used, (H, gh, gw)): where patch (row, col), as the query, looks, per head.
+
+        Uses ``layer`` if its full matrices were kept, else the last layer.
+        """
+        layer = self.layers - 1 if layer is None else layer
+        if layer not in self.full:
+            layer = max(self.full)
+        q = self.prefix + row * self.grid[1] + col
+        rows = self.full[layer][:, q, self.prefix:].float().numpy()
+        return layer, rows.reshape(-1, *self.grid)
+
+    def _fused_layers(self, fusion: str) -> list[torch.Tensor]:
+        if fusion in self.fused:
+            return list(self.fused[fusion])
+        return [fuse_heads(self.full[i].float(), fusion) for i in range(self.layers)]
+
+    def rollout(self, fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
+        """(gh, gw) class-token row of attention rollout (memoised per fusion and discard ratio)."""
+        key = (fusion, round(float(discard), 4))
+        if key not in self._rollouts:
+            cls_row = rollout_cls(self._fused_layers(fusion), discard)
+            self._rollouts[key] = cls_row[self.prefix:].reshape(self.grid)
+        return self._rollouts[key]
+
+
+def rollout_cls(fused: list[torch.Tensor], discard: float = 0.0) -> np.ndarray:
+    """Class-token row of attention rollout, (T,).
+
+    For each layer's head-fused (T, T) matrix A (first layer first): optionally zero
+    the ``discard`` fraction of smallest entries (never the class token's own
+    entry), take Â = (A + I) / 2 and renormalise its rows; the rollout is
+    Â_L ··· Â_1 and we return its row 0, computed right to left as a row vector.
+    """
+    if not 0.0 <= discard < 1.0:
+        raise ValueError("The discard ratio must be at least 0 and below 1.")
+    t = fused[0].shape[0]
+    v = torch.zeros(t)
+    v[0] = 1.0
+    eye = torch.eye(t)
+    for a in reversed(fused):
+        a = a.float().clone()
+        if discard > 0:
+            flat = a.view(-1)
+            k = int(flat.numel() * discard)
+            if k:
+                idx = flat.topk(k, largest=False).indices
+                flat[idx[idx != 0]] = 0
+        a = (a + eye) / 2
+        a = a / a.sum(-1, keepdim=True).clamp_min(1e-12)
+        v = v @ a
+    return v.numpy()
+
+
+def mass_mask(att: np.ndarray, keep: float = 0.6) -> tuple[np.ndarray, float, float]:
+    """DINO's threshold: the fewest patches that hold at least ``keep`` of the attention mass.
+
+    Args:
+        att: (...,) non-negative attention over patches (any shape; normalised here).
+        keep: fraction of mass in (0, 1].
+
+    Returns:
+        (mask with att's shape, mass fraction actually kept, fraction of patches kept).
+    """
+    a = np.asarray(att, dtype=np.float64).ravel()
+    total = a.sum()
+    if total <= 0:
+        return np.ones(np.shape(att), bool), 1.0, 1.0
+    order = np.argsort(-a, kind="stable")
+    cum = np.cumsum(a[order]) / total
+    k = int(np.searchsorted(cum, keep - 1e-12) + 1)
+    k = min(k, a.size)
+    mask = np.zeros(a.size, bool)
+    mask[order[:k]] = True
+    return mask.reshape(np.shape(att)), float(cum[k - 1]), k / a.size
+
+
+def largest_component(mask: np.ndarray) -> np.ndarray:
+    """The largest 4-connected component of a (gh, gw) boolean mask."""
+    seen = np.zeros_like(mask, bool)
+    best: list[tuple[int, int]] = []
+    gh, gw = mask.shape
+    for r0 in range(gh):
+        for c0 in range(gw):
+            if not mask[r0, c0] or seen[r0, c0]:
+                continue
+            comp, stack = [], [(r0, c0)]
+            seen[r0, c0] = True
+            while stack:
+                r, c = stack.pop()
+                comp.append((r, c))
+                for rr, cc in ((r + 1, c), (r - 1, c), (r, c + 1), (r, c - 1)):
+                    if 0 <= rr < gh and 0 <= cc < gw and mask[rr, cc] and not seen[rr, cc]:
+                        seen[rr, cc] = True
+                        stack.append((rr, cc))
+            if len(comp) > len(best):
+                best = comp
+    out = np.zeros_like(mask, bool)
+    for r, c in best:
+        out[r, c] = True
+    return out
+
+
+def bounding_box(mask: np.ndarray, patch: int) -> tuple[int, int, int, int] | None:
+    """Pixel box (left, top, right, bottom) around the largest component of a (gh, gw) mask."""
+    comp = largest_component(mask)
+    if not comp.any():
+        return None
+    rows, cols = np.nonzero(comp)
+    return int(cols.min() * patch), int(rows.min() * patch), int((cols.max() + 1) * patch), int((rows.max() + 1) * patch)
+
+
+def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patch: int, prefix: int,
+            forward: Callable[[torch.nn.Module, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor | None]],
+            budget: int = FULL_BUDGET_BYTES) -> AttentionMaps:
+    """Run ``forward(model, x)`` once (x: (1, 3, H, W)) and keep what the views need.
+
+    ``forward`` returns (logits or None, last-layer tokens (T, D) or None). Full
+    (H, T, T) matrices of every layer are kept (float16) when they fit in
+    ``budget`` bytes; otherwise only the last layer's, plus head-fused matrices
+    for rollout. Nothing of size L·H·T² is ever held at once in that case.
+    """
+    gh, gw = grid
+    n = gh * gw
+    t = n + prefix
+    layers = len(attention_modules(model))
+    heads_guess = getattr(getattr(model, "config", None), "num_attention_heads", None) or \
+        getattr(attention_modules(model)[0], "num_heads", 1)
+    keep_all = layers * heads_guess * t * t * 2 <= budget
+    dist = patch_distances(gh, gw, patch)
+    cls_rows: dict[int, torch.Tensor] = {}
+    distance: dict[int, torch.Tensor] = {}
+    full: dict[int, torch.Tensor] = {}
+    fused: dict[str, torch.Tensor] = {} if keep_all else {
+        f: torch.empty(layers, t, t, dtype=torch.float16) for f in FUSIONS}
+
+    def on_attention(layer: int, attn: torch.Tensor) -> None:
+        a = attn[0].detach().float()  # (H, T, T)
+        if a.shape[-1] != t:
+            raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
+        cls_rows[layer] = a[:, 0, prefix:].clone()
+        pp = a[:, prefix:, prefix:]
+        pp_sum = pp.sum(-1).clamp_min(1e-12)  # (H, N)
+        distance[layer] = ((pp * dist).sum(-1) / pp_sum).mean(-1)
+        if keep_all or layer == layers - 1:
+            full[layer] = a.half()
+        if not keep_all:
+            for f in FUSIONS:
+                fused[f][layer] = fuse_heads(a, f).half()
+
+    model.eval()
+    with torch.inference_mode(), record_attention(model, on_attention):
+        logits, tokens = forward(model, x)
+    if len(cls_rows) != layers:
+        raise RuntimeError(f"recorded {len(cls_rows)} of {layers} attention layers")
+    return AttentionMaps(
+        grid=grid, patch=patch, prefix=prefix,
+        cls=torch.stack([cls_rows[i] for i in range(layers)]).numpy(),
+        distance=torch.stack([distance[i] for i in range(layers)]).numpy(),
+        full=full,
+        fused=fused,
+        norms=None if tokens is None else tokens.float().norm(dim=-1).numpy(),
+        logits=None if logits is None else logits.float().numpy(),
+    )

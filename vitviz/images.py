@@ -1,0 +1,196 @@
+"""Image intake: whatever a student uploads becomes a clean RGB array.
+
+``load_rgb`` decodes (EXIF orientation, odd modes, animations, transparency)
+and rejects what cannot or should not be decoded with a ``ValueError`` whose
+message is fit to show a student. ``fit_to_patches`` then applies one explicit
+policy that makes the image a whole number of patches, and says what it did.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+MAX_PIXELS = 40_000_000
+"""Pixel budget: larger images are refused from their header, before decoding."""
+MAX_ASPECT = 10.0
+"""Refuse images more than this many times wider than tall (or the reverse)."""
+MIN_SIDE = 8
+"""Nothing smaller than the smallest patch size we offer."""
+
+ImageSource = Union[str, Path, bytes, Image.Image, np.ndarray]
+
+POLICIES = {
+    "crop": "resize the short side to the target, then cut the centre square",
+    "pad": "resize the long side to the target, then pad the rest with grey",
+    "stretch": "resize both sides to the target, ignoring the aspect ratio",
+    "keep": "resize the short side to the target, then trim each side down to a multiple of the patch size",
+}
+"""Ways to make an image fit the model, and what each does (shown in the UI)."""
+
+
+def _open(src: ImageSource) -> Image.Image:
+    if isinstance(src, Image.Image):
+        return src
+    if isinstance(src, np.ndarray):
+        arr = src
+        if arr.dtype != np.uint8:
+            arr = _to_uint8(arr.astype(np.float64))
+        return Image.fromarray(arr)
+    if isinstance(src, bytes):
+        if not src:
+            raise ValueError("The file is empty.")
+        return Image.open(io.BytesIO(src))
+    path = Path(src)
+    if not path.is_file():
+        raise ValueError("No image was received; please upload one again.")
+    if path.stat().st_size == 0:
+        raise ValueError("The file is empty.")
+    return Image.open(path)
+
+
+def _to_uint8(a: np.ndarray) -> np.ndarray:
+    """Stretch any numeric array to 0..255; a constant array becomes mid-grey-free zeros."""
+    a = np.nan_to_num(a.astype(np.float64))
+    lo, hi = float(a.min()), float(a.max())
+    span = hi - lo
+    if span <= 0:  # zero range: keep the value if it already is a byte, else black
+        return np.full(a.shape, int(np.clip(lo, 0, 255)) if 0 <= lo <= 255 else 0, np.uint8)
+    return ((a - lo) / span * 255.0).round().astype(np.uint8)
+
+
+def _to_rgb(im: Image.Image) -> np.ndarray:
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        return np.repeat(_to_uint8(np.asarray(im))[..., None], 3, axis=2)
+    if mode in ("RGBA", "LA", "PA", "La", "RGBa") or (mode == "P" and "transparency" in im.info):
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return np.asarray(Image.alpha_composite(white, rgba).convert("RGB"))
+    return np.asarray(im.convert("RGB"))
+
+
+def load_rgb(src: ImageSource) -> np.ndarray:
+    """Decode ``src`` into an (H, W, 3) uint8 RGB array.
+
+    Applies EXIF orientation, takes the first frame of an animation, composites
+    transparency over white, and maps 16-bit / float images onto 0..255.
+
+    Raises:
+        ValueError: with a short message for a student when the input is not a
+            usable image (not an image, empty, truncated, too large, too small,
+            absurd aspect ratio).
+    """
+    if src is None:
+        raise ValueError("Please choose an image first: upload one, use the webcam, or click an example.")
+    try:
+        im = _open(src)
+        w, h = im.size
+        if w * h > MAX_PIXELS:
+            raise ValueError(
+                f"This image is {w}×{h} = {w * h / 1e6:.0f} megapixels; the limit is {MAX_PIXELS / 1e6:.0f}. "
+                "Please upload a smaller picture."
+            )
+        if getattr(im, "n_frames", 1) > 1:
+            im.seek(0)
+        im.load()
+        im = ImageOps.exif_transpose(im)
+        rgb = _to_rgb(im)
+    except ValueError:
+        raise
+    except Image.DecompressionBombError as err:
+        raise ValueError("This image is too large to open safely. Please upload a smaller picture.") from err
+    except UnidentifiedImageError as err:
+        raise ValueError("That file is not an image we can read. Please upload a PNG, JPEG, GIF or WebP.") from err
+    except (OSError, SyntaxError, EOFError) as err:
+        raise ValueError("The image file is damaged or incomplete. Please try another file.") from err
+    check_shape(rgb.shape[0], rgb.shape[1])
+    return np.ascontiguousarray(rgb)
+
+
+def check_shape(h: int, w: int, patch: int = MIN_SIDE) -> None:
+    """Raise ``ValueError`` for an image smaller than one patch or with an absurd aspect ratio."""
+    if h < patch or w < patch:
+        raise ValueError(f"This image is only {w}×{h} pixels: smaller than one {patch}×{patch} patch.")
+    if max(h, w) / min(h, w) > MAX_ASPECT:
+        raise ValueError(
+            f"This image is {w}×{h}: more than {MAX_ASPECT:.0f} times longer one way than the other. "
+            "Please crop it to a more ordinary shape."
+        )
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """An image made to fit a ViT.
+
+    Attributes:
+        image: (H, W, 3) uint8 with H and W multiples of ``patch``.
+        patch: patch size P.
+        policy: key of :data:`POLICIES`.
+        note: one sentence saying what was done, for the UI.
+    """
+
+    image: np.ndarray
+    patch: int
+    policy: str
+    note: str
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(rows, cols) of the patch grid: (H / P, W / P)."""
+        return self.image.shape[0] // self.patch, self.image.shape[1] // self.patch
+
+
+def _resize(rgb: np.ndarray, w: int, h: int) -> np.ndarray:
+    return np.asarray(Image.fromarray(rgb).resize((max(1, w), max(1, h)), Image.BICUBIC, reducing_gap=None))
+
+
+def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop") -> Fitted:
+    """Resize / crop / pad ``rgb`` so both sides are multiples of ``patch``.
+
+    Args:
+        rgb: (H0, W0, 3) uint8.
+        size: target side in pixels (rounded down to a multiple of ``patch``);
+            for ``keep`` it is the short side.
+        patch: patch size P.
+        policy: one of :data:`POLICIES`.
+
+    Returns:
+        :class:`Fitted` with image (H, W, 3), H % P == W % P == 0.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"Unknown fitting policy {policy!r}; choose one of {sorted(POLICIES)}.")
+    if size < patch:
+        raise ValueError(f"The resolution {size} is smaller than one {patch}-pixel patch.")
+    h0, w0 = rgb.shape[:2]
+    check_shape(h0, w0, 1)
+    side = size // patch * patch
+    if policy == "stretch":
+        out = _resize(rgb, side, side)
+    elif policy == "crop":
+        s = side / min(h0, w0)
+        r = _resize(rgb, max(side, round(w0 * s)), max(side, round(h0 * s)))
+        top, left = (r.shape[0] - side) // 2, (r.shape[1] - side) // 2
+        out = r[top:top + side, left:left + side]
+    elif policy == "pad":
+        s = side / max(h0, w0)
+        r = _resize(rgb, max(1, round(w0 * s)), max(1, round(h0 * s)))
+        out = np.full((side, side, 3), 128, np.uint8)
+        top, left = (side - r.shape[0]) // 2, (side - r.shape[1]) // 2
+        out[top:top + r.shape[0], left:left + r.shape[1]] = r
+    else:  # keep
+        s = side / min(h0, w0)
+        r = _resize(rgb, max(side, round(w0 * s)), max(side, round(h0 * s)))
+        hh, ww = r.shape[0] // patch * patch, r.shape[1] // patch * patch
+        top, left = (r.shape[0] - hh) // 2, (r.shape[1] - ww) // 2
+        out = r[top:top + hh, left:left + ww]
+    out = np.ascontiguousarray(out)
+    gh, gw = out.shape[0] // patch, out.shape[1] // patch
+    note = (f"{w0}×{h0} input → {out.shape[1]}×{out.shape[0]} ({POLICIES[policy]}): "
+            f"{gh}×{gw} = {gh * gw} patches of {patch}×{patch}.")
+    return Fitted(out, patch, policy, note)

@@ -1,0 +1,91 @@
+"""Position embeddings: sinusoidal 1D / 2D, learned ones read from a model, similarity, resampling.
+
+A position embedding matrix here is (N, D): one D-dimensional vector per
+position; a grid of them is (rows, cols, D) in row-major order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def sincos_1d(n_pos: int, dim: int, base: float = 10000.0) -> np.ndarray:
+    """Transformer sinusoids, (n_pos, dim): column 2i is sin(t / base^(2i/dim)), 2i+1 its cos.
+
+    ``dim`` must be even. Every row has squared norm dim / 2.
+    """
+    if dim % 2:
+        raise ValueError(f"The embedding size must be even, not {dim}.")
+    t = np.arange(n_pos, dtype=np.float64)[:, None]
+    freq = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)[None, :]
+    pe = np.zeros((n_pos, dim))
+    pe[:, 0::2] = np.sin(t * freq)
+    pe[:, 1::2] = np.cos(t * freq)
+    return pe
+
+
+def sincos_2d(rows: int, cols: int, dim: int, base: float = 10000.0) -> np.ndarray:
+    """2D sinusoids, (rows·cols, dim) in row-major order.
+
+    The first dim/2 columns are the 1D encoding of the row index, the last
+    dim/2 that of the column index. ``dim`` must be a multiple of 4.
+    """
+    if dim % 4:
+        raise ValueError(f"A 2D sinusoidal embedding needs a size divisible by 4, not {dim}.")
+    half = dim // 2
+    r = sincos_1d(rows, half, base)
+    c = sincos_1d(cols, half, base)
+    return np.concatenate([np.repeat(r, cols, axis=0), np.tile(c, (rows, 1))], axis=1)
+
+
+def similarity(pe: np.ndarray, kind: str = "cosine") -> np.ndarray:
+    """(N, N) similarity of the rows of an (N, D) matrix: ``dot`` or ``cosine``.
+
+    A zero row has cosine similarity 0 to everything (no division by zero).
+    """
+    pe = np.asarray(pe, dtype=np.float64)
+    if kind == "dot":
+        return pe @ pe.T
+    if kind != "cosine":
+        raise ValueError(f"Unknown similarity {kind!r}; use 'dot' or 'cosine'.")
+    norm = np.linalg.norm(pe, axis=1, keepdims=True)
+    unit = np.divide(pe, norm, out=np.zeros_like(pe), where=norm > 0)
+    return unit @ unit.T
+
+
+def learned_grid(model: torch.nn.Module) -> np.ndarray:
+    """A model's learned patch position embeddings as a (rows, cols, D) grid.
+
+    Handles timm ViTs (``pos_embed`` (1, prefix + N, D), or N rows when
+    ``no_embed_class``) and transformers ViT / DINOv2 (``embeddings.position_embeddings``
+    (1, 1 + N, D); registers there carry no position). Rows for the class,
+    distillation and register tokens are dropped.
+    """
+    if hasattr(model, "pos_embed") and isinstance(model.pos_embed, torch.Tensor):
+        pos = model.pos_embed.detach()[0]
+        prefix = 0 if getattr(model, "no_embed_class", False) else int(getattr(model, "num_prefix_tokens", 1))
+        gh, gw = model.patch_embed.grid_size
+    else:
+        pos = getattr(model, "base_model", model).embeddings.position_embeddings.detach()[0]
+        prefix = 1
+        side = int(round((pos.shape[0] - prefix) ** 0.5))
+        gh = gw = side
+    patch_rows = pos[prefix:]
+    if patch_rows.shape[0] != gh * gw:
+        raise ValueError(f"Position table has {patch_rows.shape[0]} patch rows, expected {gh}×{gw}.")
+    return patch_rows.float().reshape(gh, gw, -1).numpy()
+
+
+def resample_grid(grid: np.ndarray, rows: int, cols: int, mode: str = "bicubic") -> np.ndarray:
+    """Resample a (r, c, D) embedding grid to (rows, cols, D) the way timm does for a new resolution.
+
+    Uses ``timm.layers.resample_abs_pos_embed`` (bicubic, antialiased when shrinking).
+    """
+    from timm.layers import resample_abs_pos_embed
+
+    r, c, d = grid.shape
+    pos = torch.from_numpy(np.ascontiguousarray(grid, dtype=np.float32)).reshape(1, r * c, d)
+    out = resample_abs_pos_embed(pos, new_size=[rows, cols], old_size=[r, c], num_prefix_tokens=0,
+                                 interpolation=mode, antialias=True)
+    return out.reshape(rows, cols, d).numpy()

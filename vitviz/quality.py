@@ -1,0 +1,102 @@
+"""Measure the embedded model on fresh generated scenes it never saw.
+
+Three figures, each averaged over images:
+
+- accuracy over the K shape classes;
+- attention lift: the share of the last layer's head-mean class-token attention
+  that falls on object pixels, divided by the object's share of the pixels
+  (each patch's attention spread evenly over its pixels; 1.0 = chance);
+- IoU of the 60%-mass threshold mask of the best head with the object mask.
+  The best head is chosen on a separate validation set, then measured on the
+  test set, so the choice does not flatter the figure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vitviz import attention, scenes
+from vitviz.models import LoadedModel, load_embedded
+
+TEST_SEED, VAL_SEED = 777, 778  # training uses seed 1; these scenes are never trained on
+KEEP = 0.6
+
+
+def last_layer_cls(loaded: LoadedModel, images: np.ndarray, batch: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """Logits (B, K) and last-layer class-token attention to the patches (B, H, N) for (B, H, W, 3) images."""
+    model = loaded.model
+    layers = len(attention.attention_modules(model))
+    prefix = loaded.spec.prefix
+    logits, cls = [], []
+    got: dict[int, torch.Tensor] = {}
+
+    def keep_last(layer: int, attn: torch.Tensor) -> None:
+        if layer == layers - 1:
+            got["cls"] = attn[:, :, 0, prefix:].float().clone()
+
+    with torch.inference_mode(), attention.record_attention(model, keep_last):
+        for i in range(0, len(images), batch):
+            x = torch.cat([loaded.normalise(img) for img in images[i:i + batch]])
+            logits.append(model(x))
+            cls.append(got["cls"])
+    return torch.cat(logits).numpy(), torch.cat(cls).numpy()
+
+
+def _pixel_share(att: np.ndarray, mask: np.ndarray, patch: int) -> float:
+    """Fraction of the (gh, gw) attention falling on mask pixels (patch mass spread over its pixels)."""
+    gh, gw = att.shape
+    cover = mask.reshape(gh, patch, gw, patch).mean(axis=(1, 3))
+    total = att.sum()
+    return float((att * cover).sum() / total) if total > 0 else 0.0
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = np.logical_or(a, b).sum()
+    return float(np.logical_and(a, b).sum() / union) if union else 0.0
+
+
+def per_head_iou(cls: np.ndarray, masks: np.ndarray, patch: int) -> np.ndarray:
+    """(B, H) IoU between each head's 60%-mass mask (in pixels) and the object mask."""
+    b, h, n = cls.shape
+    side = masks.shape[1] // patch
+    out = np.zeros((b, h))
+    for i in range(b):
+        for j in range(h):
+            m, _, _ = attention.mass_mask(cls[i, j].reshape(side, side), KEEP)
+            out[i, j] = _iou(np.kron(m, np.ones((patch, patch), bool)), masks[i])
+    return out
+
+
+def measure(weights: Path | None = None, n: int = 600) -> dict:
+    """All quality figures for the embedded model (or another checkpoint file)."""
+    loaded = load_embedded(weights)
+    patch = loaded.spec.patch
+    figures = {}
+    val_imgs, _, val_masks = scenes.make_batch(VAL_SEED, n // 2)
+    _, val_cls = last_layer_cls(loaded, val_imgs)
+    best_head = int(per_head_iou(val_cls, val_masks, patch).mean(0).argmax())
+
+    imgs, labels, masks = scenes.make_batch(TEST_SEED, n)
+    logits, cls = last_layer_cls(loaded, imgs)
+    side = imgs.shape[1] // patch
+    lifts = [_pixel_share(cls[i].mean(0).reshape(side, side), masks[i], patch) / masks[i].mean()
+             for i in range(n)]
+    ious = per_head_iou(cls, masks, patch)
+    figures.update(
+        scenes_measured=n, test_seed=TEST_SEED,
+        accuracy=float((logits.argmax(1) == labels).mean()),
+        attention_lift=float(np.mean(lifts)),
+        best_head=best_head,
+        best_head_iou=float(ious[:, best_head].mean()),
+        per_head_iou=[round(float(v), 3) for v in ious.mean(0)],
+    )
+    return figures
+
+
+def write_report(out_dir: Path, figures: dict) -> None:
+    """Save quality.json next to the weights."""
+    (out_dir / "quality.json").write_text(json.dumps(figures, indent=2))

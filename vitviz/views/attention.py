@@ -1,0 +1,173 @@
+"""What the Attention tab shows, drawn from cached forward passes.
+
+``analyse`` runs a model once per (model, image, resolution) and caches the
+:class:`~vitviz.attention.AttentionMaps`; every ``render_*`` works from that
+cache only, so moving a slider never runs the model again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from vitviz import attention as att
+from vitviz import plotting
+from vitviz.images import Fitted, fit_to_patches
+from vitviz.models import LoadedModel
+
+
+@dataclass
+class Analysis:
+    """One forward pass and everything needed to redraw it."""
+
+    loaded: LoadedModel
+    fitted: Fitted
+    maps: att.AttentionMaps
+
+
+_cache: "OrderedDict[tuple, Analysis]" = OrderedDict()
+_lock = threading.Lock()
+CACHE_SIZE = 4
+forward_count = 0
+"""How many model forwards ``analyse`` has run (the tests read it)."""
+
+
+def image_key(rgb: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+
+
+def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int, model_tag: str | None = None) -> Analysis:
+    """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached."""
+    global forward_count
+    p = loaded.spec.patch
+    key = (model_tag or loaded.spec.key, loaded.origin, image_key(rgb), int(resolution))
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    fitted = fit_to_patches(rgb, max(int(resolution), p), p, "keep")
+    x = loaded.normalise(fitted.image)
+    maps = att.collect(loaded.model, x, fitted.grid, p, loaded.spec.prefix, lambda _m, x: loaded.forward(x))
+    result = Analysis(loaded, fitted, maps)
+    with _lock:
+        forward_count += 1
+        _cache[key] = result
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return result
+
+
+def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitle: str, cmap: str,
+             alpha: float, masks: list[np.ndarray | None] | None = None) -> Image.Image:
+    """Attention maps overlaid on the image, one panel each, with optional threshold outlines."""
+    masks = masks or [None] * len(maps)
+    images = [plotting.heat_overlay(rgb, m, cmap, alpha, k) for m, k in zip(maps, masks)]
+    return plotting.panels(images, titles, suptitle, cmap, "attention (each map scaled to its own range)")
+
+
+@dataclass
+class HeadsView:
+    heads: Image.Image
+    table: str
+    box: Image.Image
+    crop: Image.Image
+
+
+def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "inferno", alpha: float = 0.6) -> HeadsView:
+    """Per-head class-token attention of ``layer`` (plus head mean), with DINO's mass threshold."""
+    maps = a.maps
+    layer = int(np.clip(layer, 0, maps.layers - 1))
+    rgb = a.fitted.image
+    panels, titles, masks, rows = [], [], [], []
+    for h in list(range(maps.heads)) + [None]:
+        m = maps.cls_map(layer, h)
+        mask, mass, frac = att.mass_mask(m, keep)
+        name = "head mean" if h is None else f"head {h}"
+        panels.append(m)
+        masks.append(mask)
+        titles.append(f"{name}: {frac:.0%} of patches")
+        rows.append(f"| {name} | {mass:.1%} | {frac:.1%} | {int(mask.sum())} |")
+    table = (f"Class-token attention, layer {layer + 1} of {maps.layers}. The contour keeps the fewest patches "
+             f"holding {keep:.0%} of each map's attention mass.\n\n"
+             "| map | mass kept | patches kept | patches |\n|---|---|---|---|\n" + "\n".join(rows))
+    heads = map_grid(rgb, panels, titles, f"[CLS] attention per head, layer {layer + 1}", cmap, alpha, masks)
+    box_px = att.bounding_box(masks[-1], maps.patch)
+    boxed = Image.fromarray(rgb).copy()
+    crop = boxed
+    if box_px:
+        crop = boxed.crop(box_px)
+        ImageDraw.Draw(boxed).rectangle(box_px, outline=(0, 229, 255), width=max(2, rgb.shape[1] // 150))
+    return HeadsView(heads, table, boxed, crop)
+
+
+def render_rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0, cmap: str = "inferno",
+                   alpha: float = 0.6) -> Image.Image:
+    """Attention rollout through all layers, shown beside the last layer's head mean."""
+    maps = a.maps
+    roll = maps.rollout(fusion, discard)
+    last = maps.cls_map(maps.layers - 1)
+    return map_grid(a.fitted.image, [last, roll],
+                    [f"last layer, head mean", f"rollout ({fusion}, discard {discard:.0%})"],
+                    "Attention rollout: identity added, rows renormalised, layers multiplied", cmap, alpha)
+
+
+def render_query(a: Analysis, row: int, col: int, layer: int, cmap: str = "inferno", alpha: float = 0.6) -> Image.Image:
+    """Where patch (row, col) looks, per head, as the query."""
+    gh, gw = a.maps.grid
+    row, col = int(np.clip(row, 0, gh - 1)), int(np.clip(col, 0, gw - 1))
+    used, maps = a.maps.query_maps(row, col, layer)
+    p = a.maps.patch
+    rgb = a.fitted.image.copy()
+    rgb[row * p:(row + 1) * p, col * p:(col + 1) * p] = (0, 229, 255)
+    note = "" if used == layer else f" (layer {layer + 1} not kept at this size: showing the last layer)"
+    return map_grid(rgb, list(maps), [f"head {h}" for h in range(len(maps))],
+                    f"Patch ({row}, {col}) as the query, layer {used + 1}{note}", cmap, alpha)
+
+
+def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
+    """(layer, head, mean attention distance in pixels) rows, layers counted from 1 (the ViT paper's scatter)."""
+    d = a.maps.distance
+    return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
+
+
+def click_to_patch(a: Analysis, x: int, y: int, display_w: int) -> tuple[int, int]:
+    """Pixel (x, y) on an image shown ``display_w`` wide -> (row, col) of the fitted image's grid."""
+    s = display_w / a.fitted.image.shape[1]
+    p = a.maps.patch
+    return int(y / s) // p, int(x / s) // p
+
+
+def outlier_tokens(norms: np.ndarray) -> np.ndarray:
+    """Boolean mask of high-norm tokens: above Q3 + 3·IQR of the patch-token norms."""
+    q1, q3 = np.percentile(norms, [25, 75])
+    return norms > q3 + 3 * max(q3 - q1, 1e-6)
+
+
+def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float = 0.6) -> Image.Image:
+    """Two models side by side: last-layer head-mean map and the patch-token norm histogram."""
+    with plotting.figure(2, len(pair), figsize=(6.5 * len(pair), 10), squeeze=False) as (fig, axes):
+        for j, a in enumerate(pair):
+            maps = a.maps
+            norms = maps.norms[maps.prefix:]
+            out = outlier_tokens(norms)
+            ax = axes[0, j]
+            ax.imshow(plotting.overlay(a.fitted.image, maps.cls_map(maps.layers - 1), cmap, alpha))
+            ys, xs = np.nonzero(out.reshape(maps.grid))
+            p = maps.patch
+            ax.scatter((xs + 0.5) * p, (ys + 0.5) * p, s=80, facecolors="none", edgecolors="#00e5ff", linewidths=2)
+            ax.set_title(f"{a.loaded.spec.key}\n[CLS] attention, head mean")
+            ax.axis("off")
+            hx = axes[1, j]
+            hx.hist(norms, bins=40, color="#0072b2")
+            if out.any():
+                hx.hist(norms[out], bins=40, color="#e69f00", label=f"{int(out.sum())} high-norm tokens")
+                hx.legend()
+            hx.set_xlabel("output-token norm (patch tokens)")
+            hx.set_ylabel("tokens")
+            hx.set_title("token norms")
+        return plotting.to_image(fig)

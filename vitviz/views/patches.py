@@ -1,0 +1,147 @@
+"""What the Patches tab shows: the grid, the token counts, the cost table, one patch's vectors, the toy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+from PIL import Image
+
+from vitviz import patches, plotting
+from vitviz.images import Fitted
+from vitviz.posembed import similarity
+
+EMBED_DIM = 64
+"""Width of the illustrative projection on this tab (random weights, seeded)."""
+
+
+@dataclass
+class PatchesView:
+    grid: Image.Image  # the image with its labelled patch grid (clickable)
+    scale: int  # display pixels per image pixel
+    summary: str  # markdown: counts and the fitting note
+    costs: str  # markdown table of MACs per ViT size
+    cost_chart: Image.Image  # bar chart for one size
+    equivalence: str  # markdown: flatten+Linear vs Conv2d
+
+
+def projection(patch: int, channels: int = 3, dim: int = EMBED_DIM, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded random patch projection: weight (D, C, P, P) and bias (D,)."""
+    g = torch.Generator().manual_seed(seed + patch)
+    fan_in = channels * patch * patch
+    weight = torch.randn(dim, channels, patch, patch, generator=g) / fan_in ** 0.5
+    return weight, torch.randn(dim, generator=g) * 0.02
+
+
+def to_chw(rgb: np.ndarray) -> torch.Tensor:
+    """(H, W, 3) uint8 -> (1, 3, H, W) float in [0, 1]."""
+    return torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float() / 255.0
+
+
+def _fmt(n: float) -> str:
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.2f} {unit}"
+    return f"{n:.0f}"
+
+
+def cost_table(patch: int, h: int, w: int) -> tuple[str, dict[str, dict[str, int]]]:
+    """Markdown table of MACs (components as rows, standard sizes as columns), and the raw numbers."""
+    rows = {name: patches.vit_macs(size, patch, h, w) for name, size in patches.VIT_SIZES.items()}
+    names = list(rows)
+    out = ["| component | " + " | ".join(f"{n}/{patch}" for n in names) + " |",
+           "|---" * (len(names) + 1) + "|"]
+    for part in patches.COST_PARTS:
+        out.append(f"| {part} | " + " | ".join(_fmt(rows[n][part]) for n in names) + " |")
+    totals = {n: sum(rows[n].values()) for n in names}
+    out.append("| **total** | " + " | ".join(f"**{_fmt(totals[n])}**" for n in names) + " |")
+    out.append("| attention share | " + " | ".join(
+        f"{(rows[n]['attention scores QKᵀ'] + rows[n]['attention × V']) / totals[n]:.1%}" for n in names) + " |")
+    return "\n".join(out), rows
+
+
+def render(fitted: Fitted, size_name: str = "ViT-B", highlight: tuple[int, int] | None = None) -> PatchesView:
+    """Everything the tab shows for one fitted image."""
+    rgb, p = fitted.image, fitted.patch
+    h, w = rgb.shape[:2]
+    scale = plotting.display_scale(h, w, 720)
+    grid = plotting.patch_grid(rgb, p, scale, highlight=highlight)
+    size = patches.VIT_SIZES[size_name]
+    counts = patches.token_counts(h, w, p, size.heads, size.depth)
+    summary = (
+        f"{fitted.note}\n\n"
+        f"- patches **N = ({h}/{p})·({w}/{p}) = {counts['rows']}·{counts['cols']} = {counts['patches']:,}**\n"
+        f"- sequence with the class token **N + 1 = {counts['sequence']:,}**\n"
+        f"- one attention matrix: **(N + 1)² = {counts['attention entries']:,}** entries per head per layer; "
+        f"{size_name} ({size.heads} heads × {size.depth} layers) computes "
+        f"**{counts['all attention entries']:,}** of them per image\n"
+        f"- each patch is **{p}·{p}·3 = {p * p * 3:,}** numbers before the projection\n"
+        "\nClick a patch to see its vectors."
+    )
+    table, raw = cost_table(p, h, w)
+    parts = raw[size_name]
+    total = sum(parts.values())
+    attn = parts["attention scores QKᵀ"] + parts["attention × V"]
+    costs = (f"Multiply-accumulates (MACs) of one forward pass at {w}×{h} with {p}×{p} patches. "
+             f"Attention itself (scores and weighted sum) is **{attn / total:.1%}** of {size_name}/{p}; "
+             "the linear layers (QKV, projection, MLP) dominate until the sequence gets long.\n\n" + table)
+    chart = plotting.bars({k: float(v) for k, v in parts.items()}, f"{size_name}/{p} at {w}×{h}: where the MACs go",
+                          "multiply-accumulates", highlight=("attention scores QKᵀ", "attention × V"))
+    weight, bias = projection(p)
+    diff = patches.linear_vs_conv(to_chw(rgb), weight, bias)
+    equivalence = (f"Flatten each patch and apply one Linear layer, or run a Conv2d with kernel = stride = {p} "
+                   f"using the same {EMBED_DIM}×3×{p}×{p} weights: the largest difference over all "
+                   f"{counts['patches']:,}×{EMBED_DIM} outputs is **{diff:.2e}** (float32 rounding). "
+                   "They are the same operation.")
+    return PatchesView(grid, scale, summary, costs, chart, equivalence)
+
+
+def patch_vectors(fitted: Fitted, row: int, col: int) -> Image.Image:
+    """Figure of patch (row, col): its P·P·C flattened pixels and its D-dim embedding."""
+    p = fitted.patch
+    gh, gw = fitted.grid
+    row, col = min(max(row, 0), gh - 1), min(max(col, 0), gw - 1)
+    x = to_chw(fitted.image)
+    flat = patches.patchify(x, p)[0, row * gw + col]
+    weight, bias = projection(p)
+    emb = patches.embed_linear(flat[None], weight, bias)[0]
+    return plotting.vector_strip(
+        [flat.numpy(), emb.numpy()],
+        [f"flattened patch p{row},{col}: {flat.numel()} = {p}·{p}·3 values (R, then G, then B, row by row)",
+         f"its embedding: {EMBED_DIM} values = flattened · Wᵀ + b (seeded random W, as before training)"],
+        f"Patch p{row},{col}",
+    )
+
+
+def click_to_patch(x: int, y: int, patch: int, scale: int) -> tuple[int, int]:
+    """Display pixel (x, y) on the grid image -> (row, col)."""
+    step = patch * scale
+    return int(y) // step, int(x) // step
+
+
+@lru_cache(maxsize=1)
+def toy_figures() -> tuple[tuple[Image.Image, str], ...]:
+    """The 8×8 toy walk-through as labelled figures (computed once)."""
+    t = patches.toy_walkthrough()
+    names = ["p00", "p01", "p10", "p11"]
+    dims = [str(i) for i in range(t["E"].shape[1])]
+    hm = plotting.heatmap
+    figs = [
+        (hm(t["image"], "1. Toy image, 8×8 pixels", "x (pixel)", "y (pixel)", "grey level", cmap="cividis",
+            annotate=False), "8×8 grey image; four 4×4 patches"),
+        (hm(t["flat"], "2. Patches flattened: 4 × 16", "pixel in patch", "patch", "grey level", cmap="cividis",
+            yticks=names), "each patch becomes a 16-vector"),
+        (hm(t["E"], "3. Embeddings E = flat · W (4 × 8)", "embedding dimension", "patch", "value", signed=True,
+            ticks=dims, yticks=names, annotate=True), "projected to d_model = 8 (W: seed 42, scale 0.3)"),
+        (hm(t["PE"], "4. 2D sinusoidal PE (row | column)", "dimension (0-3 row, 4-7 column)", "patch", "value",
+            signed=True, ticks=dims, yticks=names, annotate=True), "position code added to each token"),
+        (hm(t["E_pe"], "5. E + PE", "embedding dimension", "patch", "value", signed=True, ticks=dims, yticks=names,
+            annotate=True), "tokens now know where they came from"),
+        (hm(t["tokens"], "6. [CLS] prepended: 5 × 8", "embedding dimension", "token", "value", signed=True,
+            ticks=dims, yticks=["CLS"] + names, annotate=True), "the sequence the transformer reads"),
+        (hm(similarity(t["PE"], "dot"), "7. PE · PE (dot product)", "patch", "patch", "dot product",
+            ticks=names, annotate=True), "4.00 self, 3.54 one coordinate apart, 3.08 diagonal"),
+    ]
+    return tuple(figs)

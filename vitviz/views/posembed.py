@@ -1,0 +1,72 @@
+"""What the Position-embeddings tab shows: the PE matrix, similarity, the ViT-paper mosaic, resampling."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from vitviz import plotting, posembed
+
+SINUSOIDAL = ("2D sinusoidal", "1D sinusoidal")
+
+
+@dataclass
+class PosEmbedView:
+    matrix: Image.Image  # heatmap of the (N, D) embedding matrix
+    sim: Image.Image  # (N, N) similarity heatmap
+    mosaic: Image.Image  # tile (r, c): similarity of (r, c) to all positions (clickable)
+    pitch: tuple[int, int]  # (row, column) display pixels per mosaic tile
+    resampled: Image.Image  # mosaic of the resampled grid
+    summary: str
+
+
+def sinusoidal_grid(kind: str, rows: int, cols: int, dim: int) -> np.ndarray:
+    """(rows, cols, dim) sinusoidal embeddings; 1D numbers positions row-major (t = r·cols + c)."""
+    if kind == "2D sinusoidal":
+        return posembed.sincos_2d(rows, cols, dim).reshape(rows, cols, dim)
+    if kind == "1D sinusoidal":
+        return posembed.sincos_1d(rows * cols, dim).reshape(rows, cols, dim)
+    raise ValueError(f"Unknown position embedding {kind!r}.")
+
+
+def tiles(grid: np.ndarray, kind: str) -> np.ndarray:
+    """(R, C, R, C): tile (r, c) is the similarity of position (r, c) to every position."""
+    r, c, d = grid.shape
+    return posembed.similarity(grid.reshape(r * c, d), kind).reshape(r, c, r, c)
+
+
+def tile_at(grid: np.ndarray, kind: str, x: int, y: int) -> tuple[int, int]:
+    """(row, col) of the mosaic tile under display pixel (x, y)."""
+    _, (row_pitch, col_pitch) = plotting.mosaic(tiles(grid, kind))
+    return int(y) // row_pitch, int(x) // col_pitch
+
+
+def tile_figure(grid: np.ndarray, kind: str, row: int, col: int, cmap: str = "viridis") -> Image.Image:
+    """One enlarged tile with axes and a colorbar."""
+    r, c, _ = grid.shape
+    row, col = min(max(row, 0), r - 1), min(max(col, 0), c - 1)
+    t = tiles(grid, kind)[row, col]
+    return plotting.heatmap(t, f"{kind} similarity of position ({row}, {col}) to all", "patch column",
+                            "patch row", f"{kind} similarity", cmap=cmap, size=(6.5, 5.5))
+
+
+def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple[int, int] | None = None,
+           cmap: str = "viridis") -> PosEmbedView:
+    """All figures for one (rows, cols, D) embedding grid called ``name``."""
+    r, c, d = grid.shape
+    flat = grid.reshape(r * c, d)
+    matrix = plotting.heatmap(flat, f"{name}: {r * c} positions × {d} dims", "embedding dimension",
+                              "position (row-major)", "value", signed=True, size=(7, 5))
+    sim = plotting.heatmap(posembed.similarity(flat, kind), f"{kind} similarity, {r * c}×{r * c}",
+                           "position (row-major)", "position (row-major)", f"{kind} similarity", cmap=cmap,
+                           size=(6.5, 5.5))
+    mosaic, pitch = plotting.mosaic(tiles(grid, kind), cmap)
+    rr, rc = resample_to or (r, c)
+    res = posembed.resample_grid(grid, rr, rc)
+    resampled, _ = plotting.mosaic(tiles(res, kind), cmap)
+    summary = (f"**{name}**: a {r}×{c} grid of {d}-dimensional vectors. Tile (r, c) of the mosaic shows how "
+               f"similar position (r, c) is to every other position ({kind}); click a tile to enlarge it. "
+               f"Resampled bicubically to {rr}×{rc} (what timm does when the input resolution changes).")
+    return PosEmbedView(matrix, sim, mosaic, pitch, resampled, summary)
