@@ -66,6 +66,11 @@ def figure(elem_id: str, titled: bool, label: str, **kwargs) -> gr.Image:
                     buttons=["download", "fullscreen"], **kwargs)
 
 
+def explain(text: str) -> gr.Markdown:
+    """A short explanation beside the figures, in the large 'explain' style."""
+    return gr.Markdown(text, elem_classes="explain")
+
+
 def example_paths(names: list[str]) -> list[str]:
     return [str(EXAMPLES / n) for n in names]
 
@@ -82,12 +87,10 @@ def run_patches(src, patch, resolution, policy, size_name):
 
 @friendly
 def click_patch(src, patch, resolution, policy, size_name, evt: gr.SelectData):
-    rgb = images.load_rgb(src)
-    fitted = images.fit_to_patches(rgb, int(resolution), int(patch), policy)
-    scale = plotting.display_scale(*fitted.image.shape[:2], 720)
-    row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], int(patch), scale)
-    v = patches_view.render(fitted, size_name, highlight=(row, col))
-    return v.grid, patches_view.patch_vectors(fitted, row, col)
+    fitted = images.fit_to_patches(images.load_rgb(src), int(resolution), int(patch), policy)
+    row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], int(patch), patches_view.scale_of(fitted))
+    grid, _ = patches_view.grid_image(fitted, highlight=(row, col))
+    return grid, patches_view.patch_vectors(fitted, row, col)
 
 
 def toy_gallery():
@@ -107,12 +110,11 @@ def patches_tab() -> None:
             gr.Examples(example_paths(PHOTOS + SCENES[:2] + ["toy_8x8.png"]), inputs=[src],
                         label="examples (click one)")
             toy_setup = gr.Button("The seed's toy: 8×8 image, 4×4 patches")
-            gr.Markdown(
+            explain(
                 "A ViT never sees pixels one by one. It cuts the image into square patches, lays them out "
                 "row by row (p00, p01, …), flattens each into a list of numbers, and maps that list to one "
                 "vector with the same linear layer for every patch. Those vectors are the tokens. Halve the "
-                "patch size and you get four times as many tokens, and sixteen times as many attention entries.",
-                elem_classes="explain")
+                "patch size and you get four times as many tokens, and sixteen times as many attention entries.")
         with gr.Column(scale=2):
             grid = figure("patch-grid", False, label="patch grid: click a patch", height=560)
             summary = gr.Markdown()
@@ -194,13 +196,12 @@ def posembed_tab(tab: gr.Tab) -> None:
             go = gr.Button("Show", variant="primary")
             gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64], ["1D sinusoidal", 14, 14, 64],
                          [TIMELINE, 8, 8, 8]], inputs=[source, rows, cols, dim], label="examples (click one)")
-            gr.Markdown(
+            explain(
                 "Attention alone cannot tell where a patch came from: shuffle the tokens and it computes the "
                 "same thing, shuffled. So each patch gets a position vector added. Sinusoidal ones are a fixed "
                 "formula (in 2D: half the dimensions code the row, half the column); learned ones start random "
                 "and training arranges them. Either way, nearby positions end up with similar vectors, which "
-                "the mosaic shows: each little map is one position's similarity to all others.",
-                elem_classes="explain")
+                "the mosaic shows: each little map is one position's similarity to all others.")
         with gr.Column(scale=2):
             summary = gr.Markdown()
             with gr.Row():
@@ -222,8 +223,11 @@ def posembed_tab(tab: gr.Tab) -> None:
 # ---- Attention --------------------------------------------------------------------------------
 
 def _analysis(src, model_key, resolution, progress=None):
+    """The cached forward for these inputs; the embedded model always works at its own 64 px."""
     rgb = images.load_rgb(src)
     loaded = models.get_model(model_key, progress)
+    if loaded.spec.family == "embedded":
+        resolution = loaded.resolution
     return attention_view.analyse(loaded, rgb, int(resolution)), loaded.notice
 
 
@@ -265,35 +269,16 @@ def click_query(src, model_key, resolution, layer, alpha, cmap, evt: gr.SelectDa
 @friendly
 def run_registers(src, resolution, alpha, cmap, progress=gr.Progress()):
     rgb = images.load_rgb(src)
-    pair, notes = [], []
-    for key in ("DINOv2 ViT-S/14", "DINOv2 ViT-S/14 + 4 registers"):
-        loaded = models.get_model(key, lambda f, msg: progress(f, desc=msg))
-        if loaded.notice:
-            return ("The registers comparison needs the two DINOv2 models, and their weights cannot be "
-                    "loaded here (no connection to the model hub and nothing in the local cache). Nothing is "
-                    "shown rather than a stand-in: a model without registers cannot demonstrate them."), None
-        pair.append(attention_view.analyse(loaded, rgb, int(resolution)))
-    counts = [int(attention_view.outlier_tokens(a.maps.norms[a.maps.prefix:]).sum()) for a in pair]
-    notes = (f"High-norm patch tokens (above Q3 + 3·IQR): **{counts[0]}** without registers, **{counts[1]}** with "
-             "four registers. Registers give the model scratch space, so it stops hijacking background patches.")
-    return notes, attention_view.render_registers(pair, cmap, float(alpha))
+    pair = [models.get_model(key, lambda f, msg: progress(f, desc=msg)) for key in attention_view.REGISTER_PAIR]
+    if any(loaded.notice for loaded in pair):
+        return attention_view.REGISTERS_UNAVAILABLE, None
+    return attention_view.render_registers([attention_view.analyse(m, rgb, int(resolution)) for m in pair],
+                                           cmap, float(alpha))
 
 
 @friendly
 def run_timeline(src, step_index, alpha, cmap):
-    rgb = images.load_rgb(src)
-    steps = models.tiny_checkpoints()
-    strip, titles = [], []
-    for step, _ in steps:
-        a = attention_view.analyse(models.get_checkpoint(step), rgb, 64, model_tag=f"tiny@{step}")
-        strip.append(plotting.heat_overlay(a.fitted.image, a.maps.cls_map(a.maps.layers - 1), cmap, float(alpha)))
-        titles.append(f"step {step}" + (" (random)" if step == 0 else ""))
-    step, _ = steps[min(max(int(step_index), 0), len(steps) - 1)]
-    a = attention_view.analyse(models.get_checkpoint(step), rgb, 64, model_tag=f"tiny@{step}")
-    heads = attention_view.render_heads(a, a.maps.layers - 1, 0.6, cmap, float(alpha))
-    overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
-                               cmap, "attention", cols=len(strip), panel_px=180)
-    return overview, heads.heads
+    return attention_view.render_timeline(images.load_rgb(src), int(step_index), cmap, float(alpha))
 
 
 def attention_tab() -> None:
@@ -312,12 +297,11 @@ def attention_tab() -> None:
                 discard = gr.Slider(0, 0.9, value=0.0, step=0.1, label="rollout: discard weakest share")
             go = gr.Button("Show attention", variant="primary")
             gr.Examples(example_paths(SCENES + PHOTOS), inputs=[src], label="examples (click one)")
-            gr.Markdown(
+            explain(
                 "The class token gathers information from all patches; its attention row says how much it "
                 "took from each. DINO models learned without any labels, yet their heads often outline the main "
                 "object. The contour keeps the fewest patches holding the chosen share of a head's attention. "
-                "Rollout follows attention through every layer, counting the skip connections too.",
-                elem_classes="explain")
+                "Rollout follows attention through every layer, counting the skip connections too.")
         with gr.Column(scale=2):
             notice = gr.Markdown()
             heads = figure("attn-heads", True, label="[CLS] attention per head")
@@ -393,22 +377,21 @@ def classify_tab() -> None:
             model_key = gr.Dropdown(models.keys("classify"), value="ViT-B/16 (ImageNet-1k)", label="model")
             go = gr.Button("Classify", variant="primary")
             gr.Examples(example_paths(PHOTOS + SCENES), inputs=[src], label="examples (click one)")
-            gr.Markdown(
+            explain(
                 "After the last block only the class token's vector is kept; one linear layer turns it into a "
                 "score per class. The maps show which patches the class token drew on for this prediction: the "
-                "last layer alone, and rolled out through all layers.", elem_classes="explain")
+                "last layer alone, and rolled out through all layers.")
         with gr.Column(scale=2):
             notice = gr.Markdown()
             top5 = gr.Label(num_top_classes=5, label="top 5")
             maps = figure("classify-maps", True, label="where the class token looked")
             facts = gr.Markdown()
     with gr.Accordion("Experiment: shuffle the patches", open=True):
-        gr.Markdown(
+        explain(
             "Cut the picture into its patches and deal them out in a random order. The model still sees the "
             "same patch contents, only their places change. With position embeddings the prediction moves. Take "
             "the position embeddings out and the class token's output is identical for both orders: attention "
-            "itself has no idea of order. Position is information the model only has because we add it.",
-            elem_classes="explain")
+            "itself has no idea of order. Position is information the model only has because we add it.")
         with gr.Row():
             seed = gr.Number(value=0, precision=0, label="shuffle seed")
             sh_btn = gr.Button("Shuffle and compare")
@@ -416,8 +399,7 @@ def classify_tab() -> None:
             scrambled = figure("shuffled", False, label="shuffled patches")
             sh_md = gr.Markdown()
     with gr.Accordion("Experiment: patch size trade-off", open=False):
-        gr.Markdown("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.",
-                    elem_classes="explain")
+        explain("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.")
         tr_btn = gr.Button("Measure (takes a few seconds)")
         tr_md = gr.Markdown()
     go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify")
@@ -442,7 +424,7 @@ FORCE_LIGHT = """
 
 def build_demo() -> gr.Blocks:
     """The whole app as a Blocks (no model is loaded here)."""
-    with gr.Blocks(title="vitviz: how a Vision Transformer sees") as demo:
+    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
                     "From pixels to patch tokens, position embeddings, attention and a prediction. "
                     "Pick a tab, then click an example or upload your own picture.")

@@ -45,6 +45,11 @@ def test_hf_hooked_attention_equals_recomputation(dino):
     rows = maps.full[11].float().sum(-1)
     torch.testing.assert_close(rows, torch.ones_like(rows), atol=5e-3, rtol=0)
     assert all_hooks(dino.model) == baseline
+    # mean attention distance, recomputed from the stored matrices (all 24 queries are used here)
+    pp = maps.full[3].float()[:, 1:, 1:]
+    d = att.patch_distances(4, 6, 8)
+    expected = ((pp / pp.sum(-1, keepdim=True)) * d).sum(-1).mean(-1)
+    np.testing.assert_allclose(maps.distance[3], expected.numpy(), rtol=2e-3)
 
 
 def test_timm_hooked_attention_equals_recomputation_and_fused_flag_restored():

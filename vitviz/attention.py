@@ -25,6 +25,7 @@ import torch
 FUSIONS = ("mean", "max", "min")
 """How heads are combined for the head-fused views and rollout."""
 FULL_BUDGET_BYTES = 256 * 2**20
+MAX_DISTANCE_QUERIES = 512
 """Keep every layer's full per-head matrices (float16) only while they fit in this."""
 
 _TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
@@ -75,11 +76,11 @@ def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.
             mod.fused_attn = flag
 
 
-def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
-    """(N, N) Euclidean distance in pixels between patch centres (row-major)."""
+def patch_distances(gh: int, gw: int, patch: int, queries: torch.Tensor | None = None) -> torch.Tensor:
+    """(Q, N) Euclidean distance in pixels from query patches (default: all N) to every patch, row-major."""
     r, c = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
     pos = torch.stack([r.flatten(), c.flatten()], 1).float() * patch
-    return torch.cdist(pos, pos)
+    return torch.cdist(pos if queries is None else pos[queries], pos)
 
 
 def fuse_heads(attn: torch.Tensor, fusion: str) -> torch.Tensor:
@@ -102,7 +103,8 @@ class AttentionMaps:
         patch: patch size in pixels.
         prefix: number of non-patch tokens at the start of the sequence.
         cls: (L, H, N) class-token attention to the patches (prefix keys dropped, not renormalised).
-        distance: (L, H) mean attention distance in pixels (patch queries to patch keys).
+        distance: (L, H) mean attention distance in pixels (patch queries to patch keys; at most
+            ``MAX_DISTANCE_QUERIES`` evenly spaced queries).
         full: layer -> (H, T, T) float16 for the layers whose full matrices were kept.
         fused: fusion -> (L, T, T) float16 head-fused matrices (kept when ``full`` is not complete).
         norms: (T,) output-token norms of the last layer, or None.
@@ -123,6 +125,12 @@ class AttentionMaps:
     @property
     def layers(self) -> int:
         return self.cls.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the stored matrices."""
+        tensors = list(self.full.values()) + list(self.fused.values())
+        return self.cls.nbytes + sum(t.numel() * t.element_size() for t in tensors)
 
     @property
     def heads(self) -> int:
@@ -263,7 +271,10 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
     heads_guess = getattr(getattr(model, "config", None), "num_attention_heads", None) or \
         getattr(attention_modules(model)[0], "num_heads", 1)
     keep_all = layers * heads_guess * t * t * 2 <= budget
-    dist = patch_distances(gh, gw, patch)
+    # Mean attention distance over at most MAX_DISTANCE_QUERIES evenly spaced query patches: the
+    # average is the same statistic, and the cost stays small next to the forward at high resolution.
+    queries = torch.linspace(0, n - 1, min(n, MAX_DISTANCE_QUERIES)).round().long()
+    qdist = patch_distances(gh, gw, patch, queries)
     cls_rows: dict[int, torch.Tensor] = {}
     distance: dict[int, torch.Tensor] = {}
     full: dict[int, torch.Tensor] = {}
@@ -275,14 +286,14 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
         if a.shape[-1] != t:
             raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
         cls_rows[layer] = a[:, 0, prefix:].clone()
-        pp = a[:, prefix:, prefix:]
-        pp_sum = pp.sum(-1).clamp_min(1e-12)  # (H, N)
-        distance[layer] = ((pp * dist).sum(-1) / pp_sum).mean(-1)
+        pp = a[:, prefix + queries][:, :, prefix:]  # (H, Q, N): sampled patch queries, patch keys
+        distance[layer] = ((pp * qdist).sum(-1) / pp.sum(-1).clamp_min(1e-12)).mean(-1)
         if keep_all or layer == layers - 1:
             full[layer] = a.half()
         if not keep_all:
-            for f in FUSIONS:
-                fused[f][layer] = fuse_heads(a, f).half()
+            fused["mean"][layer] = a.mean(0)
+            lo, hi = torch.aminmax(a, dim=0)
+            fused["max"][layer], fused["min"][layer] = hi, lo
 
     model.eval()
     with torch.inference_mode(), record_attention(model, on_attention):

@@ -69,7 +69,7 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
               "classify", "supervised ImageNet classifier"),
     ModelSpec("DeiT-Ti/16 (ImageNet-1k, fast)", "timm", "deit_tiny_patch16_224.fb_in1k", 16, 1, 224, 5.7,
               "classify", "small and fast ImageNet classifier"),
-    ModelSpec(OFFLINE_KEY, "embedded", "vit_tiny_patch16_224", 8, 1, 64, 1.2, "both",
+    ModelSpec(OFFLINE_KEY, "embedded", "vit_tiny_patch16_224", 8, 1, 64, 0.5, "both",
               "trained by vitviz on generated shapes with labels (supervised, not DINO); ships in assets/tiny"),
 )}
 
@@ -105,7 +105,7 @@ class LoadedModel:
 
     def normalise(self, rgb: np.ndarray) -> torch.Tensor:
         """(H, W, 3) uint8 -> (1, 3, H, W) float normalised with the checkpoint's mean / std."""
-        x = torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float() / 255.0
+        x = torch.tensor(rgb, dtype=torch.uint8).permute(2, 0, 1)[None].float() / 255.0
         mean = torch.tensor(self.mean).view(1, 3, 1, 1)
         std = torch.tensor(self.std).view(1, 3, 1, 1)
         return (x - mean) / std

@@ -68,14 +68,15 @@ def _shape_mask(kind: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
 def _background(rng: np.random.Generator, size: int) -> np.ndarray:
     """Textured background: two blended colours under a random low-frequency pattern, (H, W, 3) float."""
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
-    c1, c2 = rng.uniform(0.0, 1.0, size=(2, 3))
+    c1 = rng.uniform(0.1, 0.9, size=3)
+    c2 = np.clip(c1 + rng.uniform(-0.25, 0.25, size=3), 0, 1)  # textured, but quieter than the object
     pattern = np.zeros((size, size), np.float32)
     for _ in range(3):
         fx, fy = rng.uniform(-6, 6, size=2)
         pattern += np.sin(2 * np.pi * (fx * xx + fy * yy) + rng.uniform(0, 2 * np.pi))
     if rng.random() < 0.4:  # stripes or checks now and then
         period = rng.integers(4, 12)
-        pattern += 1.5 * (((np.arange(size)[:, None] // period) + (np.arange(size)[None, :] // period)) % 2)
+        pattern += 1.0 * (((np.arange(size)[:, None] // period) + (np.arange(size)[None, :] // period)) % 2)
     lo, hi = float(pattern.min()), float(pattern.max())
     t = (pattern - lo) / (hi - lo if hi > lo else 1.0)
     bg = c1[None, None, :] * (1 - t[..., None]) + c2[None, None, :] * t[..., None]
@@ -87,7 +88,7 @@ def _clutter(rng: np.random.Generator, img: np.ndarray) -> None:
     """Draw distractors in place: short strokes and small blobs (never a whole shape class)."""
     size = img.shape[0]
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
-    for _ in range(rng.integers(3, 9)):
+    for _ in range(rng.integers(3, 8)):
         colour = rng.uniform(0, 1, 3)
         if rng.random() < 0.5:  # stroke
             x0, y0 = rng.uniform(0, size, 2)
@@ -119,7 +120,7 @@ def make_scene(seed: int, size: int = SCENE_SIZE, label: int | None = None) -> S
     img = _background(rng, size)
     _clutter(rng, img)
 
-    radius = rng.uniform(0.17, 0.30) * size
+    radius = rng.uniform(0.22, 0.34) * size
     cx, cy = rng.uniform(radius, size - radius, 2)
     ang = rng.uniform(0, 2 * np.pi)
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)

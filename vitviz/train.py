@@ -27,17 +27,15 @@ from vitviz import scenes
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
 
 ARCH = "vit_tiny_patch16_224"
-MODEL_KWARGS = dict(img_size=64, patch_size=8, embed_dim=128, depth=6, num_heads=4, num_classes=len(scenes.CLASSES))
+MODEL_KWARGS = dict(img_size=64, patch_size=8, embed_dim=96, depth=4, num_heads=4, num_classes=len(scenes.CLASSES))
 MEAN = (0.5, 0.5, 0.5)
 STD = (0.25, 0.25, 0.25)
 SEED = 0
-TRAIN_SCENES = 20_000
-STEPS = 1_800
+TRAIN_SCENES = 30_000
+STEPS = 3_200
 BATCH = 128
-LR = 1.5e-3
-CHECKPOINT_STEPS = (0, 100, 300, 700, 1200, STEPS)
-EVAL_SEED = 777  # scenes from this seed are never used in training
-EVAL_N = 600
+LR = 1e-3
+CHECKPOINT_STEPS = (0, 200, 500, 1100, 2000, STEPS)
 
 
 def build_model() -> torch.nn.Module:
@@ -96,7 +94,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
 
     model = build_model()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.05)
-    warm = max(1, steps // 20)
+    warm = min(100, max(1, steps // 20))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
     )

@@ -16,7 +16,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from vitviz import attention as att
-from vitviz import plotting
+from vitviz import models, plotting
 from vitviz.images import Fitted, fit_to_patches
 from vitviz.models import LoadedModel
 
@@ -32,7 +32,9 @@ class Analysis:
 
 _cache: "OrderedDict[tuple, Analysis]" = OrderedDict()
 _lock = threading.Lock()
-CACHE_SIZE = 4
+CACHE_ITEMS = 12
+CACHE_BYTES = 1536 * 2**20
+"""The analysis cache keeps the newest entries within both limits (the newest one always stays)."""
 forward_count = 0
 """How many model forwards ``analyse`` has run (the tests read it)."""
 
@@ -57,7 +59,8 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int, model_tag: st
     with _lock:
         forward_count += 1
         _cache[key] = result
-        while len(_cache) > CACHE_SIZE:
+        while len(_cache) > 1 and (len(_cache) > CACHE_ITEMS or
+                                   sum(v.maps.nbytes for v in _cache.values()) > CACHE_BYTES):
             _cache.popitem(last=False)
     return result
 
@@ -148,13 +151,25 @@ def outlier_tokens(norms: np.ndarray) -> np.ndarray:
     return norms > q3 + 3 * max(q3 - q1, 1e-6)
 
 
-def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float = 0.6) -> Image.Image:
-    """Two models side by side: last-layer head-mean map and the patch-token norm histogram."""
+REGISTER_PAIR = ("DINOv2 ViT-S/14", "DINOv2 ViT-S/14 + 4 registers")
+REGISTERS_UNAVAILABLE = (
+    "The registers comparison needs the two DINOv2 models, and their weights cannot be loaded here (no "
+    "connection to the model hub and nothing in the local cache). Nothing is shown rather than a stand-in: "
+    "a model without registers cannot demonstrate them.")
+
+
+def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float = 0.6) -> tuple[str, Image.Image]:
+    """Two models side by side: last-layer head-mean map and the patch-token norm histogram.
+
+    Returns (markdown summary, figure). High-norm tokens are circled on the maps.
+    """
+    counts = []
     with plotting.figure(2, len(pair), figsize=(6.5 * len(pair), 10), squeeze=False) as (fig, axes):
         for j, a in enumerate(pair):
             maps = a.maps
             norms = maps.norms[maps.prefix:]
             out = outlier_tokens(norms)
+            counts.append(int(out.sum()))
             ax = axes[0, j]
             ax.imshow(plotting.overlay(a.fitted.image, maps.cls_map(maps.layers - 1), cmap, alpha))
             ys, xs = np.nonzero(out.reshape(maps.grid))
@@ -170,4 +185,22 @@ def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float =
             hx.set_xlabel("output-token norm (patch tokens)")
             hx.set_ylabel("tokens")
             hx.set_title("token norms")
-        return plotting.to_image(fig)
+        image = plotting.to_image(fig)
+    note = (f"High-norm patch tokens (above Q3 + 3·IQR, circled): **{counts[0]}** in {pair[0].loaded.spec.key}, "
+            f"**{counts[-1]}** in {pair[-1].loaded.spec.key}. Registers give the model scratch space of its own, "
+            "so it stops parking global information in background patches.")
+    return note, image
+
+
+def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
+                    alpha: float = 0.6) -> tuple[Image.Image, Image.Image]:
+    """The embedded model's last-layer attention at every shipped checkpoint, and one checkpoint per head."""
+    steps = models.tiny_checkpoints()
+    runs = [(step, analyse(models.get_checkpoint(step), rgb, 64, model_tag=f"tiny@{step}")) for step, _ in steps]
+    strip = [plotting.heat_overlay(a.fitted.image, a.maps.cls_map(a.maps.layers - 1), cmap, alpha) for _, a in runs]
+    titles = [f"step {step}" + (" (random)" if step == 0 else "") for step, _ in runs]
+    overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
+                               cmap, "attention", cols=len(strip), panel_px=180)
+    step, chosen = runs[min(max(step_index, 0), len(runs) - 1)]
+    heads = render_heads(chosen, chosen.maps.layers - 1, 0.6, cmap, alpha)
+    return overview, heads.heads

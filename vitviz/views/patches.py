@@ -37,7 +37,7 @@ def projection(patch: int, channels: int = 3, dim: int = EMBED_DIM, seed: int = 
 
 def to_chw(rgb: np.ndarray) -> torch.Tensor:
     """(H, W, 3) uint8 -> (1, 3, H, W) float in [0, 1]."""
-    return torch.from_numpy(np.ascontiguousarray(rgb)).permute(2, 0, 1)[None].float() / 255.0
+    return torch.tensor(rgb, dtype=torch.uint8).permute(2, 0, 1)[None].float() / 255.0
 
 
 def _fmt(n: float) -> str:
@@ -62,12 +62,22 @@ def cost_table(patch: int, h: int, w: int) -> tuple[str, dict[str, dict[str, int
     return "\n".join(out), rows
 
 
-def render(fitted: Fitted, size_name: str = "ViT-B", highlight: tuple[int, int] | None = None) -> PatchesView:
+def scale_of(fitted: Fitted) -> int:
+    """Display pixels per image pixel of the grid view (long side about 720 px)."""
+    return plotting.display_scale(*fitted.image.shape[:2], 720)
+
+
+def grid_image(fitted: Fitted, highlight: tuple[int, int] | None = None) -> tuple[Image.Image, int]:
+    """(the labelled patch grid, display scale); ``highlight`` outlines patch (row, col)."""
+    scale = scale_of(fitted)
+    return plotting.patch_grid(fitted.image, fitted.patch, scale, highlight=highlight), scale
+
+
+def render(fitted: Fitted, size_name: str = "ViT-B") -> PatchesView:
     """Everything the tab shows for one fitted image."""
     rgb, p = fitted.image, fitted.patch
     h, w = rgb.shape[:2]
-    scale = plotting.display_scale(h, w, 720)
-    grid = plotting.patch_grid(rgb, p, scale, highlight=highlight)
+    grid, scale = grid_image(fitted)
     size = patches.VIT_SIZES[size_name]
     counts = patches.token_counts(h, w, p, size.heads, size.depth)
     summary = (
@@ -86,7 +96,9 @@ def render(fitted: Fitted, size_name: str = "ViT-B", highlight: tuple[int, int] 
     attn = parts["attention scores QKᵀ"] + parts["attention × V"]
     costs = (f"Multiply-accumulates (MACs) of one forward pass at {w}×{h} with {p}×{p} patches. "
              f"Attention itself (scores and weighted sum) is **{attn / total:.1%}** of {size_name}/{p}; "
-             "the linear layers (QKV, projection, MLP) dominate until the sequence gets long.\n\n" + table)
+             "the linear layers (QKV, projection, MLP) dominate until the sequence gets long. (Counting "
+             "T²·D per head instead of T²·D/heads, a common slip, would inflate ViT-B/16's attention twelvefold, "
+             "to about 4.3 G.)\n\n" + table)
     chart = plotting.bars({k: float(v) for k, v in parts.items()}, f"{size_name}/{p} at {w}×{h}: where the MACs go",
                           "multiply-accumulates", highlight=("attention scores QKᵀ", "attention × V"))
     weight, bias = projection(p)

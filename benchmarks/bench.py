@@ -1,0 +1,189 @@
+"""Speed and memory of vitviz on this machine; prints tables.
+
+    python benchmarks/bench.py            # everything (a few minutes on 2 cores)
+    python benchmarks/bench.py --quick    # skip the 480-pixel attention runs
+
+Attention figures use a DINO ViT-S/8-shaped transformers model (the real
+config, random weights: speed and memory do not depend on the weights) loaded
+through vitviz's own loader. Each memory figure is measured in a fresh
+subprocess as the peak resident memory during the call minus the resident
+memory just before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+class PeakRSS:
+    """Track peak resident set size (bytes) of this process while the block runs."""
+
+    def __enter__(self):
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.start = self.peak = self._rss()
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._watch, daemon=True)
+        self._t.start()
+        return self
+
+    def _rss(self) -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * self.page
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss())
+            time.sleep(0.002)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._t.join()
+        self.peak = max(self.peak, self._rss())
+        self.delta = self.peak - self.start
+
+
+def dino_checkpoint(path: Path) -> Path:
+    from transformers import ViTConfig, ViTImageProcessor, ViTModel
+
+    if not (path / "config.json").exists():
+        cfg = ViTConfig(image_size=224, patch_size=8, hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+                        intermediate_size=1536, qkv_bias=True, layer_norm_eps=1e-6)
+        ViTModel(cfg, add_pooling_layer=False).save_pretrained(path)
+        ViTImageProcessor(size={"height": 224, "width": 224}, image_mean=[0.485, 0.456, 0.406],
+                          image_std=[0.229, 0.224, 0.225]).save_pretrained(path)
+    return path
+
+
+def one(kind: str, size: int, ckpt: str) -> dict:
+    """One measurement in this (fresh) process."""
+    import numpy as np
+    import torch
+
+    from vitviz import images, models
+    from vitviz.views import attention as view
+
+    loaded = models.load_hf(ckpt)
+    rgb = images.load_rgb(ROOT / "assets" / "examples" / "cat.png")
+    fitted = images.fit_to_patches(rgb, size, 8, "keep")
+    x = loaded.normalise(fitted.image)
+    with torch.inference_mode():  # warm-up at a small size
+        loaded.model(pixel_values=x[..., :64, :64], interpolate_pos_encoding=True)
+    out: dict = {"tokens": fitted.grid[0] * fitted.grid[1] + 1}
+    if kind == "bare":
+        with PeakRSS() as mem, torch.inference_mode():
+            t0 = time.perf_counter()
+            loaded.model(pixel_values=x, interpolate_pos_encoding=True)
+            out["seconds"] = time.perf_counter() - t0
+    elif kind == "output_attentions":
+        with PeakRSS() as mem, torch.inference_mode():
+            t0 = time.perf_counter()
+            res = loaded.model(pixel_values=x, output_attentions=True, interpolate_pos_encoding=True)
+            cls = np.stack([a[0, :, 0, 1:].numpy() for a in res.attentions])  # what a naive app keeps, plus all maps
+            out["seconds"] = time.perf_counter() - t0
+            del res, cls
+    elif kind == "vitviz":
+        with PeakRSS() as mem:
+            t0 = time.perf_counter()
+            a = view.analyse(loaded, rgb, size)
+            view.render_heads(a, 11, 0.6)
+            view.render_rollout(a, "mean", 0.0)
+            view.distance_table(a)
+            out["seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        reps = 5
+        for i in range(reps):  # what moving the layer / threshold / opacity / colormap controls costs
+            view.render_heads(view.analyse(loaded, rgb, size), 10 - i, 0.5 + 0.05 * i, "viridis", 0.5)
+        out["rerender_seconds"] = (time.perf_counter() - t0) / reps
+        out["kept_full_layers"] = len(a.maps.full)
+    out["peak_mb"] = mem.delta / 2**20
+    return out
+
+
+def subprocess_one(kind: str, size: int, ckpt: Path) -> dict:
+    cmd = [sys.executable, __file__, "--one", kind, str(size), str(ckpt)]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def startup() -> float:
+    code = "import time; t=time.perf_counter(); import app; app.build_demo(); print(time.perf_counter()-t)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    return float(res.stdout.strip().splitlines()[-1])
+
+
+def tab_times() -> list[tuple[str, float]]:
+    """Time each tab's main callback as the UI calls it (warm: models already loaded)."""
+    import app
+
+    cat = str(ROOT / "assets" / "examples" / "cat.png")
+    scene = str(ROOT / "assets" / "examples" / "scene_star.png")
+    calls = [
+        ("Patches /patches (cat, P=16, 224 px)", lambda: app.run_patches(cat, 16, 224, "crop", "ViT-B")),
+        ("Position embeddings (2D, 14×14, D=64)",
+         lambda: app.run_posembed("2D sinusoidal", 14, 14, 64, "cosine", 20, 20, 0, "viridis")),
+        ("Attention /attention (offline tiny model, scene)",
+         lambda: app.run_attention(scene, app.models.OFFLINE_KEY, 64, 6, 0.6, 0.6, "inferno", "mean", 0.0,
+                                   progress=lambda *a, **k: None)),
+        ("Classify /classify (offline tiny model, scene)",
+         lambda: app.run_classify(scene, app.models.OFFLINE_KEY, progress=lambda *a, **k: None)),
+    ]
+    rows = []
+    for name, fn in calls:
+        fn()  # first call loads models and warms caches
+        app.attention_view._cache.clear()
+        t0 = time.perf_counter()
+        fn()
+        rows.append((name, time.perf_counter() - t0))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--one", nargs=3, metavar=("KIND", "SIZE", "CKPT"))
+    args = ap.parse_args()
+    if args.one:
+        kind, size, ckpt = args.one
+        print(json.dumps(one(kind, int(size), ckpt)))
+        return
+
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs\n")
+    print(f"| app start-up (import + build_demo) | {startup():.2f} s |\n|---|---|")
+    for name, secs in tab_times():
+        print(f"| {name} | {secs * 1000:.0f} ms |")
+    print()
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = dino_checkpoint(Path(tmp) / "dino_vits8")
+        sizes = [224] if args.quick else [224, 480]
+        print("| DINO ViT-S/8 shape | tokens | bare forward | full request | ratio | re-render | re-render / forward "
+              "| peak MB (vitviz) | peak MB (output_attentions) | memory ratio |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for size in sizes:
+            bare = subprocess_one("bare", size, ckpt)
+            naive = subprocess_one("output_attentions", size, ckpt)
+            ours = subprocess_one("vitviz", size, ckpt)
+            print(f"| {size} px | {ours['tokens']:,} | {bare['seconds']:.2f} s | {ours['seconds']:.2f} s | "
+                  f"{ours['seconds'] / bare['seconds']:.2f}× | {ours['rerender_seconds'] * 1000:.0f} ms | "
+                  f"{ours['rerender_seconds'] / bare['seconds']:.1%} | {ours['peak_mb']:.0f} | {naive['peak_mb']:.0f} | "
+                  f"{ours['peak_mb'] / naive['peak_mb']:.0%} |")
+    print("\nTargets: full request ≤ 1.2× bare forward; re-render ≤ 10% of a forward; "
+          "peak memory at 480 ≤ 40% of output_attentions=True.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""End to end: the real app on 127.0.0.1, driven through gradio_client like any API user."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import EXAMPLES
+from gradio_client import Client, handle_file
+
+from vitviz import models
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def test_importing_and_building_the_app_loads_no_model():
+    import subprocess
+    import sys
+
+    code = ("import sys, app, vitviz.models as m; app.build_demo(); "
+            "print(len(m._cache), 'transformers.models.vit.modeling_vit' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(EXAMPLES.parent.parent)).stdout.split()
+    assert out[-2:] == ["0", "False"]
+
+
+def test_named_endpoints_exist(client):
+    names = set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
+    assert {"/patches", "/position_embeddings", "/attention", "/classify", "/shuffle", "/registers",
+            "/timeline", "/toy", "/patch_size_tradeoff"} <= names
+
+
+def test_patches_endpoint(client):
+    grid, summary, costs, chart, equivalence, _ = client.predict(
+        handle_file(str(EXAMPLES / "cat.png")), 16, 224, "crop", "ViT-B", api_name="/patches")
+    assert "14·14 = 196" in summary and "N + 1 = 197" in summary and "38,809" in summary
+    assert "4.1%" in costs and "17.56 G" in costs
+    assert "e-0" in equivalence  # max |difference| printed in scientific notation, float32 rounding
+    assert grid.endswith((".png", ".webp")) and chart.endswith((".png", ".webp"))
+
+
+def test_toy_patches(client):
+    _, summary, *_ = client.predict(handle_file(str(EXAMPLES / "toy_8x8.png")), 4, 8, "stretch", "ViT-Ti",
+                                    api_name="/patches")
+    assert "2·2 = 4" in summary and "N + 1 = 5" in summary
+
+
+def test_position_embeddings_endpoint(client):
+    summary, mosaic, tile, matrix, sim, resampled = client.predict(
+        "2D sinusoidal", 2, 2, 8, "dot", 4, 4, 0, "viridis", api_name="/position_embeddings")
+    assert "2×2 grid of 8-dimensional" in summary and all(p for p in (mosaic, tile, matrix, sim, resampled))
+
+
+def test_learned_position_embeddings_of_the_embedded_model(client):
+    summary, *_ = client.predict("learned: " + models.OFFLINE_KEY, 8, 8, 8, "cosine", 12, 12, 0, "viridis",
+                                 api_name="/position_embeddings")
+    assert "8×8 grid of 96-dimensional" in summary
+
+
+def test_attention_offline_answers_fast_with_notice(client):
+    t0 = time.perf_counter()
+    notice, heads, table, roll, box, crop, dist, layer = client.predict(
+        handle_file(str(EXAMPLES / "scene_star.png")), "DINO ViT-S/8", 64, 12, 0.6, 0.6, "inferno", "mean", 0.0,
+        api_name="/attention")
+    assert time.perf_counter() - t0 < 30
+    assert "Showing vitviz tiny" in notice and "not DINO ViT-S/8" in notice
+    assert "mass kept" in table and table.count("| head ") == 5  # four heads and the mean
+    assert layer == 4  # the slider follows the model's depth (4 blocks)
+
+
+def test_classify_offline(client):
+    notice, top5, maps, facts = client.predict(handle_file(str(EXAMPLES / "scene_star.png")),
+                                               "ViT-B/16 (ImageNet-1k)", api_name="/classify")
+    assert "Showing vitviz tiny" in notice
+    assert top5["label"] in {"circle", "square", "triangle", "star", "cross", "ring"}
+    assert len(top5["confidences"]) == 5 and "parameters" in facts
+
+
+def test_shuffle_experiment_endpoint(client):
+    _, md = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), models.OFFLINE_KEY, 0, api_name="/shuffle")
+    diff = float(md.split("between original and shuffled = **")[1].split("**")[0])
+    assert diff < 1e-4
+
+
+def test_bad_upload_gives_a_clear_error_and_app_keeps_serving(client, tmp_path):
+    bad = tmp_path / "notes.png"
+    bad.write_text("this is a text file, not a picture")
+    with pytest.raises(Exception, match="not an image we can read"):
+        client.predict(handle_file(str(bad)), 16, 224, "crop", "ViT-B", api_name="/patches")
+    _, summary, *_ = client.predict(handle_file(str(EXAMPLES / "coffee.png")), 32, 224, "crop", "ViT-B",
+                                    api_name="/patches")
+    assert "7·7 = 49" in summary
+
+
+def test_registers_comparison_refuses_a_stand_in(client):
+    note, img = client.predict(handle_file(str(EXAMPLES / "cat.png")), 224, 0.6, "inferno", api_name="/registers")
+    assert "cannot be loaded" in note and img is None
+
+
+def test_readme_client_example_runs(app_url, monkeypatch):
+    readme = (EXAMPLES.parent.parent / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'api_name="/patches"' in code and 'api_name="/attention"' in code
+    monkeypatch.chdir(EXAMPLES.parent.parent)
+    scope: dict = {}
+    exec(code.replace("http://127.0.0.1:7860/", app_url), scope)
+    assert "14·14 = 196" in scope["summary"] or "grid of 64-dimensional" in scope["summary"]
+    assert scope["top5"]["label"] and "Showing" in scope["notice"]

@@ -1,0 +1,62 @@
+"""A real headless Chromium opens the app, clicks an example on every tab and sees a figure appear."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
+
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
+    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
+
+TABS = [  # tab, example to click, the figure that must appear
+    ("Patches", 0, "patch-grid"),
+    ("Position embeddings", 3, "pe-mosaic"),
+    ("Attention", 0, "attn-heads"),
+    ("Classify", 0, "classify-maps"),
+]
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(app_url)
+        pg.wait_for_url("**__theme=light**", timeout=30_000)  # the app forces its light theme
+        yield pg
+        browser.close()
+
+
+@pytest.mark.parametrize("tab, example, figure", TABS)
+def test_tab_answers_an_example(page, tab, example, figure, tmp_path):
+    page.get_by_role("tab", name=tab, exact=True).click()
+    panel = page.locator(".tabitem:visible").first
+    panel.locator(".gallery-item, tr.tr-body").nth(example).click()
+    img = page.locator(f"#{figure} img").first
+    img.wait_for(state="visible", timeout=120_000)
+    page.wait_for_function("(el) => el.complete && el.naturalWidth > 100", arg=img.element_handle(), timeout=60_000)
+    assert img.evaluate("el => el.naturalWidth") > 100
+    shot = tmp_path / f"{tab}.png"
+    page.screenshot(path=str(shot))
+    assert shot.stat().st_size > 20_000
+    assert page.locator(".toast-body.error").count() == 0  # no error toast
+
+
+def test_clicking_a_patch_shows_its_vectors(page):
+    page.get_by_role("tab", name="Patches", exact=True).click()
+    grid = page.locator("#patch-grid img").first
+    grid.wait_for(state="visible", timeout=60_000)
+    grid.click(position={"x": 30, "y": 30})
+    vec = page.locator("#patch-vectors img").first
+    vec.wait_for(state="visible", timeout=60_000)
+    assert vec.evaluate("el => el.naturalWidth") > 100

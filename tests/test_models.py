@@ -1,0 +1,128 @@
+"""The registry and the loaders: checkpoints built here, loaded through the app's own code."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from vitviz import models
+
+
+def test_registry_has_what_the_tabs_need():
+    att = models.keys("attention")
+    for key in ("DINO ViT-S/8", "DINO ViT-S/16", "DINO ViT-B/8", "DINO ViT-B/16", "DINOv2 ViT-S/14",
+                "DINOv2 ViT-S/14 + 4 registers", models.OFFLINE_KEY):
+        assert key in att
+    assert att[0] == "DINO ViT-S/8" and att[-1] == models.OFFLINE_KEY
+    assert models.REGISTRY["DINOv2 ViT-S/14 + 4 registers"].prefix == 5
+    assert models.REGISTRY["DINO ViT-B/8"].patch == 8
+    assert "ViT-B/16 (ImageNet-1k)" in models.keys("classify")
+    with pytest.raises(ValueError):
+        models.get_model("facebook/anything-you-type")
+
+
+def test_load_hf_reads_the_checkpoint_config(dino_s8_dir):
+    loaded = models.load_hf(dino_s8_dir)
+    assert loaded.model.config._attn_implementation == "eager"
+    assert loaded.spec.patch == 8 and loaded.spec.prefix == 1 and loaded.resolution == 224
+    assert loaded.mean == pytest.approx((0.485, 0.456, 0.406)) and loaded.std == pytest.approx((0.229, 0.224, 0.225))
+    assert "local checkpoint" in loaded.origin and not loaded.model.training
+    x = loaded.normalise(np.full((16, 24, 3), 255, np.uint8))
+    assert x.shape == (1, 3, 16, 24)
+    assert float(x[0, 0, 0, 0]) == pytest.approx((1 - 0.485) / 0.229, rel=1e-5)
+
+
+def test_load_timm_from_file_with_labels_and_preprocessing(deit_file):
+    loaded = models.load_timm("deit_tiny_patch16_224.fb_in1k", file=deit_file)
+    from safetensors.torch import load_file
+
+    sd = load_file(str(deit_file))
+    torch.testing.assert_close(loaded.model.state_dict()["pos_embed"], sd["pos_embed"])
+    assert loaded.labels[281].startswith("tabby") and len(loaded.labels) == 1000
+    import timm
+
+    dc, cfg = loaded.data_config, timm.models.get_pretrained_cfg("deit_tiny_patch16_224.fb_in1k")
+    assert dc["crop_pct"] == cfg.crop_pct and dc["interpolation"] == cfg.interpolation == "bicubic"
+    assert dc["mean"] == pytest.approx(cfg.mean) and dc["input_size"] == (3, 224, 224)
+
+
+def test_hub_reachable_honours_offline_flag(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t0 = time.perf_counter()
+    assert models.hub_reachable() is False
+    assert time.perf_counter() - t0 < 0.1
+
+
+def test_hub_check_is_fast_without_the_flag(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "_reach_cache", None)
+    t0 = time.perf_counter()
+    models.hub_reachable(timeout=1.0)  # no network here: answers False within the timeout
+    assert time.perf_counter() - t0 < 2.5
+
+
+def test_offline_falls_back_to_embedded_with_notice():
+    models.clear_cache()
+    t0 = time.perf_counter()
+    loaded = models.get_model("DINO ViT-S/8")
+    assert time.perf_counter() - t0 < 10
+    assert loaded.spec.key == models.OFFLINE_KEY
+    assert "Showing" in loaded.notice and "DINO ViT-S/8" in loaded.notice and "not DINO" in loaded.notice
+    assert "embedded" in loaded.origin
+    # asking for the embedded model itself carries no notice
+    assert models.get_model(models.OFFLINE_KEY).notice == ""
+
+
+def test_local_cache_is_used_offline(monkeypatch, dino_s8_dir):
+    seen = {}
+    real = models.load_hf
+
+    def fake_load_hf(source, local_only=False, spec=None):  # stands in for a populated HF cache
+        seen["local_only"] = local_only
+        return real(dino_s8_dir, spec=spec)
+
+    monkeypatch.setattr(models, "load_hf", fake_load_hf)
+    models.clear_cache()
+    loaded = models.get_model("DINO ViT-S/16")
+    assert seen["local_only"] is True and loaded.notice == "" and loaded.spec.key == "DINO ViT-S/16"
+    models.clear_cache()
+
+
+def test_cache_loads_once_across_threads(monkeypatch):
+    calls = []
+    real = models.load_embedded
+
+    def counting(file=None):
+        calls.append(1)
+        time.sleep(0.2)
+        return real(file)
+
+    monkeypatch.setattr(models, "load_embedded", counting)
+    models.clear_cache()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(models.get_model(models.OFFLINE_KEY)))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len({id(r.model) for r in results}) == 1
+    models.clear_cache()
+
+
+def test_embedded_model_and_timeline_checkpoints():
+    loaded = models.get_model(models.OFFLINE_KEY)
+    assert loaded.labels == ["circle", "square", "triangle", "star", "cross", "ring"]
+    assert loaded.spec.patch == 8 and loaded.resolution == 64
+    steps = [s for s, _ in models.tiny_checkpoints()]
+    assert 4 <= len(steps) <= 6 and steps[0] == 0
+    first = models.get_checkpoint(steps[0]).model.state_dict()["pos_embed"]
+    last = models.get_checkpoint(steps[-1]).model.state_dict()["pos_embed"]
+    torch.testing.assert_close(last, loaded.model.state_dict()["pos_embed"])
+    assert not torch.allclose(first, last)
+    with pytest.raises(ValueError):
+        models.get_checkpoint(123_456)
