@@ -68,7 +68,7 @@ def test_attention_offline_answers_fast_with_notice(client):
     assert time.perf_counter() - t0 < 30
     assert "Showing vitviz tiny" in notice and "not DINO ViT-S/8" in notice
     assert "mass kept" in table and table.count("| head ") == 5  # four heads and the mean
-    assert layer == 4  # the slider follows the model's depth (4 blocks)
+    assert layer["maximum"] == 4 and layer["value"] == 4  # the slider follows the model's depth
 
 
 def test_classify_offline(client):

@@ -24,9 +24,11 @@ import torch
 
 FUSIONS = ("mean", "max", "min")
 """How heads are combined for the head-fused views and rollout."""
-FULL_BUDGET_BYTES = 256 * 2**20
-MAX_DISTANCE_QUERIES = 512
-"""Keep every layer's full per-head matrices (float16) only while they fit in this."""
+FULL_BUDGET_BYTES = 64 * 2**20
+"""Keep every layer's full per-head float32 matrices only while they fit in this."""
+FUSED_BUDGET_BYTES = 256 * 2**20
+"""Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
+MAX_DISTANCE_QUERIES = 128
 
 _TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
 _HF_ATTN = re.compile(r"(^|\.)(encoder\.layer|layers)\.\d+\.attention$")
@@ -105,8 +107,10 @@ class AttentionMaps:
         cls: (L, H, N) class-token attention to the patches (prefix keys dropped, not renormalised).
         distance: (L, H) mean attention distance in pixels (patch queries to patch keys; at most
             ``MAX_DISTANCE_QUERIES`` evenly spaced queries).
-        full: layer -> (H, T, T) float16 for the layers whose full matrices were kept.
-        fused: fusion -> (L, T, T) float16 head-fused matrices (kept when ``full`` is not complete).
+        full: layer -> (H, T, T) post-softmax matrices for the layers whose full matrices were kept
+            (the model's own tensors, kept by reference: no copy).
+        fused: fusion -> (L, T, T) float16 head-fused matrices, kept for rollout when ``full`` is not
+            complete; for very long sequences only "mean" (max / min then need a lower resolution).
         norms: (T,) output-token norms of the last layer, or None.
         logits: (classes,) model output for classifiers, or None.
     """
@@ -154,16 +158,26 @@ class AttentionMaps:
         rows = self.full[layer][:, q, self.prefix:].float().numpy()
         return layer, rows.reshape(-1, *self.grid)
 
+    def fusions(self) -> tuple[str, ...]:
+        """Head fusions available for rollout with what was kept."""
+        return FUSIONS if len(self.full) == self.layers else tuple(self.fused)
+
     def _fused_layers(self, fusion: str) -> list[torch.Tensor]:
         if fusion in self.fused:
             return list(self.fused[fusion])
+        if len(self.full) != self.layers:
+            raise ValueError(f"At this resolution ({self.cls.shape[-1]:,} patches) only the head mean is kept "
+                             f"for rollout, to save memory; lower the resolution for {fusion} fusion.")
         return [fuse_heads(self.full[i].float(), fusion) for i in range(self.layers)]
 
     def rollout(self, fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
         """(gh, gw) class-token row of attention rollout (memoised per fusion and discard ratio)."""
         key = (fusion, round(float(discard), 4))
         if key not in self._rollouts:
-            cls_row = rollout_cls(self._fused_layers(fusion), discard)
+            if fusion == "mean" and discard == 0 and len(self.full) == self.layers:
+                cls_row = rollout_cls_mean([self.full[i] for i in range(self.layers)])
+            else:
+                cls_row = rollout_cls(self._fused_layers(fusion), discard)
             self._rollouts[key] = cls_row[self.prefix:].reshape(self.grid)
         return self._rollouts[key]
 
@@ -175,24 +189,36 @@ def rollout_cls(fused: list[torch.Tensor], discard: float = 0.0) -> np.ndarray:
     the ``discard`` fraction of smallest entries (never the class token's own
     entry), take Â = (A + I) / 2 and renormalise its rows; the rollout is
     Â_L ··· Â_1 and we return its row 0, computed right to left as a row vector.
+    I is never built: v·Â = ((v / s)·A + v / s) / 2 with s the row sums of A + I.
     """
     if not 0.0 <= discard < 1.0:
         raise ValueError("The discard ratio must be at least 0 and below 1.")
     t = fused[0].shape[0]
     v = torch.zeros(t)
     v[0] = 1.0
-    eye = torch.eye(t)
     for a in reversed(fused):
-        a = a.float().clone()
+        a = a.to(torch.float32, copy=discard > 0)  # never modify the caller's matrices
         if discard > 0:
             flat = a.view(-1)
             k = int(flat.numel() * discard)
             if k:
                 idx = flat.topk(k, largest=False).indices
                 flat[idx[idx != 0]] = 0
-        a = (a + eye) / 2
-        a = a / a.sum(-1, keepdim=True).clamp_min(1e-12)
-        v = v @ a
+        w = v / (a.sum(-1) + 1.0).clamp_min(1e-12)
+        v = w @ a + w
+    return v.numpy()
+
+
+def rollout_cls_mean(full: list[torch.Tensor]) -> np.ndarray:
+    """:func:`rollout_cls` for head-mean fusion without discarding, from per-layer (H, T, T) matrices.
+
+    Post-softmax rows sum to 1, so every row of (Ā + I) sums to 2 and one step is
+    v ← (mean_h(v·A_h) + v) / 2: H vector-matrix products, no fused matrix built.
+    """
+    v = torch.zeros(full[0].shape[-1])
+    v[0] = 1.0
+    for a in reversed(full):
+        v = 0.5 * (torch.matmul(v, a.float()).mean(0) + v)
     return v.numpy()
 
 
@@ -256,13 +282,15 @@ def bounding_box(mask: np.ndarray, patch: int) -> tuple[int, int, int, int] | No
 
 def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patch: int, prefix: int,
             forward: Callable[[torch.nn.Module, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor | None]],
-            budget: int = FULL_BUDGET_BYTES) -> AttentionMaps:
+            budget: int = FULL_BUDGET_BYTES, fused_budget: int = FUSED_BUDGET_BYTES) -> AttentionMaps:
     """Run ``forward(model, x)`` once (x: (1, 3, H, W)) and keep what the views need.
 
     ``forward`` returns (logits or None, last-layer tokens (T, D) or None). Full
-    (H, T, T) matrices of every layer are kept (float16) when they fit in
-    ``budget`` bytes; otherwise only the last layer's, plus head-fused matrices
-    for rollout. Nothing of size L·H·T² is ever held at once in that case.
+    (H, T, T) matrices of every layer are kept (the model's own float32 tensors,
+    by reference) when they fit in ``budget`` bytes; otherwise only the last
+    layer's, plus head-fused float16 matrices for rollout (mean, max and min
+    while they fit in ``fused_budget``, else the mean only). Nothing of size
+    L·H·T² is held in that case.
     """
     gh, gw = grid
     n = gh * gw
@@ -270,7 +298,7 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
     layers = len(attention_modules(model))
     heads_guess = getattr(getattr(model, "config", None), "num_attention_heads", None) or \
         getattr(attention_modules(model)[0], "num_heads", 1)
-    keep_all = layers * heads_guess * t * t * 2 <= budget
+    keep_all = layers * heads_guess * t * t * 4 <= budget
     # Mean attention distance over at most MAX_DISTANCE_QUERIES evenly spaced query patches: the
     # average is the same statistic, and the cost stays small next to the forward at high resolution.
     queries = torch.linspace(0, n - 1, min(n, MAX_DISTANCE_QUERIES)).round().long()
@@ -278,22 +306,20 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
     cls_rows: dict[int, torch.Tensor] = {}
     distance: dict[int, torch.Tensor] = {}
     full: dict[int, torch.Tensor] = {}
-    fused: dict[str, torch.Tensor] = {} if keep_all else {
-        f: torch.empty(layers, t, t, dtype=torch.float16) for f in FUSIONS}
+    kept_fusions = () if keep_all else FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
+    fused = {f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept_fusions}
 
     def on_attention(layer: int, attn: torch.Tensor) -> None:
-        a = attn[0].detach().float()  # (H, T, T)
+        a = attn[0].detach()  # (H, T, T), float32
         if a.shape[-1] != t:
             raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
         cls_rows[layer] = a[:, 0, prefix:].clone()
         pp = a[:, prefix + queries][:, :, prefix:]  # (H, Q, N): sampled patch queries, patch keys
         distance[layer] = ((pp * qdist).sum(-1) / pp.sum(-1).clamp_min(1e-12)).mean(-1)
         if keep_all or layer == layers - 1:
-            full[layer] = a.half()
-        if not keep_all:
-            fused["mean"][layer] = a.mean(0)
-            lo, hi = torch.aminmax(a, dim=0)
-            fused["max"][layer], fused["min"][layer] = hi, lo
+            full[layer] = a  # the model never writes to it again: a reference, not a copy
+        for f in kept_fusions:
+            fused[f][layer] = fuse_heads(a, f)
 
     model.eval()
     with torch.inference_mode(), record_attention(model, on_attention):

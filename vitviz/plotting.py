@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Iterator, Sequence
 
 import matplotlib
@@ -48,8 +49,9 @@ def to_image(fig: plt.Figure, dpi: int = 100) -> Image.Image:
     return Image.open(buf).convert("RGB")
 
 
+@lru_cache(maxsize=32)
 def font(size: int) -> ImageFont.FreeTypeFont:
-    """Matplotlib's bundled DejaVu Sans at ``size`` px (always available offline)."""
+    """Matplotlib's bundled DejaVu Sans at ``size`` px (always available offline; loaded once)."""
     return ImageFont.truetype(font_manager.findfont("DejaVu Sans"), size)
 
 
@@ -203,8 +205,8 @@ def overlay(rgb: np.ndarray, heat: np.ndarray, cmap: str = "inferno", alpha: flo
     """Blend a (h, w) map, stretched to the image size, over an (H, W, 3) image; returns uint8."""
     h, w = rgb.shape[:2]
     colour = colorize(heat, cmap)
-    big = np.asarray(Image.fromarray(colour).resize((w, h), Image.NEAREST), dtype=np.float64)
-    out = (1 - alpha) * rgb.astype(np.float64) + alpha * big
+    big = np.asarray(Image.fromarray(colour).resize((w, h), Image.NEAREST), dtype=np.float32)
+    out = (1 - alpha) * rgb.astype(np.float32) + alpha * big
     return out.round().clip(0, 255).astype(np.uint8)
 
 
@@ -223,6 +225,7 @@ def mask_edges(mask: np.ndarray, h: int, w: int, thickness: int = 2) -> np.ndarr
     return edge
 
 
+@lru_cache(maxsize=16)
 def colorbar_strip(cmap: str, width: int, label: str, height: int = 18) -> Image.Image:
     """A horizontal colour bar from low to high with its label, as a PIL image."""
     f = font(16)
@@ -236,6 +239,12 @@ def colorbar_strip(cmap: str, width: int, label: str, height: int = 18) -> Image
     return out
 
 
+def panel_size(h: int, w: int, panel_px: int = 300) -> tuple[int, int]:
+    """(width, height) of a panel whose long side is ``panel_px``."""
+    s = panel_px / max(h, w)
+    return max(1, round(w * s)), max(1, round(h * s))
+
+
 def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap: str | None = None,
            bar_label: str = "", cols: int = 4, panel_px: int = 300) -> Image.Image:
     """Lay (H, W, 3) uint8 images out in a titled grid (pure PIL: fast enough for slider re-renders).
@@ -246,9 +255,7 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     n = len(images)
     cols = max(1, min(cols, n))
     rows = (n + cols - 1) // cols
-    h, w = images[0].shape[:2]
-    s = panel_px / max(h, w)
-    pw, ph = max(1, round(w * s)), max(1, round(h * s))
+    pw, ph = panel_size(*images[0].shape[:2], panel_px)
     pad, head, cap = 10, 44, 30
     width = cols * (pw + pad) + pad
     bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label) if cmap else None
@@ -261,7 +268,8 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
         r, c = divmod(i, cols)
         x0, y0 = pad + c * (pw + pad), head + r * (ph + cap + pad)
         draw.text((x0 + pw // 2, y0 + 4), titles[i], fill="black", font=f, anchor="ma")
-        out.paste(Image.fromarray(img).resize((pw, ph), Image.BILINEAR), (x0, y0 + cap))
+        tile = Image.fromarray(img)
+        out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR), (x0, y0 + cap))
     if bar:
         out.paste(bar, ((width - bar.width) // 2, height - bar.height - pad))
     return out

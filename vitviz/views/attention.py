@@ -69,7 +69,8 @@ def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitl
              alpha: float, masks: list[np.ndarray | None] | None = None) -> Image.Image:
     """Attention maps overlaid on the image, one panel each, with optional threshold outlines."""
     masks = masks or [None] * len(maps)
-    images = [plotting.heat_overlay(rgb, m, cmap, alpha, k) for m, k in zip(maps, masks)]
+    small = np.asarray(Image.fromarray(rgb).resize(plotting.panel_size(*rgb.shape[:2]), Image.BILINEAR))
+    images = [plotting.heat_overlay(small, m, cmap, alpha, k) for m, k in zip(maps, masks)]  # drawn at panel size
     return plotting.panels(images, titles, suptitle, cmap, "attention (each map scaled to its own range)")
 
 
@@ -110,13 +111,14 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
 
 def render_rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0, cmap: str = "inferno",
                    alpha: float = 0.6) -> Image.Image:
-    """Attention rollout through all layers, shown beside the last layer's head mean."""
+    """Attention rollout through all layers (compare with the last layer's head mean in the heads view)."""
     maps = a.maps
+    note = ""
+    if fusion not in maps.fusions():  # long sequences keep only the head mean (memory)
+        note, fusion = f"; {fusion} fusion needs a lower resolution", "mean"
     roll = maps.rollout(fusion, discard)
-    last = maps.cls_map(maps.layers - 1)
-    return map_grid(a.fitted.image, [last, roll],
-                    [f"last layer, head mean", f"rollout ({fusion}, discard {discard:.0%})"],
-                    "Attention rollout: identity added, rows renormalised, layers multiplied", cmap, alpha)
+    return map_grid(a.fitted.image, [roll], [f"heads fused by {fusion}, discard {discard:.0%}{note}"],
+                    "Attention rollout through all layers", cmap, alpha)
 
 
 def render_query(a: Analysis, row: int, col: int, layer: int, cmap: str = "inferno", alpha: float = 0.6) -> Image.Image:
