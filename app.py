@@ -130,8 +130,8 @@ def patches_tab() -> None:
     inputs = [src, patch, resolution, policy, size_name]
     outputs = [grid, summary, costs, chart, equivalence, vectors]
     go.click(run_patches, inputs, outputs, api_name="patches")
-    for comp in (src, patch, policy, size_name, resolution):
-        comp.change(run_patches, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+    gr.on([c.change for c in (src, patch, policy, size_name, resolution)], run_patches, inputs, outputs,
+          api_visibility="private", trigger_mode="always_last")
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
     toy_btn.click(toy_gallery, None, toy, api_name="toy")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
@@ -215,8 +215,8 @@ def posembed_tab(tab: gr.Tab) -> None:
     outputs = [summary, mosaic, tile, matrix, sim, resampled]
     go.click(run_posembed, inputs, outputs, api_name="position_embeddings")
     tab.select(run_posembed, inputs, outputs, api_visibility="private")
-    for comp in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index):
-        comp.change(run_posembed, inputs, outputs, api_visibility="private", trigger_mode="always_last")
+    gr.on([c.change for c in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index)], run_posembed,
+          inputs, outputs, api_visibility="private", trigger_mode="always_last")  # one run per burst of changes
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
 
 
@@ -262,7 +262,7 @@ def rerender_rollout(src, model_key, resolution, alpha, cmap, fusion, discard):
 @friendly
 def click_query(src, model_key, resolution, layer, alpha, cmap, evt: gr.SelectData):
     a, _ = _analysis(src, model_key, resolution)
-    row, col = attention_view.click_to_patch(a, evt.index[0], evt.index[1], a.fitted.image.shape[1])
+    row, col = attention_view.click_to_patch(a, evt.index[0], evt.index[1])
     return attention_view.render_query(a, row, col, min(int(layer), a.maps.layers) - 1, cmap, float(alpha))
 
 
@@ -307,8 +307,9 @@ def attention_tab() -> None:
             heads = figure("attn-heads", True, label="[CLS] attention per head")
             table = gr.Markdown()
             with gr.Row():
-                box = figure("attn-box", False, label="click a patch to use it as the query; box from the head-mean mask")
-                crop = figure("attn-crop", False, label="free crop from attention")
+                box = figure("attn-box", False, label="click a patch to use it as the query; box from the head-mean mask",
+                             height=320)
+                crop = figure("attn-crop", False, label="free crop from attention", height=320)
             query = figure("attn-query", True, label="the clicked patch's attention, per head")
             roll = figure("attn-rollout", True, label="attention rollout")
             dist = gr.ScatterPlot(x="layer", y="distance (px)", color="head", title="mean attention distance",

@@ -36,7 +36,10 @@ def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
             panel.locator(".gallery-item, tr.tr-body").nth(example).click()
             img = page.locator(f"#{elem_id} img").first
             img.wait_for(state="visible", timeout=timeout_ms)
-            page.wait_for_timeout(1000)
+            idle = "() => !document.body.innerText.includes('processing |')"
+            for _ in range(3):  # a burst of changes can queue one more run right after the first
+                page.wait_for_function(idle, timeout=timeout_ms)
+                page.wait_for_timeout(1500)
             path = out / f"{i + 1}_{tab.lower().replace(' ', '_')}.png"
             page.screenshot(path=str(path), full_page=True)
             saved.append(path)

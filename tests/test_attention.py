@@ -207,4 +207,8 @@ def test_heads_view_reports_mass_and_box(dino, rgb_cat):
     a = view.analyse(dino, rgb_cat, 64)
     v = view.render_heads(a, 11, 0.6)
     assert v.heads.size[0] > 300 and "mass kept" in v.table and v.table.count("| head ") == 7  # six heads and the mean
-    assert v.crop.size[0] <= a.fitted.image.shape[1]
+    k = view.box_scale(a)
+    assert v.box.size == (a.fitted.image.shape[1] * k, a.fitted.image.shape[0] * k)
+    assert v.crop.size[0] <= v.box.size[0] and v.crop.size[0] % (8 * k) == 0  # whole patches
+    # a click on the box view maps back to the patch under it
+    assert view.click_to_patch(a, 3 * 8 * k + 1, 2 * 8 * k + 1) == (2, 3)

@@ -44,6 +44,7 @@ def test_tab_answers_an_example(page, tab, example, figure, tmp_path):
     panel.locator(".gallery-item, tr.tr-body").nth(example).click()
     img = page.locator(f"#{figure} img").first
     img.wait_for(state="visible", timeout=120_000)
+    page.wait_for_function("() => !document.body.innerText.includes('processing |')", timeout=120_000)
     page.wait_for_function("(el) => el.complete && el.naturalWidth > 100", arg=img.element_handle(), timeout=60_000)
     assert img.evaluate("el => el.naturalWidth") > 100
     shot = tmp_path / f"{tab}.png"

@@ -190,14 +190,11 @@ def mosaic(tiles: np.ndarray, cmap: str = "viridis", tile_px: int = 0, gap: int 
     cell = tile_px or max(1, 720 // (gc * w + gap))
     pitch = w * cell + gap
     row_pitch = h * cell + gap
-    out = np.full((gr * row_pitch, gc * pitch, 3), 255, np.uint8)
-    vmin, vmax = float(tiles.min()), float(tiles.max())
-    for r in range(gr):
-        for c in range(gc):
-            rgb = colorize(tiles[r, c], cmap, vmin, vmax)
-            big = np.kron(rgb, np.ones((cell, cell, 1), np.uint8))
-            y0, x0 = r * row_pitch, c * pitch
-            out[y0:y0 + h * cell, x0:x0 + w * cell] = big
+    rgb = colorize(tiles, cmap, float(tiles.min()), float(tiles.max()))  # (R, C, h, w, 3), one shared scale
+    big = rgb.repeat(cell, axis=2).repeat(cell, axis=3)  # (R, C, h·cell, w·cell, 3)
+    padded = np.full((gr, gc, row_pitch, pitch, 3), 255, np.uint8)
+    padded[:, :, :h * cell, :w * cell] = big
+    out = padded.transpose(0, 2, 1, 3, 4).reshape(gr * row_pitch, gc * pitch, 3)
     return Image.fromarray(out), (row_pitch, pitch)
 
 
@@ -257,7 +254,11 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     rows = (n + cols - 1) // cols
     pw, ph = panel_size(*images[0].shape[:2], panel_px)
     pad, head, cap = 10, 44, 30
-    width = cols * (pw + pad) + pad
+    grid_w = cols * (pw + pad) + pad
+    title_w = int(font(24).getlength(title)) + 2 * pad
+    caption_w = max(int(font(17).getlength(t)) for t in titles) + pad if titles else 0
+    width = max(grid_w, title_w, caption_w * cols if cols == 1 else 0, 500 if cmap else 0)
+    x_off = (width - grid_w) // 2  # centre the panels on a wider canvas
     bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label) if cmap else None
     height = head + rows * (ph + cap + pad) + (bar.height + pad if bar else 0)
     out = Image.new("RGB", (width, height), "white")
@@ -266,7 +267,7 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     f = font(17)
     for i, img in enumerate(images):
         r, c = divmod(i, cols)
-        x0, y0 = pad + c * (pw + pad), head + r * (ph + cap + pad)
+        x0, y0 = x_off + pad + c * (pw + pad), head + r * (ph + cap + pad)
         draw.text((x0 + pw // 2, y0 + 4), titles[i], fill="black", font=f, anchor="ma")
         tile = Image.fromarray(img)
         out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR), (x0, y0 + cap))

@@ -100,13 +100,21 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
              f"holding {keep:.0%} of each map's attention mass.\n\n"
              "| map | mass kept | patches kept | patches |\n|---|---|---|---|\n" + "\n".join(rows))
     heads = map_grid(rgb, panels, titles, f"[CLS] attention per head, layer {layer + 1}", cmap, alpha, masks)
-    box_px = att.bounding_box(masks[-1], maps.patch)
-    boxed = Image.fromarray(rgb).copy()
+    k = box_scale(a)
+    boxed = plotting.upscale(rgb, k)
     crop = boxed
+    box_px = att.bounding_box(masks[-1], maps.patch)
     if box_px:
+        box_px = tuple(v * k for v in box_px)
         crop = boxed.crop(box_px)
-        ImageDraw.Draw(boxed).rectangle(box_px, outline=(0, 229, 255), width=max(2, rgb.shape[1] // 150))
+        boxed = boxed.copy()
+        ImageDraw.Draw(boxed).rectangle(box_px, outline=(0, 229, 255), width=max(2, boxed.width // 150))
     return HeadsView(heads, table, boxed, crop)
+
+
+def box_scale(a: Analysis) -> int:
+    """Integer upscaling of the clickable box view, so small inputs are shown at a usable size."""
+    return plotting.display_scale(*a.fitted.image.shape[:2], 384)
 
 
 def render_rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0, cmap: str = "inferno",
@@ -140,11 +148,10 @@ def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
     return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
 
 
-def click_to_patch(a: Analysis, x: int, y: int, display_w: int) -> tuple[int, int]:
-    """Pixel (x, y) on an image shown ``display_w`` wide -> (row, col) of the fitted image's grid."""
-    s = display_w / a.fitted.image.shape[1]
-    p = a.maps.patch
-    return int(y / s) // p, int(x / s) // p
+def click_to_patch(a: Analysis, x: int, y: int) -> tuple[int, int]:
+    """Pixel (x, y) on the box view (see :func:`box_scale`) -> (row, col) of the patch grid."""
+    step = a.maps.patch * box_scale(a)
+    return int(y) // step, int(x) // step
 
 
 def outlier_tokens(norms: np.ndarray) -> np.ndarray:

@@ -57,7 +57,7 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
     """All figures for one (rows, cols, D) embedding grid called ``name``."""
     r, c, d = grid.shape
     flat = grid.reshape(r * c, d)
-    matrix = plotting.heatmap(flat, f"{name}: {r * c} positions × {d} dims", "embedding dimension",
+    matrix = plotting.heatmap(flat, f"{r * c} positions × {d} dimensions", "embedding dimension",
                               "position (row-major)", "value", signed=True, size=(7, 5))
     sim = plotting.heatmap(posembed.similarity(flat, kind), f"{kind} similarity, {r * c}×{r * c}",
                            "position (row-major)", "position (row-major)", f"{kind} similarity", cmap=cmap,
