@@ -44,7 +44,7 @@ def test_unfold_linear_equals_strided_conv(patch, h, w):
     mine = patches.embed_linear(patches.patchify(x, patch), weight, bias)
     assert mine.shape == (2, (h // patch) * (w // patch), 24)
     assert torch.allclose(mine, ref, rtol=1e-5, atol=1e-4)
-    assert patches.linear_vs_conv(x, weight, bias) < 1e-5 * float(ref.abs().max())  # float32 rounding
+    assert patches.linear_vs_conv(x, weight, bias) < 1e-5 * float(ref.detach().abs().max())  # float32 rounding
 
 
 def test_grid_rejects_partial_patches():

@@ -24,8 +24,8 @@ import torch
 
 FUSIONS = ("mean", "max", "min")
 """How heads are combined for the head-fused views and rollout."""
-FULL_BUDGET_BYTES = 64 * 2**20
-"""Keep every layer's full per-head float32 matrices only while they fit in this."""
+FULL_BUDGET_BYTES = 192 * 2**20
+"""Keep every layer's full per-head float32 matrices only while they fit in this (DINO ViT-S/8 at 224 px does)."""
 FUSED_BUDGET_BYTES = 256 * 2**20
 """Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
 MAX_DISTANCE_QUERIES = 128

@@ -9,6 +9,7 @@ policy that makes the image a whole number of patches, and says what it did.
 from __future__ import annotations
 
 import io
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -89,7 +90,9 @@ def load_rgb(src: ImageSource) -> np.ndarray:
     if src is None:
         raise ValueError("Please choose an image first: upload one, use the webcam, or click an example.")
     try:
-        im = _open(src)
+        with warnings.catch_warnings():  # our own pixel budget (below) is stricter than PIL's warning
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = _open(src)
         w, h = im.size
         if w * h > MAX_PIXELS:
             raise ValueError(
