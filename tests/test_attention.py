@@ -212,3 +212,22 @@ def test_heads_view_reports_mass_and_box(dino, rgb_cat):
     assert v.crop.size[0] <= v.box.size[0] and v.crop.size[0] % (8 * k) == 0  # whole patches
     # a click on the box view maps back to the patch under it
     assert view.click_to_patch(a, 3 * 8 * k + 1, 2 * 8 * k + 1) == (2, 3)
+
+
+def test_registers_comparison_renders_two_models(dinov2_reg_dir, tmp_path, rgb_cat):
+    """The comparison view on two locally built DINOv2s (without and with registers), as the tab draws it."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    plain_dir = tmp_path / "dinov2_plain"
+    torch.manual_seed(0)
+    Dinov2Model(Dinov2Config(image_size=56, patch_size=14, hidden_size=64, num_hidden_layers=2,
+                             num_attention_heads=4)).save_pretrained(plain_dir)
+    BitImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56}).save_pretrained(plain_dir)
+    plain, reg = models.load_hf(plain_dir), models.load_hf(dinov2_reg_dir)
+    assert (plain.spec.prefix, reg.spec.prefix) == (1, 5)
+    pair = [view.analyse(m, rgb_cat, 56) for m in (plain, reg)]
+    assert [a.maps.cls.shape[-1] for a in pair] == [4 * 6, 4 * 6]  # same grid: registers dropped
+    note, image = view.render_registers(pair)
+    assert "High-norm patch tokens" in note and image.size[0] > 600
+    norms = np.array([1.0] * 20 + [50.0])
+    assert view.outlier_tokens(norms).tolist() == [False] * 20 + [True]
