@@ -109,3 +109,28 @@ def test_readme_client_example_runs(app_url, monkeypatch):
     exec(code.replace("http://127.0.0.1:7860/", app_url), scope)
     assert "14·14 = 196" in scope["summary"] or "grid of 64-dimensional" in scope["summary"]
     assert scope["top5"]["label"] and "Showing" in scope["notice"]
+
+
+def test_intake_component_passes_uploads_undecoded(tmp_path):
+    """Webcam and clipboard arrive as data URLs, uploads as files; neither is decoded by gradio."""
+    import base64
+    import io
+
+    from gradio.data_classes import FileData
+    from PIL import Image
+
+    import app
+
+    buf = io.BytesIO()
+    Image.new("RGB", (16, 16), (10, 20, 30)).save(buf, format="PNG")
+    comp = app.image_input()
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    raw = comp.preprocess(FileData(path="", url=url))
+    assert raw == buf.getvalue()
+    from vitviz.images import load_rgb
+
+    assert tuple(load_rgb(raw)[0, 0]) == (10, 20, 30)
+    junk = tmp_path / "junk.png"
+    junk.write_bytes(b"not a png")
+    assert comp.preprocess(FileData(path=str(junk))) == str(junk)  # no decoding, no gradio error
+    assert comp.preprocess(None) is None
