@@ -239,7 +239,8 @@ def run_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, 
     layer = min(int(layer), L)
     heads = attention_view.render_heads(a, layer - 1, float(keep), cmap, float(alpha))
     roll = attention_view.render_rollout(a, fusion, float(discard), cmap, float(alpha))
-    dist = pd.DataFrame(attention_view.distance_table(a), columns=["layer", "head", "distance (px)"])
+    dist = pd.DataFrame([(f"{layer:02d}", head, d) for layer, head, d in attention_view.distance_table(a)],
+                        columns=["layer", "head", "distance (px)"])  # layers as categories: whole-number ticks
     info = (f"{notice}\n\n" if notice else "") + (
         f"**{a.loaded.spec.key}** ({a.loaded.origin}); input {a.fitted.note}")
     return (info, heads.heads, heads.table, roll, heads.box, heads.crop, dist,
