@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from vitviz import images, models, patches, plotting
+from vitviz import images, models, patches, plotting, posembed
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
@@ -142,8 +142,6 @@ def patches_tab() -> None:
 
 def _learned_grid(source: str, step_index: int):
     """(grid, name, notice) of a learned table; the timeline uses the tiny model's checkpoints."""
-    from vitviz import posembed
-
     if source == TIMELINE:
         steps = models.tiny_checkpoints()
         step, _ = steps[min(max(int(step_index), 0), len(steps) - 1)]
@@ -223,12 +221,9 @@ def posembed_tab(tab: gr.Tab) -> None:
 # ---- Attention --------------------------------------------------------------------------------
 
 def _analysis(src, model_key, resolution, progress=None):
-    """The cached forward for these inputs; the embedded model always works at its own 64 px."""
-    rgb = images.load_rgb(src)
+    """The cached forward for these inputs, and the model notice."""
     loaded = models.get_model(model_key, progress)
-    if loaded.spec.family == "embedded":
-        resolution = loaded.resolution
-    return attention_view.analyse(loaded, rgb, int(resolution)), loaded.notice
+    return attention_view.analyse(loaded, images.load_rgb(src), int(resolution)), loaded.notice
 
 
 @friendly

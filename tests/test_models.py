@@ -126,3 +126,10 @@ def test_embedded_model_and_timeline_checkpoints():
     assert not torch.allclose(first, last)
     with pytest.raises(ValueError):
         models.get_checkpoint(123_456)
+
+
+def test_embedded_model_always_runs_at_its_own_size(rgb_cat):
+    from vitviz.views import attention as view
+
+    a = view.analyse(models.get_model(models.OFFLINE_KEY), rgb_cat, 224)
+    assert min(a.fitted.image.shape[:2]) == 64 and a.maps.grid[0] == 8

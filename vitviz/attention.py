@@ -189,7 +189,7 @@ def rollout_cls(fused: list[torch.Tensor], discard: float = 0.0) -> np.ndarray:
     the ``discard`` fraction of smallest entries (never the class token's own
     entry), take Â = (A + I) / 2 and renormalise its rows; the rollout is
     Â_L ··· Â_1 and we return its row 0, computed right to left as a row vector.
-    I is never built: v·Â = ((v / s)·A + v / s) / 2 with s the row sums of A + I.
+    I is never built: v·Â = w·A + w with w = v / s and s the row sums of A + I.
     """
     if not 0.0 <= discard < 1.0:
         raise ValueError("The discard ratio must be at least 0 and below 1.")
@@ -296,9 +296,6 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
     n = gh * gw
     t = n + prefix
     layers = len(attention_modules(model))
-    heads_guess = getattr(getattr(model, "config", None), "num_attention_heads", None) or \
-        getattr(attention_modules(model)[0], "num_heads", 1)
-    keep_all = layers * heads_guess * t * t * 4 <= budget
     # Mean attention distance over at most MAX_DISTANCE_QUERIES evenly spaced query patches: the
     # average is the same statistic, and the cost stays small next to the forward at high resolution.
     queries = torch.linspace(0, n - 1, min(n, MAX_DISTANCE_QUERIES)).round().long()
@@ -306,20 +303,25 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
     cls_rows: dict[int, torch.Tensor] = {}
     distance: dict[int, torch.Tensor] = {}
     full: dict[int, torch.Tensor] = {}
-    kept_fusions = () if keep_all else FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
-    fused = {f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept_fusions}
+    fused: dict[str, torch.Tensor] = {}
+    plan: dict[str, bool] = {}
 
     def on_attention(layer: int, attn: torch.Tensor) -> None:
         a = attn[0].detach()  # (H, T, T), float32
         if a.shape[-1] != t:
             raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
+        if not plan:  # the first layer shows the real head count: choose what to keep
+            plan["all"] = layers * a.shape[0] * t * t * 4 <= budget
+            if not plan["all"]:
+                kept = FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
+                fused.update({f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept})
         cls_rows[layer] = a[:, 0, prefix:].clone()
         pp = a[:, prefix + queries][:, :, prefix:]  # (H, Q, N): sampled patch queries, patch keys
         distance[layer] = ((pp * qdist).sum(-1) / pp.sum(-1).clamp_min(1e-12)).mean(-1)
-        if keep_all or layer == layers - 1:
+        if plan["all"] or layer == layers - 1:
             full[layer] = a  # the model never writes to it again: a reference, not a copy
-        for f in kept_fusions:
-            fused[f][layer] = fuse_heads(a, f)
+        for f, buf in fused.items():
+            buf[layer] = fuse_heads(a, f)
 
     model.eval()
     with torch.inference_mode(), record_attention(model, on_attention):

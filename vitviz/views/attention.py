@@ -35,19 +35,21 @@ _lock = threading.Lock()
 CACHE_ITEMS = 12
 CACHE_BYTES = 1536 * 2**20
 """The analysis cache keeps the newest entries within both limits (the newest one always stays)."""
-forward_count = 0
-"""How many model forwards ``analyse`` has run (the tests read it)."""
 
 
 def image_key(rgb: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
 
 
-def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int, model_tag: str | None = None) -> Analysis:
-    """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached."""
-    global forward_count
+def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
+    """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached.
+
+    The embedded model always runs at its own 64 px: it was trained at that size only.
+    """
+    if loaded.spec.family == "embedded":
+        resolution = loaded.resolution
     p = loaded.spec.patch
-    key = (model_tag or loaded.spec.key, loaded.origin, image_key(rgb), int(resolution))
+    key = (id(loaded.model), image_key(rgb), int(resolution))  # cached entries keep their model alive
     with _lock:
         if key in _cache:
             _cache.move_to_end(key)
@@ -57,7 +59,6 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int, model_tag: st
     maps = att.collect(loaded.model, x, fitted.grid, p, loaded.spec.prefix, lambda _m, x: loaded.forward(x))
     result = Analysis(loaded, fitted, maps)
     with _lock:
-        forward_count += 1
         _cache[key] = result
         while len(_cache) > 1 and (len(_cache) > CACHE_ITEMS or
                                    sum(v.maps.nbytes for v in _cache.values()) > CACHE_BYTES):
@@ -205,7 +206,7 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
                     alpha: float = 0.6) -> tuple[Image.Image, Image.Image]:
     """The embedded model's last-layer attention at every shipped checkpoint, and one checkpoint per head."""
     steps = models.tiny_checkpoints()
-    runs = [(step, analyse(models.get_checkpoint(step), rgb, 64, model_tag=f"tiny@{step}")) for step, _ in steps]
+    runs = [(step, analyse(models.get_checkpoint(step), rgb, 64)) for step, _ in steps]
     strip = [plotting.heat_overlay(a.fitted.image, a.maps.cls_map(a.maps.layers - 1), cmap, alpha) for _, a in runs]
     titles = [f"step {step}" + (" (random)" if step == 0 else "") for step, _ in runs]
     overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
