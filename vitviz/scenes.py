@@ -65,8 +65,11 @@ def _shape_mask(kind: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown shape {kind!r}")
 
 
-def _background(rng: np.random.Generator, size: int) -> np.ndarray:
-    """Textured background: two blended colours under a random low-frequency pattern, (H, W, 3) float."""
+def _background(rng: np.random.Generator, size: int, clutter: float = 1.0) -> np.ndarray:
+    """Textured background: two blended colours under a random low-frequency pattern, (H, W, 3) float.
+
+    ``clutter`` in [0, 1] scales the texture's contrast (0 = one flat colour plus noise).
+    """
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
     c1 = rng.uniform(0.1, 0.9, size=3)
     c2 = np.clip(c1 + rng.uniform(-0.25, 0.25, size=3), 0, 1)  # textured, but quieter than the object
@@ -79,16 +82,22 @@ def _background(rng: np.random.Generator, size: int) -> np.ndarray:
         pattern += 1.0 * (((np.arange(size)[:, None] // period) + (np.arange(size)[None, :] // period)) % 2)
     lo, hi = float(pattern.min()), float(pattern.max())
     t = (pattern - lo) / (hi - lo if hi > lo else 1.0)
+    c2 = c1 + clutter * (c2 - c1)
     bg = c1[None, None, :] * (1 - t[..., None]) + c2[None, None, :] * t[..., None]
     bg += rng.normal(0.0, 0.04, size=bg.shape)
     return bg
 
 
-def _clutter(rng: np.random.Generator, img: np.ndarray) -> None:
-    """Draw distractors in place: short strokes and small blobs (never a whole shape class)."""
+def _clutter(rng: np.random.Generator, img: np.ndarray, clutter: float = 1.0) -> None:
+    """Draw distractors in place: short strokes and small blobs (never a whole shape class).
+
+    ``clutter`` in [0, 1] is the share of the drawn distractors that are painted (the random
+    numbers are drawn either way, so the rest of the scene does not depend on it).
+    """
     size = img.shape[0]
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32)
-    for _ in range(rng.integers(3, 8)):
+    count = int(rng.integers(3, 8))
+    for i in range(count):
         colour = rng.uniform(0, 1, 3)
         if rng.random() < 0.5:  # stroke
             x0, y0 = rng.uniform(0, size, 2)
@@ -101,24 +110,27 @@ def _clutter(rng: np.random.Generator, img: np.ndarray) -> None:
         else:  # small blob
             cx, cy = rng.uniform(0, size, 2)
             m = np.hypot(xx - cx, yy - cy) <= rng.uniform(1.0, 2.5)
-        img[m] = colour
+        if i < round(clutter * count):
+            img[m] = colour
 
 
-def make_scene(seed: int, size: int = SCENE_SIZE, label: int | None = None) -> Scene:
+def make_scene(seed: int, size: int = SCENE_SIZE, label: int | None = None, clutter: float = 1.0) -> Scene:
     """Draw scene number ``seed``.
 
     Args:
         seed: any integer; the same seed gives the same scene.
         size: side length H = W in pixels.
         label: force a class (index into :data:`CLASSES`); random when None.
+        clutter: how busy the background is, from 0 (flat colour, no distractors) to 1 (the default;
+            what the model is measured on). Training starts on calmer scenes (a curriculum).
 
     Returns:
         A :class:`Scene` with image (size, size, 3) uint8 and mask (size, size) bool.
     """
     rng = np.random.default_rng(seed)
     k = int(rng.integers(len(CLASSES))) if label is None else int(label)
-    img = _background(rng, size)
-    _clutter(rng, img)
+    img = _background(rng, size, clutter)
+    _clutter(rng, img, clutter)
 
     radius = rng.uniform(0.22, 0.34) * size
     cx, cy = rng.uniform(radius, size - radius, 2)
@@ -142,13 +154,15 @@ def make_scene(seed: int, size: int = SCENE_SIZE, label: int | None = None) -> S
     return Scene(image=image, label=k, mask=mask)
 
 
-def make_batch(seed: int, n: int, size: int = SCENE_SIZE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``n`` scenes from seeds ``seed*1_000_003 + i``.
+def make_batch(seed: int, n: int, size: int = SCENE_SIZE,
+               clutter: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` scenes from seeds ``seed*1_000_003 + i``; ``clutter`` is one value or one per scene.
 
     Returns:
         images (n, H, W, 3) uint8, labels (n,) int64, masks (n, H, W) bool.
     """
-    scenes = [make_scene(seed * 1_000_003 + i, size) for i in range(n)]
+    levels = np.broadcast_to(np.asarray(clutter, dtype=np.float64), (n,))
+    scenes = [make_scene(seed * 1_000_003 + i, size, clutter=float(levels[i])) for i in range(n)]
     return (
         np.stack([s.image for s in scenes]),
         np.array([s.label for s in scenes], dtype=np.int64),
