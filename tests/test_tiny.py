@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 import pytest
 
-from vitviz import models, quality, scenes
+from vitviz import models, quality, scenes, train
 
 QUALITY = json.loads((models.TINY_DIR / "quality.json").read_text())
 
@@ -43,10 +44,13 @@ def test_clearly_trained_not_random():
     assert QUALITY["attention_lift"] >= 1.8
 
 
-@pytest.mark.xfail(strict=True, reason="issue 4's bars (accuracy 90%, lift 3.0, IoU 0.5) are not reached yet by "
-                                       "the 22-minute supervised run; see assets/tiny/MODEL_CARD.md")
-def test_issue_quality_bars():
+def test_issue_accuracy_bar():
     assert QUALITY["accuracy"] >= 0.90
+
+
+@pytest.mark.xfail(strict=True, reason="issue 4: attention lift (2.84 < 3.0) and best-head IoU (0.36 < 0.5) do not "
+                                       "reach their bars yet; see assets/tiny/MODEL_CARD.md")
+def test_issue_attention_bars():
     assert QUALITY["attention_lift"] >= 3.0
     assert QUALITY["best_head_iou"] >= 0.5
 
@@ -59,3 +63,43 @@ def test_lift_definition_by_hand():
     assert quality._pixel_share(att, mask, 8) == pytest.approx(1.0)
     mask[:8, :4] = False  # half the patch is object
     assert quality._pixel_share(att, mask, 8) == pytest.approx(0.5)
+
+
+def test_calm_scenes_for_the_curriculum():
+    busy, calm = scenes.make_scene(11), scenes.make_scene(11, clutter=0.0)
+    assert (scenes.make_scene(11, clutter=1.0).image == busy.image).all()  # 1.0 is the default scene
+    assert calm.label == busy.label and (calm.mask == busy.mask).all()  # same object, calmer background
+    background = ~calm.mask
+    # flat colour plus a little noise (std 0.04 of the range), versus texture and distractors
+    assert calm.image[background].std(axis=0).max() < 0.06 * 255
+    assert busy.image[background].std(axis=0).max() > calm.image[background].std(axis=0).max() * 1.5
+
+
+def test_curriculum_moves_from_calm_to_busy_scenes():
+    n = 1000
+    hard = (np.zeros((n, 1)), np.full(n, -1))
+    levels = np.linspace(0, 1, n, endpoint=False)
+    easy = (np.zeros((n, 1)), np.arange(n), levels)  # label = index, to see which were drawn
+    rng = np.random.default_rng(0)
+    steps = 1000
+    _, first = train._curriculum_batch(0, steps, hard, easy, rng)
+    assert (first >= 0).all() and first.max() < 200  # all calm: only the calmest scenes (level < 0.2)
+    _, middle = train._curriculum_batch(int(train.RAMP * steps / 2), steps, hard, easy, rng)
+    assert (middle == -1).sum() == train.BATCH // 2 and middle.max() < 0.5 * n + 1
+    _, late = train._curriculum_batch(int(train.RAMP * steps), steps, hard, easy, rng)
+    assert (late == -1).all()
+
+
+def test_training_is_seeded(tmp_path, monkeypatch):
+    """Two short runs of the real training loop give bit-identical weights (bfloat16 autocast included)."""
+    from safetensors.torch import load_file
+
+    monkeypatch.setattr(train, "EASY_SCENES", 64)
+    monkeypatch.setattr(train, "BATCH", 16)
+    for run in ("a", "b"):
+        info = train.train(tmp_path / run, steps=6, n_scenes=64)
+    assert info["checkpoint_steps"] == [0, 6] and (tmp_path / "a" / "checkpoints" / "step00006.safetensors").is_file()
+    a, b = load_file(tmp_path / "a" / "model.safetensors"), load_file(tmp_path / "b" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    start = load_file(tmp_path / "a" / "checkpoints" / "step00000.safetensors")
+    assert not torch.equal(start["head.weight"], a["head.weight"])  # it did train
