@@ -134,8 +134,9 @@ No convolutional backbone: the only convolution is the patch projection (kernel 
 
 ## Objective
 {info['objective'][0].upper() + info['objective'][1:]}. DINO self-distillation (student and EMA teacher, multi-crop, centring,
-sharpening) was not attempted: each DINO step needs a teacher pass and several crops per image, several times the
-compute of a labelled step, and the labelled run alone already fills the 30-minute budget on two CPU cores.
+sharpening) was not attempted: with a teacher pass and 2 global plus 6 local crops per image, a DINO step on this
+model handles a quarter as many images per second as a labelled one (`python benchmarks/train_step.py`: 149
+against 597 here), and the labelled run alone already fills most of the 30-minute budget on two CPU cores.
 The class-token attention shown is what a *supervised* ViT learns, not DINO's.
 
 ## Data
