@@ -315,8 +315,9 @@ def attention_tab() -> None:
         reg_note = gr.Markdown()
         reg_img = figure("registers", True, label="registers comparison")
     with gr.Accordion("Training timeline of the offline model", open=False):
-        gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px). "
-                    "Step 0 is the random initialisation: its attention means nothing, which is the point.")
+        gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px), "
+                    "all on one colour scale. Step 0 is the random initialisation: its attention is nearly even, "
+                    "so 60% of it needs more than half the patches; training gathers it onto the shape.")
         step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1, label="checkpoint")
         tl_btn = gr.Button("Show the timeline")
         tl_strip = figure("timeline-strip", True, label="all checkpoints")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vitviz import attention as att
-from vitviz import models
+from vitviz import models, plotting
 from vitviz.views import attention as view
 
 
@@ -231,3 +231,13 @@ def test_registers_comparison_renders_two_models(dinov2_reg_dir, tmp_path, rgb_c
     assert "High-norm patch tokens" in note and image.size[0] > 600
     norms = np.array([1.0] * 20 + [50.0])
     assert view.outlier_tokens(norms).tolist() == [False] * 20 + [True]
+
+
+def test_overlay_on_a_shared_scale():
+    """A flat map is flat black on its own min..max, but keeps its level on a shared scale (the timeline)."""
+    rgb = np.zeros((16, 16, 3), np.uint8)
+    flat = np.full((2, 2), 0.5)
+    own = plotting.overlay(rgb, flat, "inferno", alpha=1.0)
+    shared = plotting.overlay(rgb, flat, "inferno", alpha=1.0, vmin=0.0, vmax=1.0)
+    assert (own == plotting.colorize(np.zeros((1, 1)), "inferno")[0, 0]).all()
+    assert (shared == plotting.colorize(np.array([[0.0, 0.5, 1.0]]), "inferno")[0, 1]).all()

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import pytest
 
-from vitviz import models, quality, scenes, train
+from vitviz import attention, models, quality, scenes, train
 
 QUALITY = json.loads((models.TINY_DIR / "quality.json").read_text())
 
@@ -103,3 +103,18 @@ def test_training_is_seeded(tmp_path, monkeypatch):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     start = load_file(tmp_path / "a" / "checkpoints" / "step00000.safetensors")
     assert not torch.equal(start["head.weight"], a["head.weight"])  # it did train
+
+
+def test_timeline_shows_attention_emerge():
+    """Over the shipped checkpoints the last-layer attention goes from chance to the object, and narrows."""
+    imgs, _, masks = scenes.make_batch(quality.TEST_SEED, 100)
+    side = 64 // 8
+    lift, spread = {}, {}
+    steps = [s for s, _ in models.tiny_checkpoints()]
+    for step in (steps[0], steps[-1]):
+        _, cls = quality.last_layer_cls(models.get_checkpoint(step), imgs)
+        mean = cls.mean(1).reshape(-1, side, side)
+        lift[step] = np.mean([quality._pixel_share(m, k, 8) / k.mean() for m, k in zip(mean, masks)])
+        spread[step] = np.mean([attention.mass_mask(m, 0.6)[0].sum() for m in mean])
+    assert lift[steps[0]] < 1.3 < 2.5 < lift[steps[-1]]
+    assert spread[steps[0]] > 0.5 * side * side > spread[steps[-1]]  # random: 60% needs over half the patches

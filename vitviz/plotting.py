@@ -198,10 +198,14 @@ def mosaic(tiles: np.ndarray, cmap: str = "viridis", tile_px: int = 0, gap: int 
     return Image.fromarray(out), (row_pitch, pitch)
 
 
-def overlay(rgb: np.ndarray, heat: np.ndarray, cmap: str = "inferno", alpha: float = 0.6) -> np.ndarray:
-    """Blend a (h, w) map, stretched to the image size, over an (H, W, 3) image; returns uint8."""
+def overlay(rgb: np.ndarray, heat: np.ndarray, cmap: str = "inferno", alpha: float = 0.6,
+            vmin: float | None = None, vmax: float | None = None) -> np.ndarray:
+    """Blend a (h, w) map, stretched to the image size, over an (H, W, 3) image; returns uint8.
+
+    The map's colours span its own min..max unless ``vmin`` and ``vmax`` fix a shared scale.
+    """
     h, w = rgb.shape[:2]
-    colour = colorize(heat, cmap)
+    colour = colorize(heat, cmap, vmin, vmax)
     big = np.asarray(Image.fromarray(colour).resize((w, h), Image.NEAREST), dtype=np.float32)
     out = (1 - alpha) * rgb.astype(np.float32) + alpha * big
     return out.round().clip(0, 255).astype(np.uint8)
@@ -246,17 +250,18 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
            bar_label: str = "", cols: int = 4, panel_px: int = 300) -> Image.Image:
     """Lay (H, W, 3) uint8 images out in a titled grid (pure PIL: fast enough for slider re-renders).
 
-    Each panel is scaled to ``panel_px`` on its long side; an optional colour bar
-    for ``cmap`` goes underneath.
+    Each panel is scaled to ``panel_px`` on its long side; captions may have several
+    lines; an optional colour bar for ``cmap`` goes underneath.
     """
     n = len(images)
     cols = max(1, min(cols, n))
     rows = (n + cols - 1) // cols
     pw, ph = panel_size(*images[0].shape[:2], panel_px)
-    pad, head, cap = 10, 44, 30
+    lines = max((t.count("\n") + 1 for t in titles), default=1)
+    pad, head, cap = 10, 44, 8 + 22 * lines
     grid_w = cols * (pw + pad) + pad
     title_w = int(font(24).getlength(title)) + 2 * pad
-    caption_w = max(int(font(17).getlength(t)) for t in titles) + pad if titles else 0
+    caption_w = max(int(font(17).getlength(line)) for t in titles for line in t.split("\n")) + pad if titles else 0
     width = max(grid_w, title_w, caption_w * cols if cols == 1 else 0, 500 if cmap else 0)
     x_off = (width - grid_w) // 2  # centre the panels on a wider canvas
     bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label) if cmap else None
@@ -268,7 +273,7 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     for i, img in enumerate(images):
         r, c = divmod(i, cols)
         x0, y0 = x_off + pad + c * (pw + pad), head + r * (ph + cap + pad)
-        draw.text((x0 + pw // 2, y0 + 4), titles[i], fill="black", font=f, anchor="ma")
+        draw.multiline_text((x0 + pw // 2, y0 + 4), titles[i], fill="black", font=f, anchor="ma", align="center")
         tile = Image.fromarray(img)
         out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR), (x0, y0 + cap))
     if bar:
@@ -277,9 +282,11 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
 
 
 def heat_overlay(rgb: np.ndarray, heat: np.ndarray, cmap: str, alpha: float,
-                 mask: np.ndarray | None = None, edge_colour: tuple[int, int, int] = (0, 229, 255)) -> np.ndarray:
-    """:func:`overlay` plus the outline of a (gh, gw) ``mask`` drawn in ``edge_colour``."""
-    out = overlay(rgb, heat, cmap, alpha)
+                 mask: np.ndarray | None = None, edge_colour: tuple[int, int, int] = (0, 229, 255),
+                 vmin: float | None = None, vmax: float | None = None) -> np.ndarray:
+    """:func:`overlay` (optionally on a shared ``vmin``..``vmax`` scale) plus the outline of a (gh, gw)
+    ``mask`` drawn in ``edge_colour``."""
+    out = overlay(rgb, heat, cmap, alpha, vmin, vmax)
     if mask is not None:
         out[mask_edges(mask, *rgb.shape[:2], thickness=max(1, rgb.shape[0] // 150))] = edge_colour
     return out

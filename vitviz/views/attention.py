@@ -204,13 +204,21 @@ def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float =
 
 def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
                     alpha: float = 0.6) -> tuple[Image.Image, Image.Image]:
-    """The embedded model's last-layer attention at every shipped checkpoint, and one checkpoint per head."""
+    """The embedded model's last-layer attention at every shipped checkpoint, and one checkpoint per head.
+
+    The strip shares one colour scale (0 to the largest patch share at any step), so a random
+    model's near-uniform attention looks flat instead of being stretched to full contrast; each
+    title says how many of the patches hold 60% of the attention.
+    """
     steps = models.tiny_checkpoints()
     runs = [(step, analyse(models.get_checkpoint(step), rgb, 64)) for step, _ in steps]
-    strip = [plotting.heat_overlay(a.fitted.image, a.maps.cls_map(a.maps.layers - 1), cmap, alpha) for _, a in runs]
-    titles = [f"step {step}" + (" (random)" if step == 0 else "") for step, _ in runs]
+    maps = [a.maps.cls_map(a.maps.layers - 1) for _, a in runs]
+    top = max(float(m.max()) for m in maps)
+    strip = [plotting.heat_overlay(a.fitted.image, m, cmap, alpha, vmin=0.0, vmax=top) for (_, a), m in zip(runs, maps)]
+    titles = [f"step {step}" + (" (random)" if step == 0 else "") + f"\n60% in {int(att.mass_mask(m, 0.6)[0].sum())} of {m.size}"
+              for (step, _), m in zip(runs, maps)]
     overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
-                               cmap, "attention", cols=len(strip), panel_px=180)
+                               cmap, "share of attention (one scale for all steps)", cols=len(strip), panel_px=180)
     step, chosen = runs[min(max(step_index, 0), len(runs) - 1)]
     heads = render_heads(chosen, chosen.maps.layers - 1, 0.6, cmap, alpha)
     return overview, heads.heads
