@@ -93,3 +93,18 @@ def test_resampled_sinusoid_stays_smooth():
     sim = posembed.similarity(out.reshape(400, 64), "cosine").reshape(20, 20, 20, 20)
     centre = sim[10, 10]
     assert centre.argmax() == 10 * 20 + 10 and centre[10, 11] > centre[10, 15] > centre[10, 19]
+
+
+def test_neighbourhood_by_hand():
+    grid = np.array([[[1.0, 0.0], [1.0, 1.0], [1.0, 0.0]]])  # 1×3: the two ends equal, the middle at 45°
+    near = posembed.neighbourhood(grid)
+    assert near["next_door"] == pytest.approx(np.sqrt(0.5))
+    assert near["all"] == pytest.approx((2 * np.sqrt(0.5) + 1) / 3)
+    assert near["same_ring"] == pytest.approx(1.0)  # the two ends, both one step from the centre
+    assert posembed.neighbourhood(np.ones((1, 2, 3)))["same_ring"] is None  # no such pair
+
+
+def test_sinusoidal_2d_is_grid_like():
+    near = posembed.neighbourhood(posembed.sincos_2d(14, 14, 64).reshape(14, 14, 64))
+    # 0.98 for neighbours, 0.78 for any pair, and rings are nothing special
+    assert near["next_door"] > near["all"] + 0.15 and abs(near["same_ring"] - near["all"]) < 0.05

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 import pytest
 
-from vitviz import attention, models, quality, scenes, train
+from vitviz import attention, models, posembed, quality, scenes, train
 
 QUALITY = json.loads((models.TINY_DIR / "quality.json").read_text())
 
@@ -118,3 +118,13 @@ def test_timeline_shows_attention_emerge():
         spread[step] = np.mean([attention.mass_mask(m, 0.6)[0].sum() for m in mean])
     assert lift[steps[0]] < 1.3 < 2.5 < lift[steps[-1]]
     assert spread[steps[0]] > 0.5 * side * side > spread[steps[-1]]  # random: 60% needs over half the patches
+
+
+def test_timeline_position_embeddings_gain_structure():
+    """Random at step 0; after training, neighbours (and rings around the centre) are alike."""
+    steps = [s for s, _ in models.tiny_checkpoints()]
+    first, last = (posembed.neighbourhood(posembed.learned_grid(models.get_checkpoint(s).model))
+                   for s in (steps[0], steps[-1]))
+    assert abs(first["next_door"]) < 0.1 and abs(first["all"]) < 0.1
+    assert last["next_door"] > last["all"] + 0.2
+    assert QUALITY["position_embeddings"]["next_door"] == pytest.approx(last["next_door"], abs=1e-6)

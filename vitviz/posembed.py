@@ -54,6 +54,27 @@ def similarity(pe: np.ndarray, kind: str = "cosine") -> np.ndarray:
     return unit @ unit.T
 
 
+def neighbourhood(grid: np.ndarray) -> dict[str, float | None]:
+    """Mean cosine similarity of position pairs in a (rows, cols, D) grid, by how they relate.
+
+    Returns ``next_door`` (pairs one step apart, up/down/left/right), ``all`` (every pair of
+    distinct positions) and ``same_ring`` (pairs equally far from the grid's centre that are not
+    next door). A grid-like table has next_door well above all; a table that only learned how
+    far a patch is from the centre has same_ring highest. None where a grid has no such pair.
+    """
+    r, c, d = grid.shape
+    sim = similarity(grid.reshape(r * c, d), "cosine")
+    rows, cols = np.divmod(np.arange(r * c), c)
+    steps = np.abs(rows[:, None] - rows[None]) + np.abs(cols[:, None] - cols[None])
+    ring = np.hypot(rows - (r - 1) / 2, cols - (c - 1) / 2)
+    same_ring = np.isclose(ring[:, None], ring[None]) & (steps > 1)
+
+    def mean(sel: np.ndarray) -> float | None:
+        return float(sim[sel].mean()) if sel.any() else None
+
+    return {"next_door": mean(steps == 1), "all": mean(steps > 0), "same_ring": mean(same_ring)}
+
+
 def learned_grid(model: torch.nn.Module) -> np.ndarray:
     """A model's learned patch position embeddings as a (rows, cols, D) grid.
 

@@ -69,4 +69,10 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
     summary = (f"**{name}**: a {r}×{c} grid of {d}-dimensional vectors. Tile (r, c) of the mosaic shows how "
                f"similar position (r, c) is to every other position ({kind}); click a tile to enlarge it. "
                f"Resampled bicubically to {rr}×{rc} (what timm does when the input resolution changes).")
+    near = posembed.neighbourhood(grid)
+    if near["next_door"] is not None and near["same_ring"] is not None:
+        summary += (f"\n\nMean cosine similarity: next-door positions **{near['next_door']:.2f}**, all pairs "
+                    f"**{near['all']:.2f}**, positions equally far from the centre (not next door) "
+                    f"**{near['same_ring']:.2f}**. A grid-like table makes neighbours the most alike; one that "
+                    "mostly learned how far a patch is from the centre makes the rings most alike.")
     return PosEmbedView(matrix, sim, mosaic, pitch, resampled, summary)
