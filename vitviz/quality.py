@@ -86,15 +86,13 @@ def measure(weights: Path | None = None, n: int = 600) -> dict:
     lifts = [_pixel_share(cls[i].mean(0).reshape(side, side), masks[i], patch) / masks[i].mean()
              for i in range(n)]
     ious = per_head_iou(cls, masks, patch)
+    cover = masks.reshape(n, side, patch, side, patch).mean(axis=(2, 4)).reshape(n, side * side)  # object share
     # Where the head-mean attention lands: patches with no object, partly object (< half: the outline), mostly object.
     mean = cls.mean(1) / cls.mean(1).sum(1, keepdims=True)
-    cover_flat = masks.reshape(n, side, patch, side, patch).mean(axis=(2, 4)).reshape(n, side * side)
     where = {name: float((mean * sel).sum(1).mean()) for name, sel in
-             (("background", cover_flat == 0), ("outline", (cover_flat > 0) & (cover_flat < 0.5)),
-              ("inside", cover_flat >= 0.5))}
+             (("background", cover == 0), ("outline", (cover > 0) & (cover < 0.5)), ("inside", cover >= 0.5))}
     # Ceiling of the IoU measure itself: attention spread exactly in proportion to each patch's object coverage.
-    cover = masks.reshape(n, side, patch, side, patch).mean(axis=(2, 4)).reshape(n, 1, side * side)
-    oracle_iou = float(per_head_iou(cover, masks, patch).mean())
+    oracle_iou = float(per_head_iou(cover[:, None], masks, patch).mean())
     figures.update(
         scenes_measured=n, test_seed=TEST_SEED,
         accuracy=float((logits.argmax(1) == labels).mean()),

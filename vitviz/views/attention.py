@@ -219,6 +219,6 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
               for (step, _), m in zip(runs, maps)]
     overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
                                cmap, "share of attention (one scale for all steps)", cols=len(strip), panel_px=180)
-    step, chosen = runs[min(max(step_index, 0), len(runs) - 1)]
+    _, chosen = runs[min(max(step_index, 0), len(runs) - 1)]
     heads = render_heads(chosen, chosen.maps.layers - 1, 0.6, cmap, alpha)
     return overview, heads.heads
