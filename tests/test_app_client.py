@@ -134,3 +134,25 @@ def test_intake_component_passes_uploads_undecoded(tmp_path):
     junk.write_bytes(b"not a png")
     assert comp.preprocess(FileData(path=str(junk))) == str(junk)  # no decoding, no gradio error
     assert comp.preprocess(None) is None
+
+
+def test_timeline_endpoint(client):
+    """Six checkpoints side by side (180-px panels, two-line captions), and the chosen one per head."""
+    from PIL import Image
+
+    strip, heads = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), 0, 0.6, "inferno",
+                                  api_name="/timeline")
+    n = len(models.tiny_checkpoints())
+    with Image.open(strip) as s, Image.open(heads) as h:
+        assert s.width == n * (180 + 10) + 10 and s.height > 180 + 2 * 22
+        assert h.width > 0 and h.height > 0
+
+
+def test_position_embedding_similarity_summary_matches_the_card(client):
+    import json
+
+    summary, *_ = client.predict("learned: vitviz tiny, training timeline", 8, 8, 8, "cosine", 8, 8, 5, "viridis",
+                                 api_name="/position_embeddings")
+    pe = json.loads((models.TINY_DIR / "quality.json").read_text())["position_embeddings"]
+    assert f"next-door positions **{pe['next_door']:.2f}**" in summary
+    assert f"equally far from the centre (not next door) **{pe['same_ring']:.2f}**" in summary
