@@ -154,6 +154,12 @@ def make_scene(seed: int, size: int = SCENE_SIZE, label: int | None = None, clut
     return Scene(image=image, label=k, mask=mask)
 
 
+def patch_cover(masks: np.ndarray, patch: int) -> np.ndarray:
+    """How much of each patch is object: (B, H, W) bool masks -> (B, H/patch, W/patch) float32 in [0, 1]."""
+    b, h, w = masks.shape
+    return masks.reshape(b, h // patch, patch, w // patch, patch).mean(axis=(2, 4), dtype=np.float32)
+
+
 def make_batch(seed: int, n: int, size: int = SCENE_SIZE,
                clutter: np.ndarray | float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``n`` scenes from seeds ``seed*1_000_003 + i``; ``clutter`` is one value or one per scene.
