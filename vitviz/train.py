@@ -3,12 +3,17 @@
     python -m vitviz.train            # trains, writes assets/tiny/, prints the quality figures
     python -m vitviz.train --eval     # only measures the shipped weights
 
-Objective: plain supervised cross-entropy on the shape label (not DINO). A DINO
-step (EMA teacher pass, several crops per image) costs several times a labelled
-step, and the labelled run alone fills the 30-minute budget on two CPU cores, so
-we train with labels and say so wherever the model appears. The architecture is
-a real ViT (timm ``VisionTransformer``: patch tokens, class token, learned
-position embeddings), tiny enough to train here.
+Objective: supervised, not DINO. The class token learns the shape label
+(cross-entropy), and every patch token learns what covers it, the shape's
+class or background (token labelling, as in LV-ViT's "all tokens matter"),
+through a linear head used only in training. The scene masks are those patch
+labels. The class token's attention is never trained directly: it learns where
+to look because object tokens now carry the class and background tokens say
+"background". A DINO step (EMA teacher pass, several crops per image) costs
+several times a labelled step, and the labelled run alone fills the 30-minute
+budget on two CPU cores, so we train with labels and say so wherever the model
+appears. The architecture is a real ViT (timm ``VisionTransformer``: patch
+tokens, class token, learned position embeddings), tiny enough to train here.
 
 Two things make the budget go further without changing the task or the model:
 a curriculum (the first ``RAMP`` of the steps mix in calmer scenes, from a flat
@@ -35,7 +40,7 @@ from vitviz import scenes
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
 
 ARCH = "vit_tiny_patch16_224"
-MODEL_KWARGS = dict(img_size=64, patch_size=8, embed_dim=96, depth=4, num_heads=4, num_classes=len(scenes.CLASSES))
+MODEL_KWARGS = dict(img_size=64, patch_size=8, embed_dim=96, depth=4, num_heads=3, num_classes=len(scenes.CLASSES))
 MEAN = (0.5, 0.5, 0.5)
 STD = (0.25, 0.25, 0.25)
 SEED = 0
@@ -47,7 +52,11 @@ RAMP = 0.35
 STEPS = 5_000
 BATCH = 128
 LR = 1e-3
+TOKEN_LABEL_WEIGHT = 1.0
+"""Weight of the per-patch loss (token labelling) next to the class token's loss."""
 CHECKPOINT_STEPS = (0, 300, 800, 1600, 3000, STEPS)
+OBJECTIVE = ("supervised, not DINO: cross-entropy on the shape label from the class token, plus token labelling "
+             "(each patch token predicts the shape covering it, or background, through a training-only head)")
 
 
 def build_model() -> torch.nn.Module:
@@ -74,37 +83,53 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return (x - mean) / std
 
 
-def _augment(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random flips and 90-degree turns: the shape classes are closed under them."""
-    out = images.copy()
-    for i in range(len(out)):
-        img = out[i]
-        if rng.random() < 0.5:
-            img = img[:, ::-1]
-        out[i] = np.rot90(img, int(rng.integers(4)))
-    return out
+def _augment(images: np.ndarray, cover: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Random flips and 90-degree turns of images (B, H, W, 3) and their patch cover (B, gh, gw) alike.
 
-
-def _curriculum_batch(step: int, steps: int, hard: tuple[np.ndarray, np.ndarray],
-                      easy: tuple[np.ndarray, np.ndarray, np.ndarray],
-                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Images (BATCH, H, W, 3) and labels (BATCH,) for ``step``.
-
-    During the first ``RAMP`` of training a shrinking share of the batch comes from the calm
-    scenes, and only from those no busier than the current level; afterwards all come from
-    the fully cluttered scenes the model is measured on.
+    The shape classes are closed under these moves, and so is the patch grid.
     """
-    images, labels = hard
-    idx = rng.integers(0, len(images), BATCH)
-    x, y = images[idx], labels[idx]
+    images, cover = images.copy(), cover.copy()
+    for i in range(len(images)):
+        img, cov = images[i], cover[i]
+        if rng.random() < 0.5:
+            img, cov = img[:, ::-1], cov[:, ::-1]
+        turns = int(rng.integers(4))
+        images[i], cover[i] = np.rot90(img, turns), np.rot90(cov, turns)
+    return images, cover
+
+
+def token_targets(labels: torch.Tensor, cover: torch.Tensor, classes: int) -> torch.Tensor:
+    """Soft per-patch labels (B, N, classes + 1) from labels (B,) and patch cover (B, N).
+
+    A patch is its shape's class in proportion to how much of it the shape covers, and
+    background (the last column) for the rest.
+    """
+    target = torch.zeros(*cover.shape, classes + 1)
+    target.scatter_(2, labels.view(-1, 1, 1).expand(-1, cover.shape[1], 1), cover.unsqueeze(2))
+    target[:, :, classes] = 1.0 - cover
+    return target
+
+
+def _curriculum_batch(step: int, steps: int, hard: tuple[np.ndarray, ...], easy: tuple[np.ndarray, ...],
+                      rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """One batch for ``step``: the same arrays as ``hard``, BATCH rows each.
+
+    ``hard`` holds the fully cluttered scenes' arrays (images, labels, patch cover); ``easy``
+    holds the calm scenes' arrays in the same order, sorted by clutter level, plus the levels
+    as the last entry. During the first ``RAMP`` of training a shrinking share of the batch
+    comes from the calm scenes, and only from those no busier than the current level;
+    afterwards all come from the fully cluttered scenes the model is measured on.
+    """
+    idx = rng.integers(0, len(hard[0]), BATCH)
+    batch = [a[idx] for a in hard]
     level = step / (RAMP * steps)
     if level >= 1.0:
-        return x, y
-    e_images, e_labels, e_levels = easy  # sorted by clutter level
+        return tuple(batch)
+    *e_arrays, e_levels = easy
     n_easy = int(round(BATCH * (1 - level)))
     upto = min(len(e_levels), max(200, int(np.searchsorted(e_levels, max(level, 0.1)))))
     eidx = rng.integers(0, upto, n_easy)
-    return np.concatenate([e_images[eidx], x[n_easy:]]), np.concatenate([e_labels[eidx], y[n_easy:]])
+    return tuple(np.concatenate([e[eidx], b[n_easy:]]) for e, b in zip(e_arrays, batch))
 
 
 def _save(model: torch.nn.Module, path: Path) -> None:
@@ -123,15 +148,21 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
     out_dir.mkdir(parents=True, exist_ok=True)
     log = open(out_dir / "train_log.txt", "w")
     t0 = time.perf_counter()
-    images, labels, _ = scenes.make_batch(seed=1, n=n_scenes)
+    patch = MODEL_KWARGS["patch_size"]
+    images, labels, masks = scenes.make_batch(seed=1, n=n_scenes)
+    hard = (images, labels, scenes.patch_cover(masks, patch))
     levels = np.sort(np.random.default_rng(SEED + 3).uniform(0.0, 1.0, EASY_SCENES))
-    e_images, e_labels, _ = scenes.make_batch(seed=2, n=EASY_SCENES, clutter=levels)
+    e_images, e_labels, e_masks = scenes.make_batch(seed=2, n=EASY_SCENES, clutter=levels)
+    easy = (e_images, e_labels, scenes.patch_cover(e_masks, patch), levels)
     print(f"generated {n_scenes} + {EASY_SCENES} scenes in {time.perf_counter() - t0:.1f}s", file=log, flush=True)
 
     model = build_model()
     for block in model.blocks:  # the unfused path is the fast one under bfloat16 autocast on CPU
         block.attn.fused_attn = False
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.05)
+    classes = MODEL_KWARGS["num_classes"]
+    token_head = torch.nn.Linear(MODEL_KWARGS["embed_dim"], classes + 1)  # training only, not shipped
+    params = [*model.parameters(), *token_head.parameters()]
+    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.05)
     warm = min(100, max(1, steps // 20))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
@@ -146,15 +177,19 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
             _save(model, ckpt_dir / f"step{step:05d}.safetensors")
         if step == steps:
             break
-        xb, yb = _curriculum_batch(step, steps, (images, labels), (e_images, e_labels, levels), rng)
-        x = to_tensor(_augment(xb, rng))
-        y = torch.from_numpy(yb)
+        xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
+        xb, cb = _augment(xb, cb, rng)
+        x, y = to_tensor(xb), torch.from_numpy(yb)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = model(x)
+            tokens = model.forward_features(x)  # (B, prefix + N, D)
+            logits = model.forward_head(tokens)  # (B, K) from the class token
+            patch_logits = token_head(tokens[:, model.num_prefix_tokens:])  # (B, N, K + 1)
         loss = F.cross_entropy(logits.float(), y, label_smoothing=0.1)
+        target = token_targets(y, torch.from_numpy(cb).flatten(1), classes)
+        loss = loss + TOKEN_LABEL_WEIGHT * F.cross_entropy(patch_logits.float().flatten(0, 1), target.flatten(0, 1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         if step % 50 == 0:
@@ -166,7 +201,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
     print(f"trained {steps} steps in {seconds:.0f}s", file=log, flush=True)
     log.close()
     info = dict(arch=ARCH, kwargs=MODEL_KWARGS, pretrained_cfg=pretrained_cfg("model.safetensors"),
-                objective="supervised cross-entropy on shape labels (not DINO)", train_seconds=round(seconds),
+                objective=OBJECTIVE, token_label_weight=TOKEN_LABEL_WEIGHT, train_seconds=round(seconds),
                 steps=steps, batch=BATCH, train_scenes=n_scenes, easy_scenes=EASY_SCENES, ramp=RAMP,
                 precision="bfloat16 autocast, float32 weights", checkpoint_steps=checkpoints,
                 torch_threads=torch.get_num_threads())
