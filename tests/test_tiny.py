@@ -59,13 +59,19 @@ def test_issue_attention_lift_bar():
 
 
 def test_lift_definition_by_hand():
-    att = np.zeros((2, 2))
-    att[0, 0] = 1.0  # all attention on the top-left patch
-    mask = np.zeros((16, 16), bool)
-    mask[:8, :8] = True  # the object is exactly that patch
-    assert quality._pixel_share(att, mask, 8) == pytest.approx(1.0)
-    mask[:8, :4] = False  # half the patch is object
-    assert quality._pixel_share(att, mask, 8) == pytest.approx(0.5)
+    """2×2 patches of 8 px: lift = share of attention on object pixels / object share of the pixels."""
+    on_top_left = np.array([[1.0, 0.0, 0.0, 0.0]])
+    even = np.full((1, 4), 0.25)
+    mask = np.zeros((1, 16, 16), bool)
+    mask[0, :8, :8] = True  # the object is exactly the top-left patch: a quarter of the pixels
+    assert quality.lift(on_top_left, mask, 8) == pytest.approx([4.0])  # all attention on it
+    assert quality.lift(even, mask, 8) == pytest.approx([1.0])  # chance
+    half = mask.copy()
+    half[0, :8, :4] = False  # half that patch: the attention lands half on object, the object is 1/8
+    assert quality.lift(on_top_left, half, 8) == pytest.approx([4.0])
+    heads = np.stack([on_top_left, even], axis=1)  # (B=1, H=2, N=4): one lift per head
+    assert quality.lift(heads, mask, 8) == pytest.approx(np.array([[4.0, 1.0]]))
+    assert quality.lift(np.zeros((1, 4)), mask, 8) == pytest.approx([0.0])  # no attention at all: no division by 0
 
 
 def test_calm_scenes_for_the_curriculum():
@@ -141,14 +147,14 @@ def test_timeline_shows_attention_emerge():
     """Over the shipped checkpoints the last-layer attention goes from chance to the object, and narrows."""
     imgs, _, masks = scenes.make_batch(quality.TEST_SEED, 100)
     side = 64 // 8
-    lift, spread = {}, {}
+    lifts, spread = {}, {}
     steps = [s for s, _ in models.tiny_checkpoints()]
     for step in (steps[0], steps[-1]):
         _, cls = quality.last_layer_cls(models.get_checkpoint(step), imgs)
-        mean = cls.mean(1).reshape(-1, side, side)
-        lift[step] = np.mean([quality._pixel_share(m, k, 8) / k.mean() for m, k in zip(mean, masks)])
-        spread[step] = np.mean([attention.mass_mask(m, 0.6)[0].sum() for m in mean])
-    assert lift[steps[0]] < 1.3 < 2.0 < lift[steps[-1]]
+        mean = cls.mean(1)  # (B, N)
+        lifts[step] = quality.lift(mean, masks, 8).mean()
+        spread[step] = np.mean([attention.mass_mask(m.reshape(side, side), 0.6)[0].sum() for m in mean])
+    assert lifts[steps[0]] < 1.3 < 2.0 < lifts[steps[-1]]
     assert spread[steps[0]] > 0.5 * side * side > spread[steps[-1]]  # random: 60% needs over half the patches
 
 

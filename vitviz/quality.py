@@ -46,11 +46,19 @@ def last_layer_cls(loaded: LoadedModel, images: np.ndarray, batch: int = 100) ->
     return torch.cat(logits).numpy(), torch.cat(cls).numpy()
 
 
-def _pixel_share(att: np.ndarray, mask: np.ndarray, patch: int) -> float:
-    """Fraction of the (gh, gw) attention falling on mask pixels (patch mass spread over its pixels)."""
-    cover = scenes.patch_cover(mask[None], patch)[0]
-    total = att.sum()
-    return float((att * cover).sum() / total) if total > 0 else 0.0
+def lift(att: np.ndarray, masks: np.ndarray, patch: int) -> np.ndarray:
+    """Attention lift of each map: att (B, N) or (B, H, N) over the patches, masks (B, H_px, W_px) -> (B,) or (B, H).
+
+    The share of a map's attention that falls on object pixels (each patch's attention spread
+    evenly over its pixels) divided by the object's share of the pixels: 1.0 is chance.
+    """
+    cover = scenes.patch_cover(masks, patch).reshape(len(masks), -1)  # (B, N)
+    object_share = masks.reshape(len(masks), -1).mean(1)  # (B,)
+    if att.ndim == 3:
+        cover, object_share = cover[:, None], object_share[:, None]
+    total = att.sum(-1)
+    on_object = (att * cover).sum(-1) / np.where(total > 0, total, 1.0)
+    return on_object / np.where(object_share > 0, object_share, 1.0)
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -82,10 +90,6 @@ def measure(weights: Path | None = None, n: int = 600) -> dict:
     imgs, labels, masks = scenes.make_batch(TEST_SEED, n)
     logits, cls = last_layer_cls(loaded, imgs)
     side = imgs.shape[1] // patch
-    lifts = [_pixel_share(cls[i].mean(0).reshape(side, side), masks[i], patch) / masks[i].mean()
-             for i in range(n)]
-    head_lifts = [[_pixel_share(cls[i, h].reshape(side, side), masks[i], patch) / masks[i].mean() for h in
-                   range(cls.shape[1])] for i in range(n)]
     ious = per_head_iou(cls, masks, patch)
     cover = scenes.patch_cover(masks, patch).reshape(n, side * side)  # object share of each patch
     # Where the head-mean attention lands: patches with no object, partly object (< half: the outline), mostly object.
@@ -97,8 +101,8 @@ def measure(weights: Path | None = None, n: int = 600) -> dict:
     figures.update(
         scenes_measured=n, test_seed=TEST_SEED,
         accuracy=float((logits.argmax(1) == labels).mean()),
-        attention_lift=float(np.mean(lifts)),
-        per_head_lift=[round(float(v), 3) for v in np.mean(head_lifts, axis=0)],
+        attention_lift=float(lift(cls.mean(1), masks, patch).mean()),
+        per_head_lift=[round(float(v), 3) for v in lift(cls, masks, patch).mean(0)],
         best_head=best_head,
         best_head_iou=float(ious[:, best_head].mean()),
         per_head_iou=[round(float(v), 3) for v in ious.mean(0)],
