@@ -18,7 +18,8 @@ tokens, class token, learned position embeddings), tiny enough to train here.
 Two things make the budget go further without changing the task or the model:
 a curriculum (the first ``RAMP`` of the steps mix in calmer scenes, from a flat
 background up to full clutter) and bfloat16 autocast with timm's unfused
-attention (on CPUs with AMX a step runs about 1.6 times faster than in float32;
+attention (on CPUs with AMX a step runs about twice as fast as in float32, see
+benchmarks/train_step.py;
 the fused CPU attention kernel is slow in bfloat16; CPUs without bfloat16 support
 will train slower than float32). Weights stay float32.
 """
@@ -110,6 +111,23 @@ def token_targets(labels: torch.Tensor, cover: torch.Tensor, classes: int) -> to
     return target
 
 
+def step_loss(model: torch.nn.Module, token_head: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
+              cover: torch.Tensor) -> torch.Tensor:
+    """The training loss for images x (B, 3, H, W), labels y (B,) and patch cover (B, N).
+
+    Cross-entropy of the class token's logits (B, K) against y, plus ``TOKEN_LABEL_WEIGHT``
+    times the token-labelling loss: ``token_head`` maps each patch token (B, N, D) to K + 1
+    logits, scored against :func:`token_targets`. Forward under bfloat16 autocast, loss in float32.
+    """
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        tokens = model.forward_features(x)  # (B, prefix + N, D)
+        logits = model.forward_head(tokens)  # (B, K) from the class token
+        patch_logits = token_head(tokens[:, model.num_prefix_tokens:])  # (B, N, K + 1)
+    loss = F.cross_entropy(logits.float(), y, label_smoothing=0.1)
+    target = token_targets(y, cover, token_head.out_features - 1)
+    return loss + TOKEN_LABEL_WEIGHT * F.cross_entropy(patch_logits.float().flatten(0, 1), target.flatten(0, 1))
+
+
 def _curriculum_batch(step: int, steps: int, hard: tuple[np.ndarray, ...], easy: tuple[np.ndarray, ...],
                       rng: np.random.Generator) -> tuple[np.ndarray, ...]:
     """One batch for ``step``: the same arrays as ``hard``, BATCH rows each.
@@ -179,14 +197,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
             break
         xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
         xb, cb = _augment(xb, cb, rng)
-        x, y = to_tensor(xb), torch.from_numpy(yb)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            tokens = model.forward_features(x)  # (B, prefix + N, D)
-            logits = model.forward_head(tokens)  # (B, K) from the class token
-            patch_logits = token_head(tokens[:, model.num_prefix_tokens:])  # (B, N, K + 1)
-        loss = F.cross_entropy(logits.float(), y, label_smoothing=0.1)
-        target = token_targets(y, torch.from_numpy(cb).flatten(1), classes)
-        loss = loss + TOKEN_LABEL_WEIGHT * F.cross_entropy(patch_logits.float().flatten(0, 1), target.flatten(0, 1))
+        loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
