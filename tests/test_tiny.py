@@ -128,6 +128,37 @@ def test_token_targets_by_hand():
     assert t[0, 2].tolist() == [0, 0, 0, 1] and t[1, 0].tolist() == [0.5, 0, 0, 0.5]
 
 
+def test_spread_penalty_by_hand():
+    """Entropy above log(spread) nats is the penalty: even over 64 patches costs log(64/24), one patch costs 0."""
+    even = torch.full((1, 1, 64), 1 / 64)
+    one = torch.zeros(1, 1, 64)
+    one[0, 0, 5] = 0.5  # unnormalised on purpose: the penalty renormalises over the patches
+    assert train.spread_penalty(even, spread=24).item() == pytest.approx(np.log(64 / 24), abs=1e-5)
+    assert train.spread_penalty(one, spread=24).item() == pytest.approx(0.0, abs=1e-6)
+    sixteen = torch.zeros(1, 1, 64)
+    sixteen[..., :16] = 1.0
+    assert train.spread_penalty(sixteen, spread=24).item() == pytest.approx(0.0, abs=1e-6)  # under the allowance
+    both = torch.cat([even, one], 1)  # (1, 2, 64): the mean over heads
+    assert train.spread_penalty(both, spread=24).item() == pytest.approx(np.log(64 / 24) / 2, abs=1e-5)
+
+
+def test_spread_penalty_reaches_the_last_block(monkeypatch):
+    """step_loss really sees the last block's attention: a 1-patch allowance raises the loss of a random model."""
+    torch.manual_seed(0)
+    model = train.build_model()
+    for block in model.blocks:
+        block.attn.fused_attn = False
+    head = torch.nn.Linear(96, len(scenes.CLASSES) + 1)
+    x, y, cover = torch.randn(4, 3, 64, 64), torch.tensor([0, 1, 2, 3]), torch.zeros(4, 64)
+    monkeypatch.setattr(train, "ATTENTION_SPREAD_WEIGHT", 0.0)
+    plain = train.step_loss(model, head, x, y, cover).item()
+    monkeypatch.setattr(train, "ATTENTION_SPREAD_WEIGHT", 1.0)
+    monkeypatch.setattr(train, "ATTENTION_SPREAD", 1)
+    spread = train.step_loss(model, head, x, y, cover).item()
+    assert spread - plain == pytest.approx(np.log(64), abs=0.05)  # random attention is nearly even over 64 patches
+    assert not any(m._forward_hooks for m in model.modules())  # hooks gone after the step
+
+
 def test_training_is_seeded(tmp_path, monkeypatch):
     """Two short runs of the real training loop give bit-identical weights (bfloat16 autocast included)."""
     from safetensors.torch import load_file

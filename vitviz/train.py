@@ -7,10 +7,18 @@ Objective: supervised, not DINO. The class token learns the shape label
 (cross-entropy), and every patch token learns what covers it, the shape's
 class or background (token labelling, as in LV-ViT's "all tokens matter"),
 through a linear head used only in training. The scene masks are those patch
-labels. The class token's attention is never trained directly: it learns where
-to look because object tokens now carry the class and background tokens say
-"background". A DINO step (EMA teacher pass, several crops per image) costs
-several times a labelled step, and the labelled run alone fills the 30-minute
+labels. The class token's attention is never told where the object is: it learns
+where to look because object tokens now carry the class and background tokens
+say "background". One thing is asked of that attention, without any mask: from
+``SPREAD_FROM`` of the steps on, a last-block head whose class-token attention is
+spread over more than about ``ATTENTION_SPREAD`` of the 64 patches pays a penalty
+(:func:`spread_penalty`). Without it one head settled into looking evenly at the
+whole picture (with token labelling even a plain average of all tokens carries
+the class), which held the head-mean lift down; the penalty only rules that out,
+and the head then chooses for itself what to look at.
+
+A DINO step (EMA teacher pass, several crops per image) costs several times a
+labelled step, and the labelled run alone fills the 30-minute
 budget on two CPU cores, so we train with labels and say so wherever the model
 appears. The architecture is a real ViT (timm ``VisionTransformer``: patch
 tokens, class token, learned position embeddings), tiny enough to train here.
@@ -36,7 +44,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vitviz import scenes
+from vitviz import attention, scenes
 
 ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
 
@@ -55,9 +63,18 @@ BATCH = 128
 LR = 1e-3
 TOKEN_LABEL_WEIGHT = 1.0
 """Weight of the per-patch loss (token labelling) next to the class token's loss."""
+ATTENTION_SPREAD = 40
+"""How many patches' worth of spread a last-block class-token head may have before it is penalised."""
+ATTENTION_SPREAD_WEIGHT = 0.5
+"""Weight of that penalty (see :func:`spread_penalty`); 0 switches it off."""
+SPREAD_FROM = 0.35
+"""Share of the steps after which the penalty applies (before it, the heads find their roles freely)."""
 CHECKPOINT_STEPS = (0, 300, 800, 1600, 3000, STEPS)
 OBJECTIVE = ("supervised, not DINO: cross-entropy on the shape label from the class token, plus token labelling "
-             "(each patch token predicts the shape covering it, or background, through a training-only head)")
+             "(each patch token predicts the shape covering it, or background, through a training-only head), plus, "
+             f"after the first {SPREAD_FROM:.0%} of the steps, a penalty on any last-block class-token head that "
+             f"spreads its attention over more than about {ATTENTION_SPREAD} of the "
+             f"{(MODEL_KWARGS['img_size'] // MODEL_KWARGS['patch_size']) ** 2} patches (no mask goes into it)")
 
 
 def build_model() -> torch.nn.Module:
@@ -111,21 +128,49 @@ def token_targets(labels: torch.Tensor, cover: torch.Tensor, classes: int) -> to
     return target
 
 
+def spread_penalty(cls_attn: torch.Tensor, spread: float | None = None) -> torch.Tensor:
+    """Mean excess entropy of class-token attention maps cls_attn (B, H, N) over the patches.
+
+    Each map is renormalised over the N patches; its entropy (nats) above log(spread) is the
+    penalty, 0 below. A head spread evenly over n patches has entropy log(n), so this only
+    stops a head from looking at (nearly) everything. It says nothing about *where* to look:
+    no mask or label goes in.
+    """
+    spread = ATTENTION_SPREAD if spread is None else spread
+    p = cls_attn / cls_attn.sum(-1, keepdim=True).clamp_min(1e-12)
+    entropy = -(p * p.clamp_min(1e-12).log()).sum(-1)  # (B, H)
+    return F.relu(entropy - math.log(spread)).mean()
+
+
 def step_loss(model: torch.nn.Module, token_head: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
-              cover: torch.Tensor) -> torch.Tensor:
+              cover: torch.Tensor, spread_weight: float | None = None) -> torch.Tensor:
     """The training loss for images x (B, 3, H, W), labels y (B,) and patch cover (B, N).
 
     Cross-entropy of the class token's logits (B, K) against y, plus ``TOKEN_LABEL_WEIGHT``
     times the token-labelling loss: ``token_head`` maps each patch token (B, N, D) to K + 1
-    logits, scored against :func:`token_targets`. Forward under bfloat16 autocast, loss in float32.
+    logits, scored against :func:`token_targets`, plus ``spread_weight`` (default
+    ``ATTENTION_SPREAD_WEIGHT``) times :func:`spread_penalty` of the last block's class-token
+    attention (B, H, N), read through :func:`vitviz.attention.record_attention`.
+    Forward under bfloat16 autocast, loss in float32.
     """
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    last = len(model.blocks) - 1
+    got: dict[str, torch.Tensor] = {}
+
+    def keep_last(layer: int, attn: torch.Tensor) -> None:
+        if layer == last:
+            got["cls"] = attn[:, :, 0, model.num_prefix_tokens:]  # (B, H, N), with gradient
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), attention.record_attention(model, keep_last):
         tokens = model.forward_features(x)  # (B, prefix + N, D)
         logits = model.forward_head(tokens)  # (B, K) from the class token
         patch_logits = token_head(tokens[:, model.num_prefix_tokens:])  # (B, N, K + 1)
     loss = F.cross_entropy(logits.float(), y, label_smoothing=0.1)
     target = token_targets(y, cover, token_head.out_features - 1)
-    return loss + TOKEN_LABEL_WEIGHT * F.cross_entropy(patch_logits.float().flatten(0, 1), target.flatten(0, 1))
+    loss = loss + TOKEN_LABEL_WEIGHT * F.cross_entropy(patch_logits.float().flatten(0, 1), target.flatten(0, 1))
+    spread_weight = ATTENTION_SPREAD_WEIGHT if spread_weight is None else spread_weight
+    if spread_weight:
+        loss = loss + spread_weight * spread_penalty(got["cls"].float())
+    return loss
 
 
 def _curriculum_batch(step: int, steps: int, hard: tuple[np.ndarray, ...], easy: tuple[np.ndarray, ...],
@@ -197,7 +242,9 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
             break
         xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
         xb, cb = _augment(xb, cb, rng)
-        loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1))
+        spread_weight = ATTENTION_SPREAD_WEIGHT if step >= SPREAD_FROM * steps else 0.0
+        loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1),
+                         spread_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -212,7 +259,9 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
     print(f"trained {steps} steps in {seconds:.0f}s", file=log, flush=True)
     log.close()
     info = dict(arch=ARCH, kwargs=MODEL_KWARGS, pretrained_cfg=pretrained_cfg("model.safetensors"),
-                objective=OBJECTIVE, token_label_weight=TOKEN_LABEL_WEIGHT, train_seconds=round(seconds),
+                objective=OBJECTIVE, token_label_weight=TOKEN_LABEL_WEIGHT,
+                attention_spread=ATTENTION_SPREAD, attention_spread_weight=ATTENTION_SPREAD_WEIGHT,
+                spread_from_step=int(math.ceil(SPREAD_FROM * steps)), train_seconds=round(seconds),
                 steps=steps, batch=BATCH, train_scenes=n_scenes, easy_scenes=EASY_SCENES, ramp=RAMP,
                 precision="bfloat16 autocast, float32 weights", checkpoint_steps=checkpoints,
                 torch_threads=torch.get_num_threads())
