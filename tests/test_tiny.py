@@ -52,8 +52,6 @@ def test_issue_best_head_iou_bar():
     assert QUALITY["best_head_iou"] >= 0.5
 
 
-@pytest.mark.xfail(strict=True, reason="issue 4: the head-mean attention lift (2.47) does not reach 3.0 yet; "
-                                       "see assets/tiny/MODEL_CARD.md")
 def test_issue_attention_lift_bar():
     assert QUALITY["attention_lift"] >= 3.0
 
