@@ -279,6 +279,7 @@ def run_timeline(src, step_index, alpha, cmap):
 
 def attention_tab() -> None:
     n_ckpt = max(1, len(models.tiny_checkpoints()))
+    spread_from = models.tiny_info().get("spread_from_step")
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
@@ -317,7 +318,10 @@ def attention_tab() -> None:
     with gr.Accordion("Training timeline of the offline model", open=False):
         gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px), "
                     "all on one colour scale. Step 0 is the random initialisation: its attention is nearly even, "
-                    "so 60% of it needs more than half the patches; training gathers it onto the shape.")
+                    "so 60% of it needs more than half the patches; training gathers it onto the shape." + (
+                        f" From step {spread_from:,} on, training also charges any last-layer head that looks at "
+                        "nearly the whole picture (not told where to look; see the model card), so a head that "
+                        "stayed spread out until then has to pick a place." if spread_from else ""))
         step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1, label="checkpoint")
         tl_btn = gr.Button("Show the timeline")
         tl_strip = figure("timeline-strip", True, label="all checkpoints")

@@ -340,4 +340,5 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
         return replace(fallback, notice=(
             f"**Showing {OFFLINE_KEY}, not {key}:** {reason}. The offline model is a tiny ViT that vitviz "
             "trained itself on generated shapes (with labels, not DINO); its attention is real but it only "
-            "knows the shape scenes in the examples."))
+            "knows the shape scenes in the examples. On a photo it still picks one of its shape classes, however "
+            "sure it looks."))
