@@ -3,7 +3,7 @@
     python benchmarks/train_step.py
 
 Source images per second for the labelled recipe `python -m vitviz.train` uses
-(bfloat16 autocast, unfused attention, token labelling) against
+(bfloat16 autocast, unfused attention, token labelling, spread penalty) against
 plain float32 and bfloat16 steps, and for a DINO-style
 step on the same model: the student sees 2 global 64-pixel crops and 6 local
 32-pixel crops (forward and backward), the EMA teacher sees the 2 global crops
@@ -64,7 +64,7 @@ def labelled(bf16: bool, fused: bool) -> float:
 
 
 def recipe() -> float:
-    """Source images per second of the step ``vitviz.train`` takes (its own loss, token labelling included)."""
+    """Source images per second of the step ``vitviz.train`` takes (its own loss: token labelling and the spread penalty)."""
     model = _model(False)
     classes = train.MODEL_KWARGS["num_classes"]
     token_head = torch.nn.Linear(model.embed_dim, classes + 1)
@@ -109,7 +109,7 @@ def main() -> None:
         ("labelled, float32, fused attention", labelled(False, True)),
         ("labelled, float32, unfused attention", labelled(False, False)),
         ("labelled, bfloat16 autocast, unfused", labelled(True, False)),
-        ("the same + token labelling (vitviz.train)", recipe()),
+        ("the same + token labelling + spread penalty (vitviz.train)", recipe()),
         ("DINO multi-crop (2x64 + 6x32 px), bfloat16, unfused", dino(True)),
     ]
     base = rows[3][1]

@@ -152,7 +152,7 @@ tried*. The token-labelling head is dropped after training, so the shipped model
 
 DINO self-distillation (student and EMA teacher, multi-crop, centring, sharpening) was not attempted: with a
 teacher pass and 2 global plus 6 local crops per image, a DINO step on this model handles about a fifth as many
-images per second as a labelled one (`python benchmarks/train_step.py`: 191 against 863 here), and the labelled run alone
+images per second as a labelled one (`python benchmarks/train_step.py`: 130 against 596 here), and the labelled run alone
 already fills most of the 30-minute budget on two CPU cores. The class-token attention shown is what a
 *supervised* ViT learns, not DINO's.
 
