@@ -157,6 +157,23 @@ def test_spread_penalty_reaches_the_last_block(monkeypatch):
     assert not any(m._forward_hooks for m in model.modules())  # hooks gone after the step
 
 
+def test_spread_penalty_starts_at_spread_from(tmp_path, monkeypatch):
+    """The training loop passes weight 0 before SPREAD_FROM of the steps and the full weight from then on."""
+    weights = []
+    real = train.step_loss
+
+    def spy(model, head, x, y, cover, spread_weight=None):
+        weights.append(spread_weight)
+        return real(model, head, x, y, cover, spread_weight)
+
+    monkeypatch.setattr(train, "step_loss", spy)
+    monkeypatch.setattr(train, "EASY_SCENES", 32)
+    monkeypatch.setattr(train, "BATCH", 8)
+    info = train.train(tmp_path, steps=10, n_scenes=32)
+    assert weights == [0.0] * 4 + [train.ATTENTION_SPREAD_WEIGHT] * 6  # 35% of 10 steps: steps 0-3 free
+    assert info["spread_from_step"] == 4 and info["attention_spread"] == train.ATTENTION_SPREAD
+
+
 def test_training_is_seeded(tmp_path, monkeypatch):
     """Two short runs of the real training loop give bit-identical weights (bfloat16 autocast included)."""
     from safetensors.torch import load_file
