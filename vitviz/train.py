@@ -209,55 +209,54 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = open(out_dir / "train_log.txt", "w")
-    t0 = time.perf_counter()
-    patch = MODEL_KWARGS["patch_size"]
-    images, labels, masks = scenes.make_batch(seed=1, n=n_scenes)
-    hard = (images, labels, scenes.patch_cover(masks, patch))
-    levels = np.sort(np.random.default_rng(SEED + 3).uniform(0.0, 1.0, EASY_SCENES))
-    e_images, e_labels, e_masks = scenes.make_batch(seed=2, n=EASY_SCENES, clutter=levels)
-    easy = (e_images, e_labels, scenes.patch_cover(e_masks, patch), levels)
-    print(f"generated {n_scenes} + {EASY_SCENES} scenes in {time.perf_counter() - t0:.1f}s", file=log, flush=True)
+    with open(out_dir / "train_log.txt", "w") as log:
+        t0 = time.perf_counter()
+        patch = MODEL_KWARGS["patch_size"]
+        images, labels, masks = scenes.make_batch(seed=1, n=n_scenes)
+        hard = (images, labels, scenes.patch_cover(masks, patch))
+        levels = np.sort(np.random.default_rng(SEED + 3).uniform(0.0, 1.0, EASY_SCENES))
+        e_images, e_labels, e_masks = scenes.make_batch(seed=2, n=EASY_SCENES, clutter=levels)
+        easy = (e_images, e_labels, scenes.patch_cover(e_masks, patch), levels)
+        print(f"generated {n_scenes} + {EASY_SCENES} scenes in {time.perf_counter() - t0:.1f}s", file=log, flush=True)
 
-    model = build_model()
-    for block in model.blocks:  # the unfused path is the fast one under bfloat16 autocast on CPU
-        block.attn.fused_attn = False
-    classes = MODEL_KWARGS["num_classes"]
-    token_head = torch.nn.Linear(MODEL_KWARGS["embed_dim"], classes + 1)  # training only, not shipped
-    params = [*model.parameters(), *token_head.parameters()]
-    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.05)
-    warm = min(100, max(1, steps // 20))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
-    )
-    checkpoints = sorted({min(c, steps) for c in CHECKPOINT_STEPS})
-    ckpt_dir = out_dir / "checkpoints"
-    ckpt_dir.mkdir(exist_ok=True)
-    model.train()
-    bar = tqdm(range(steps + 1), desc="training vitviz tiny")
-    for step in bar:
-        if step in checkpoints:
-            _save(model, ckpt_dir / f"step{step:05d}.safetensors")
-        if step == steps:
-            break
-        xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
-        xb, cb = _augment(xb, cb, rng)
-        spread_weight = ATTENTION_SPREAD_WEIGHT if step >= SPREAD_FROM * steps else 0.0
-        loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1),
-                         spread_weight)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        sched.step()
-        if step % 50 == 0:
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-            print(f"step {step} loss {loss.item():.4f} lr {sched.get_last_lr()[0]:.2e} "
-                  f"t {time.perf_counter() - t0:.0f}s", file=log, flush=True)
-    _save(model, out_dir / "model.safetensors")
-    seconds = time.perf_counter() - t0
-    print(f"trained {steps} steps in {seconds:.0f}s", file=log, flush=True)
-    log.close()
+        model = build_model()
+        for block in model.blocks:  # the unfused path is the fast one under bfloat16 autocast on CPU
+            block.attn.fused_attn = False
+        classes = MODEL_KWARGS["num_classes"]
+        token_head = torch.nn.Linear(MODEL_KWARGS["embed_dim"], classes + 1)  # training only, not shipped
+        params = [*model.parameters(), *token_head.parameters()]
+        opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.05)
+        warm = min(100, max(1, steps // 20))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
+        )
+        checkpoints = sorted({min(c, steps) for c in CHECKPOINT_STEPS})
+        ckpt_dir = out_dir / "checkpoints"
+        ckpt_dir.mkdir(exist_ok=True)
+        model.train()
+        bar = tqdm(range(steps + 1), desc="training vitviz tiny")
+        for step in bar:
+            if step in checkpoints:
+                _save(model, ckpt_dir / f"step{step:05d}.safetensors")
+            if step == steps:
+                break
+            xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
+            xb, cb = _augment(xb, cb, rng)
+            spread_weight = ATTENTION_SPREAD_WEIGHT if step >= SPREAD_FROM * steps else 0.0
+            loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1),
+                             spread_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            if step % 50 == 0:
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+                print(f"step {step} loss {loss.item():.4f} lr {sched.get_last_lr()[0]:.2e} "
+                      f"t {time.perf_counter() - t0:.0f}s", file=log, flush=True)
+        _save(model, out_dir / "model.safetensors")
+        seconds = time.perf_counter() - t0
+        print(f"trained {steps} steps in {seconds:.0f}s", file=log, flush=True)
     info = dict(arch=ARCH, kwargs=MODEL_KWARGS, pretrained_cfg=pretrained_cfg("model.safetensors"),
                 objective=OBJECTIVE, token_label_weight=TOKEN_LABEL_WEIGHT,
                 attention_spread=ATTENTION_SPREAD, attention_spread_weight=ATTENTION_SPREAD_WEIGHT,
