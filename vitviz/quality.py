@@ -135,7 +135,7 @@ Classify tabs show real, trained attention when no pretrained weights can be dow
 
 ## Architecture
 timm `VisionTransformer` ({info['arch']} with overrides): {k['img_size']}×{k['img_size']} input, {k['patch_size']}×{k['patch_size']}
-patches ({(k['img_size'] // k['patch_size']) ** 2} patch tokens + 1 class token), width {k['embed_dim']}, {k['depth']} blocks,
+patches ({n_patches} patch tokens + 1 class token), width {k['embed_dim']}, {k['depth']} blocks,
 {k['num_heads']} heads, learned position embeddings, a linear head on the class token for {k['num_classes']} classes.
 No convolutional backbone: the only convolution is the patch projection (kernel = stride = {k['patch_size']}).
 

@@ -209,6 +209,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
     out_dir.mkdir(parents=True, exist_ok=True)
+    spread_from = math.ceil(SPREAD_FROM * steps)  # first step with the spread penalty
     with open(out_dir / "train_log.txt", "w") as log:
         t0 = time.perf_counter()
         patch = MODEL_KWARGS["patch_size"]
@@ -242,7 +243,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
                 break
             xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
             xb, cb = _augment(xb, cb, rng)
-            spread_weight = ATTENTION_SPREAD_WEIGHT if step >= SPREAD_FROM * steps else 0.0
+            spread_weight = ATTENTION_SPREAD_WEIGHT if step >= spread_from else 0.0
             loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1),
                              spread_weight)
             opt.zero_grad(set_to_none=True)
@@ -260,7 +261,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
     info = dict(arch=ARCH, kwargs=MODEL_KWARGS, pretrained_cfg=pretrained_cfg("model.safetensors"),
                 objective=OBJECTIVE, token_label_weight=TOKEN_LABEL_WEIGHT,
                 attention_spread=ATTENTION_SPREAD, attention_spread_weight=ATTENTION_SPREAD_WEIGHT,
-                spread_from_step=int(math.ceil(SPREAD_FROM * steps)), train_seconds=round(seconds),
+                spread_from_step=spread_from, train_seconds=round(seconds),
                 steps=steps, batch=BATCH, train_scenes=n_scenes, easy_scenes=EASY_SCENES, ramp=RAMP,
                 precision="bfloat16 autocast, float32 weights", checkpoint_steps=checkpoints,
                 torch_threads=torch.get_num_threads())
