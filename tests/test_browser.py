@@ -61,3 +61,22 @@ def test_clicking_a_patch_shows_its_vectors(page):
     vec = page.locator("#patch-vectors img").first
     vec.wait_for(state="visible", timeout=60_000)
     assert vec.evaluate("el => el.naturalWidth") > 100
+
+
+def test_training_timeline_in_the_browser(page):
+    """Attention tab: the timeline accordion explains when the spread penalty starts and draws every checkpoint."""
+    from vitviz import models
+
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.get_by_text("Training timeline of the offline model").click()
+    start = models.tiny_info()["spread_from_step"]
+    sync_api.expect(page.get_by_text(f"From step {start:,} on, training also charges")).to_be_visible(timeout=10_000)
+    page.get_by_role("button", name="Show the timeline").click()
+    for figure in ("timeline-strip", "timeline-heads"):
+        img = page.locator(f"#{figure} img").first
+        img.wait_for(state="visible", timeout=120_000)
+        page.wait_for_function("(el) => el.complete && el.naturalWidth > 100", arg=img.element_handle(),
+                               timeout=60_000)
+    strip = page.locator("#timeline-strip img").first
+    assert strip.evaluate("el => el.naturalWidth") >= 180 * len(models.tiny_checkpoints())  # one panel per checkpoint
+    assert page.locator(".toast-body.error").count() == 0
