@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from vitviz import images, models, patches, plotting, posembed
+from vitviz import analysis, budget, images, loaders, models, patches, plotting, posembed, registry
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
@@ -29,6 +29,11 @@ PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
 LEARNED = "learned: "
 TIMELINE = "learned: vitviz tiny, training timeline"
+MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
+"""Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
+QUEUE_SIZE = int(os.environ.get("VITVIZ_QUEUE_SIZE", "128"))
+"""Requests waiting at most; past that the page says the app is busy and to try again in a moment."""
+PATCH_SIZES = [4, 8, 14, 16, 32]
 
 
 class IntakeImage(gr.Image):
@@ -42,6 +47,25 @@ class IntakeImage(gr.Image):
         if payload.url and payload.url.startswith("data:"):
             return base64.b64decode(payload.url.split(",", 1)[1])
         return payload.path
+
+
+class NumberChoice(gr.Radio):
+    """A radio of whole numbers whose API schema says so, and that also takes the number as a string."""
+
+    is_template = True  # reuse the front end of gr.Radio
+
+    def api_info(self):  # noqa: D102
+        return {"type": "integer", "enum": [c[1] for c in self.choices], "title": "Radio"}
+
+    def preprocess(self, payload):  # noqa: D102
+        if isinstance(payload, str) and payload.strip().lstrip("-").isdigit():
+            payload = int(payload)
+        return super().preprocess(payload)
+
+
+def load(src):
+    """The upload as an RGB array, shrunk while decoding to what the largest view uses."""
+    return images.load_rgb(src, images.INTAKE_SHORT_SIDE)
 
 
 def friendly(fn):
@@ -77,17 +101,22 @@ def example_paths(names: list[str]) -> list[str]:
 
 # ---- Patches ---------------------------------------------------------------------------
 
+def _fitted(src, patch, resolution, policy):
+    """The upload fitted to whole patches, after checking the grid's budget from the shapes alone."""
+    rgb = load(src)
+    patch, resolution = int(patch), budget.number(resolution, "resolution", 8, 640, integer=True)
+    return patches_view.fit(rgb, resolution, patch, policy)
+
+
 @friendly
 def run_patches(src, patch, resolution, policy, size_name):
-    rgb = images.load_rgb(src)
-    fitted = images.fit_to_patches(rgb, int(resolution), int(patch), policy)
-    v = patches_view.render(fitted, size_name)
+    v = patches_view.render(_fitted(src, patch, resolution, policy), size_name)
     return v.grid, v.summary, v.costs, v.cost_chart, v.equivalence, None
 
 
 @friendly
 def click_patch(src, patch, resolution, policy, size_name, evt: gr.SelectData):
-    fitted = images.fit_to_patches(images.load_rgb(src), int(resolution), int(patch), policy)
+    fitted = _fitted(src, patch, resolution, policy)
     row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], int(patch), patches_view.scale_of(fitted))
     grid, _ = patches_view.grid_image(fitted, highlight=(row, col))
     return grid, patches_view.patch_vectors(fitted, row, col)
@@ -101,7 +130,7 @@ def patches_tab() -> None:
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
-            patch = gr.Radio([4, 8, 14, 16, 32], value=16, label="patch size P (pixels)")
+            patch = NumberChoice(PATCH_SIZES, value=16, label="patch size P (pixels)")
             resolution = gr.Slider(8, 640, value=224, step=1, label="input resolution (pixels, rounded down to a multiple of P)")
             policy = gr.Radio(list(images.POLICIES), value="crop", label="how the image is made to fit",
                               info="; ".join(f"{k}: {v}" for k, v in images.POLICIES.items()))
@@ -140,12 +169,10 @@ def patches_tab() -> None:
 
 # ---- Position embeddings -------------------------------------------------------------------
 
-def _learned_grid(source: str, step_index: int):
+def _learned_grid(source: str, step_index):
     """(grid, name, notice) of a learned table; the timeline uses the tiny model's checkpoints."""
     if source == TIMELINE:
-        steps = models.tiny_checkpoints()
-        step, _ = steps[min(max(int(step_index), 0), len(steps) - 1)]
-        loaded = models.get_checkpoint(step)
+        step, loaded = models.checkpoint_at(budget.number(step_index, "checkpoint", 0, 99, integer=True))
         return posembed.learned_grid(loaded.model), f"vitviz tiny after {step} training steps", ""
     loaded = models.get_model(source[len(LEARNED):])
     return posembed.learned_grid(loaded.model), f"{loaded.spec.key} (learned)", loaded.notice
@@ -154,13 +181,17 @@ def _learned_grid(source: str, step_index: int):
 def _pe_grid(source, rows, cols, dim, step_index):
     if source.startswith(LEARNED):
         return _learned_grid(source, step_index)
-    return posembed_view.sinusoidal_grid(source, int(rows), int(cols), int(dim)), source, ""
+    rows, cols = (budget.number(v, name, 1, 32, integer=True) for v, name in ((rows, "rows"), (cols, "columns")))
+    dim = budget.number(dim, "embedding size D", 8, 768, integer=True)
+    return posembed_view.sinusoidal_grid(source, rows, cols, dim), source, ""
 
 
 @friendly
 def run_posembed(source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap):
     grid, name, notice = _pe_grid(source, rows, cols, dim, step_index)
-    v = posembed_view.render(grid, name, kind, (int(new_rows), int(new_cols)), cmap)
+    new = tuple(budget.number(v, name, 1, 40, integer=True)
+                for v, name in ((new_rows, "rows to resample to"), (new_cols, "columns to resample to")))
+    v = posembed_view.render(grid, name, kind, new, cmap)
     r, c, _ = grid.shape
     tile = posembed_view.tile_figure(grid, kind, r // 2, c // 2, cmap)
     return (notice + "\n\n" + v.summary).strip(), v.mosaic, tile, v.matrix, v.sim, v.resampled
@@ -174,8 +205,8 @@ def click_tile(source, rows, cols, dim, kind, step_index, cmap, evt: gr.SelectDa
 
 
 def posembed_tab(tab: gr.Tab) -> None:
-    learned = [LEARNED + k for k in models.REGISTRY]
-    n_ckpt = max(1, len(models.tiny_checkpoints()))
+    learned = [LEARNED + k for k in registry.REGISTRY]
+    n_ckpt = max(1, len(loaders.tiny_checkpoints()))
     with gr.Row():
         with gr.Column(scale=1):
             source = gr.Dropdown(list(posembed_view.SINUSOIDAL) + [TIMELINE] + learned, value="2D sinusoidal",
@@ -223,67 +254,84 @@ def posembed_tab(tab: gr.Tab) -> None:
 def _analysis(src, model_key, resolution, progress=None):
     """The cached forward for these inputs, and the model notice."""
     loaded = models.get_model(model_key, progress)
-    return attention_view.analyse(loaded, images.load_rgb(src), int(resolution)), loaded.notice
+    resolution = budget.number(resolution, "short side", 8, 512, integer=True)
+    return analysis.analyse(loaded, load(src), resolution), loaded.notice
+
+
+def _view_numbers(layer, keep, alpha):
+    return (budget.number(layer, "layer", 1, 64, integer=True), budget.number(keep, "share of mass", 0.01, 1),
+            budget.number(alpha, "opacity", 0, 1))
 
 
 @friendly
 def run_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard,
                   progress=gr.Progress()):
+    layer, keep, alpha = _view_numbers(layer, keep, alpha)
+    discard = budget.number(discard, "discard share", 0, 0.9)
     a, notice = _analysis(src, model_key, resolution, lambda f, msg: progress(f, desc=msg))
-    L = a.maps.layers
-    layer = min(int(layer), L)
-    heads = attention_view.render_heads(a, layer - 1, float(keep), cmap, float(alpha))
-    roll = attention_view.render_rollout(a, fusion, float(discard), cmap, float(alpha))
+    heads = attention_view.render_heads(a, layer, keep, cmap, alpha)
+    roll = attention_view.render_rollout(a, fusion, discard, cmap, alpha)
     dist = pd.DataFrame([(f"{layer:02d}", head, d) for layer, head, d in attention_view.distance_table(a)],
                         columns=["layer", "head", "distance (px)"])  # layers as categories: whole-number ticks
     info = (f"{notice}\n\n" if notice else "") + (
         f"**{a.loaded.spec.key}** ({a.loaded.origin}); input {a.fitted.note}")
-    return (info, heads.heads, heads.table, roll, heads.box, heads.crop, dist,
-            gr.Slider(maximum=L, value=layer))
+    return info, heads.heads, heads.table, roll, heads.box, heads.crop, dist
+
+
+def layer_slider(model_key, layer):
+    """UI only: the layer slider spans the depth of the model actually shown (a stand-in may be shallower)."""
+    depth = models.get_model(model_key).depth
+    return gr.Slider(maximum=depth, value=min(int(layer), depth))
 
 
 @friendly
 def rerender_heads(src, model_key, resolution, layer, keep, alpha, cmap):
+    layer, keep, alpha = _view_numbers(layer, keep, alpha)
     a, _ = _analysis(src, model_key, resolution)
-    heads = attention_view.render_heads(a, min(int(layer), a.maps.layers) - 1, float(keep), cmap, float(alpha))
+    heads = attention_view.render_heads(a, layer, keep, cmap, alpha)
     return heads.heads, heads.table, heads.box, heads.crop
 
 
 @friendly
 def rerender_rollout(src, model_key, resolution, alpha, cmap, fusion, discard):
+    alpha = budget.number(alpha, "opacity", 0, 1)
+    discard = budget.number(discard, "discard share", 0, 0.9)
     a, _ = _analysis(src, model_key, resolution)
-    return attention_view.render_rollout(a, fusion, float(discard), cmap, float(alpha))
+    return attention_view.render_rollout(a, fusion, discard, cmap, alpha)
 
 
 @friendly
 def click_query(src, model_key, resolution, layer, alpha, cmap, evt: gr.SelectData):
+    layer, _, alpha = _view_numbers(layer, 1, alpha)
     a, _ = _analysis(src, model_key, resolution)
     row, col = attention_view.click_to_patch(a, evt.index[0], evt.index[1])
-    return attention_view.render_query(a, row, col, min(int(layer), a.maps.layers) - 1, cmap, float(alpha))
+    return attention_view.render_query(a, row, col, layer, cmap, alpha)
 
 
 @friendly
 def run_registers(src, resolution, alpha, cmap, progress=gr.Progress()):
-    rgb = images.load_rgb(src)
+    rgb = load(src)
+    resolution = budget.number(resolution, "short side", 8, 512, integer=True)
     pair = [models.get_model(key, lambda f, msg: progress(f, desc=msg)) for key in attention_view.REGISTER_PAIR]
     if any(loaded.notice for loaded in pair):
         return attention_view.REGISTERS_UNAVAILABLE, None
-    return attention_view.render_registers([attention_view.analyse(m, rgb, int(resolution)) for m in pair],
-                                           cmap, float(alpha))
+    return attention_view.render_registers([analysis.analyse(m, rgb, resolution) for m in pair],
+                                           cmap, budget.number(alpha, "opacity", 0, 1))
 
 
 @friendly
 def run_timeline(src, step_index, alpha, cmap):
-    return attention_view.render_timeline(images.load_rgb(src), int(step_index), cmap, float(alpha))
+    step_index = budget.number(step_index, "checkpoint", 0, 99, integer=True)
+    return attention_view.render_timeline(load(src), step_index, cmap, budget.number(alpha, "opacity", 0, 1))
 
 
 def attention_tab() -> None:
-    n_ckpt = max(1, len(models.tiny_checkpoints()))
-    spread_from = models.tiny_info().get("spread_from_step")
+    n_ckpt = max(1, len(loaders.tiny_checkpoints()))
+    spread_from = loaders.tiny_info().get("spread_from_step")
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
-            model_key = gr.Dropdown(models.keys("attention"), value="DINO ViT-S/8", label="model")
+            model_key = gr.Dropdown(registry.keys("attention"), value="DINO ViT-S/8", label="model")
             resolution = gr.Slider(64, 512, value=224, step=8, label="short side (pixels, rounded to the patch size)")
             layer = gr.Slider(1, 12, value=12, step=1, label="layer (1 = first)")
             keep = gr.Slider(0.1, 0.95, value=0.6, step=0.05, label="keep this share of attention mass")
@@ -328,29 +376,37 @@ def attention_tab() -> None:
         tl_heads = figure("timeline-heads", True, label="the chosen checkpoint, per head")
 
     inputs = [src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard]
-    outputs = [notice, heads, table, roll, box, crop, dist, layer]
-    go.click(run_attention, inputs, outputs, api_name="attention")
+    outputs = [notice, heads, table, roll, box, crop, dist]
+    model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
+
+    def analyse_on(trigger, **kw):
+        """Run the forward (or reuse it), then fit the layer slider to the model shown (UI only)."""
+        trigger(run_attention, inputs, outputs, **model, **kw).success(
+            layer_slider, [model_key, layer], layer, api_visibility="private", **model)
+
+    analyse_on(go.click, api_name="attention")
     for comp in (src, model_key):
-        comp.change(run_attention, inputs, outputs, api_visibility="private")
-    resolution.release(run_attention, inputs, outputs, api_visibility="private")
+        analyse_on(comp.change, api_visibility="private")
+    analyse_on(resolution.release, api_visibility="private")
     head_in = [src, model_key, resolution, layer, keep, alpha, cmap]
     for comp in (layer, keep, alpha):
-        comp.release(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private")
-    cmap.change(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private")
+        comp.release(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private", **model)
+    cmap.change(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private", **model)
     roll_in = [src, model_key, resolution, alpha, cmap, fusion, discard]
-    fusion.change(rerender_rollout, roll_in, roll, api_visibility="private")
-    discard.release(rerender_rollout, roll_in, roll, api_visibility="private")
-    box.select(click_query, [src, model_key, resolution, layer, alpha, cmap], query, api_visibility="private")
-    reg_btn.click(run_registers, [src, resolution, alpha, cmap], [reg_note, reg_img], api_name="registers")
-    tl_btn.click(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_name="timeline")
-    step_index.release(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_visibility="private")
+    fusion.change(rerender_rollout, roll_in, roll, api_visibility="private", **model)
+    discard.release(rerender_rollout, roll_in, roll, api_visibility="private", **model)
+    box.select(click_query, [src, model_key, resolution, layer, alpha, cmap], query, api_visibility="private", **model)
+    reg_btn.click(run_registers, [src, resolution, alpha, cmap], [reg_note, reg_img], api_name="registers", **model)
+    tl_btn.click(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_name="timeline", **model)
+    step_index.release(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_visibility="private",
+                       **model)
 
 
 # ---- Classify -------------------------------------------------------------------------------
 
 @friendly
 def run_classify(src, model_key, progress=gr.Progress()):
-    rgb = images.load_rgb(src)
+    rgb = load(src)
     loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
     v = classify_view.render(loaded, rgb)
     return loaded.notice, v.top5, v.maps, v.facts
@@ -360,9 +416,8 @@ def run_classify(src, model_key, progress=gr.Progress()):
 def run_shuffle(src, model_key, seed):
     from vitviz import classify
 
-    rgb = images.load_rgb(src)
-    loaded = models.get_model(model_key)
-    r = classify.shuffle_experiment(loaded, rgb, int(seed))
+    seed = budget.number(seed, "shuffle seed", 0, 2**31 - 1, integer=True)
+    r = classify.shuffle_experiment(models.get_model(model_key), load(src), seed)
     return r.scrambled, classify_view.shuffle_markdown(r)
 
 
@@ -376,7 +431,7 @@ def classify_tab() -> None:
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
-            model_key = gr.Dropdown(models.keys("classify"), value="ViT-B/16 (ImageNet-1k)", label="model")
+            model_key = gr.Dropdown(registry.keys("classify"), value="ViT-B/16 (ImageNet-1k)", label="model")
             go = gr.Button("Classify", variant="primary")
             gr.Examples(example_paths(PHOTOS + SCENES), inputs=[src], label="examples (click one)")
             explain(
@@ -395,7 +450,7 @@ def classify_tab() -> None:
             "the position embeddings out and the class token's output is identical for both orders: attention "
             "itself has no idea of order. Position is information the model only has because we add it.")
         with gr.Row():
-            seed = gr.Number(value=0, precision=0, label="shuffle seed")
+            seed = gr.Number(value=0, minimum=0, step=1, label="shuffle seed")  # whole numbers checked by vitviz
             sh_btn = gr.Button("Shuffle and compare")
         with gr.Row():
             scrambled = figure("shuffled", False, label="shuffled patches")
@@ -404,11 +459,12 @@ def classify_tab() -> None:
         explain("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.")
         tr_btn = gr.Button("Measure (takes a few seconds)")
         tr_md = gr.Markdown()
-    go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify")
+    model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
+    go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify", **model)
     for comp in (src, model_key):
-        comp.change(run_classify, [src, model_key], [notice, top5, maps, facts], api_visibility="private")
-    sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle")
-    tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff")
+        comp.change(run_classify, [src, model_key], [notice, top5, maps, facts], api_visibility="private", **model)
+    sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle", **model)
+    tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff", **model)
 
 
 # ---- the app --------------------------------------------------------------------------------
@@ -426,7 +482,8 @@ FORCE_LIGHT = """
 
 def build_demo() -> gr.Blocks:
     """The whole app as a Blocks (no model is loaded here)."""
-    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(3600, 3600)) as demo:
+    # Uploads and results older than 10 minutes are removed every 5 minutes: a class uploads a lot.
+    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, 600)) as demo:
         gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
                     "From pixels to patch tokens, position embeddings, attention and a prediction. "
                     "Pick a tab, then click an example or upload your own picture.")
@@ -438,7 +495,7 @@ def build_demo() -> gr.Blocks:
             attention_tab()
         with gr.Tab("Classify"):
             classify_tab()
-    demo.queue(default_concurrency_limit=2)
+    demo.queue(default_concurrency_limit=2, max_size=QUEUE_SIZE)
     return demo
 
 
@@ -450,4 +507,7 @@ def launch_kwargs() -> dict:
 
 
 if __name__ == "__main__":
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     build_demo().launch(**launch_kwargs())

@@ -72,10 +72,10 @@ def one(kind: str, size: int, ckpt: str) -> dict:
     import numpy as np
     import torch
 
-    from vitviz import images, models
+    from vitviz import analysis, images, loaders
     from vitviz.views import attention as view
 
-    loaded = models.load_hf(ckpt)
+    loaded = loaders.load_hf(ckpt)
     rgb = images.load_rgb(ROOT / "assets" / "examples" / "cat.png")
     side = min(rgb.shape[:2])
     rgb = rgb[:side, (rgb.shape[1] - side) // 2:][:, :side]  # square, so 480 px gives the 60×60 grid of the issue
@@ -105,9 +105,9 @@ def one(kind: str, size: int, ckpt: str) -> dict:
         out["seconds"] = timed(naive)
     elif kind == "vitviz":
         def request():
-            view._cache.clear()
-            a = view.analyse(loaded, rgb, size)
-            view.render_heads(a, 11, 0.6)
+            analysis.clear_cache()
+            a = analysis.analyse(loaded, rgb, size)
+            view.render_heads(a, 12, 0.6)
             view.render_rollout(a, "mean", 0.0)
             view.distance_table(a)
             return a
@@ -121,11 +121,11 @@ def one(kind: str, size: int, ckpt: str) -> dict:
         pairs = [(timed(bare), timed(request)) for _ in range(2)]
         out["bare_seconds"] = float(np.median([p[0] for p in pairs]))
         out["seconds"] = float(np.median([p[1] for p in pairs]))
-        a = view.analyse(loaded, rgb, size)
+        a = analysis.analyse(loaded, rgb, size)
         reps = 5
         t0 = time.perf_counter()
         for i in range(reps):  # what moving the layer / threshold / opacity / colormap controls costs
-            view.render_heads(view.analyse(loaded, rgb, size), 10 - i, 0.5 + 0.05 * i, "viridis", 0.5)
+            view.render_heads(analysis.analyse(loaded, rgb, size), 11 - i, 0.5 + 0.05 * i, "viridis", 0.5)
         out["rerender_seconds"] = (time.perf_counter() - t0) / reps
         out["kept_full_layers"] = len(a.maps.full)
     out["peak_mb"] = mem.delta / 2**20
@@ -155,15 +155,15 @@ def tab_times() -> list[tuple[str, float]]:
         ("Position embeddings (2D, 14×14, D=64)",
          lambda: app.run_posembed("2D sinusoidal", 14, 14, 64, "cosine", 20, 20, 0, "viridis")),
         ("Attention /attention (offline tiny model, scene)",
-         lambda: app.run_attention(scene, app.models.OFFLINE_KEY, 64, 6, 0.6, 0.6, "inferno", "mean", 0.0,
+         lambda: app.run_attention(scene, app.registry.OFFLINE_KEY, 64, 6, 0.6, 0.6, "inferno", "mean", 0.0,
                                    progress=lambda *a, **k: None)),
         ("Classify /classify (offline tiny model, scene)",
-         lambda: app.run_classify(scene, app.models.OFFLINE_KEY, progress=lambda *a, **k: None)),
+         lambda: app.run_classify(scene, app.registry.OFFLINE_KEY, progress=lambda *a, **k: None)),
     ]
     rows = []
     for name, fn in calls:
         fn()  # first call loads models and warms caches
-        app.attention_view._cache.clear()
+        app.analysis.clear_cache()
         t0 = time.perf_counter()
         fn()
         rows.append((name, time.perf_counter() - t0))

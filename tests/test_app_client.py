@@ -8,7 +8,7 @@ import pytest
 from conftest import EXAMPLES
 from gradio_client import Client, handle_file
 
-from vitviz import models
+from vitviz import loaders, models, registry
 
 
 @pytest.fixture(scope="module")
@@ -55,21 +55,22 @@ def test_position_embeddings_endpoint(client):
 
 
 def test_learned_position_embeddings_of_the_embedded_model(client):
-    summary, *_ = client.predict("learned: " + models.OFFLINE_KEY, 8, 8, 8, "cosine", 12, 12, 0, "viridis",
+    summary, *_ = client.predict("learned: " + registry.OFFLINE_KEY, 8, 8, 8, "cosine", 12, 12, 0, "viridis",
                                  api_name="/position_embeddings")
     assert "8×8 grid of 96-dimensional" in summary
 
 
 def test_attention_offline_answers_fast_with_notice(client):
     t0 = time.perf_counter()
-    notice, heads, table, roll, box, crop, dist, layer = client.predict(
+    notice, heads, table, roll, box, crop, dist = client.predict(
         handle_file(str(EXAMPLES / "scene_star.png")), "DINO ViT-S/8", 64, 12, 0.6, 0.6, "inferno", "mean", 0.0,
         api_name="/attention")
     assert time.perf_counter() - t0 < 30
     assert "Showing vitviz tiny" in notice and "not DINO ViT-S/8" in notice
-    heads_count = models.tiny_info()["kwargs"]["num_heads"]
+    heads_count = loaders.tiny_info()["kwargs"]["num_heads"]
     assert "mass kept" in table and table.count("| head ") == heads_count + 1  # each head and the mean
-    assert layer["maximum"] == 4 and layer["value"] == 4  # the slider follows the model's depth
+    assert "layer 4 of 4" in table  # layer 12 asked of a 4-layer stand-in: the library clamps it
+    assert {row[0] for row in dist["data"]} == {"01", "02", "03", "04"}  # data, not a UI update
 
 
 def test_classify_offline(client):
@@ -81,7 +82,7 @@ def test_classify_offline(client):
 
 
 def test_shuffle_experiment_endpoint(client):
-    _, md = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), models.OFFLINE_KEY, 0, api_name="/shuffle")
+    _, md = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), registry.OFFLINE_KEY, 0, api_name="/shuffle")
     diff = float(md.split("between original and shuffled = **")[1].split("**")[0])
     assert diff < 1e-4
 
@@ -101,15 +102,25 @@ def test_registers_comparison_refuses_a_stand_in(client):
     assert "cannot be loaded" in note and img is None
 
 
-def test_readme_client_example_runs(app_url, monkeypatch):
+def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
+    """The README's example, run twice with one client (one session): data only, so nothing changes in between."""
+    import gradio_client
+
     readme = (EXAMPLES.parent.parent / "README.md").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert 'api_name="/patches"' in code and 'api_name="/attention"' in code
     monkeypatch.chdir(EXAMPLES.parent.parent)
-    scope: dict = {}
-    exec(code.replace("http://127.0.0.1:7860/", app_url), scope)
-    assert "14×14 grid of 64-dimensional" in scope["summary"]  # the last summary: position embeddings
-    assert scope["top5"]["label"] and "Showing" in scope["notice"]
+    shared = Client(app_url, verbose=False)
+    monkeypatch.setattr(gradio_client, "Client", lambda *args, **kwargs: shared)
+    answers = []
+    for _ in range(2):
+        scope: dict = {}
+        exec(code, scope)
+        assert scope["client"] is shared
+        assert "14×14 grid of 64-dimensional" in scope["summary"]  # the last summary: position embeddings
+        assert scope["top5"]["label"] and "Showing" in scope["notice"]
+        answers.append((scope["table"], scope["top5"], scope["distances"]))
+    assert answers[0] == answers[1]
 
 
 def test_intake_component_passes_uploads_undecoded(tmp_path):
@@ -143,7 +154,7 @@ def test_timeline_endpoint(client):
 
     strip, heads = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), 0, 0.6, "inferno",
                                   api_name="/timeline")
-    n = len(models.tiny_checkpoints())
+    n = len(loaders.tiny_checkpoints())
     with Image.open(strip) as s, Image.open(heads) as h:
         assert s.width == n * (180 + 10) + 10 and s.height > 180 + 2 * 22
         assert h.width > 0 and h.height > 0
@@ -154,6 +165,6 @@ def test_position_embedding_similarity_summary_matches_the_card(client):
 
     summary, *_ = client.predict("learned: vitviz tiny, training timeline", 8, 8, 8, "cosine", 8, 8, 5, "viridis",
                                  api_name="/position_embeddings")
-    pe = json.loads((models.TINY_DIR / "quality.json").read_text())["position_embeddings"]
+    pe = json.loads((loaders.TINY_DIR / "quality.json").read_text())["position_embeddings"]
     assert f"next-door positions **{pe['next_door']:.2f}**" in summary
     assert f"equally far from the centre (not next door) **{pe['same_ring']:.2f}**" in summary

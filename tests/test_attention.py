@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import attention as att
-from vitviz import models, plotting
+from vitviz import analysis, attention as att, loaders
+from vitviz import plotting
 from vitviz.views import attention as view
 
 
@@ -17,7 +17,7 @@ def all_hooks(model: torch.nn.Module) -> int:
 
 @pytest.fixture(scope="module")
 def dino(dino_s8_dir):
-    loaded = models.load_hf(dino_s8_dir)
+    loaded = loaders.load_hf(dino_s8_dir)
     with torch.inference_mode():  # transformers installs its own capture hooks on first use; let it
         loaded.model(pixel_values=torch.randn(1, 3, 16, 16), output_hidden_states=True, output_attentions=True,
                      interpolate_pos_encoding=True)
@@ -99,7 +99,7 @@ def test_sdpa_model_is_refused_not_silently_empty(dino_s8_dir):
 
 
 def test_registers_are_dropped_from_the_grid(dinov2_reg_dir):
-    loaded = models.load_hf(dinov2_reg_dir)
+    loaded = loaders.load_hf(dinov2_reg_dir)
     assert loaded.spec.prefix == 5 and loaded.spec.patch == 14
     x = torch.randn(1, 3, 56, 84)
     maps = att.collect(loaded.model, x, (4, 6), 14, 5, lambda _m, x: loaded.forward(x))
@@ -189,22 +189,22 @@ def test_one_forward_per_model_image_resolution(dino, rgb_cat):
     calls = []
     handle = dino.model.register_forward_hook(lambda *a: calls.append(1))
     try:
-        view._cache.clear()
-        a = view.analyse(dino, rgb_cat, 64)
+        analysis.clear_cache()
+        a = analysis.analyse(dino, rgb_cat, 64)
         for layer in range(12):
             for keep in (0.3, 0.6, 0.9):
-                view.render_heads(view.analyse(dino, rgb_cat, 64), layer, keep, "viridis", 0.3)
+                view.render_heads(analysis.analyse(dino, rgb_cat, 64), layer, keep, "viridis", 0.3)
         view.render_rollout(a, "max", 0.5)
         view.render_query(a, 1, 2, 5)
         assert len(calls) == 1
-        view.analyse(dino, rgb_cat, 96)  # a new resolution is a new forward
+        analysis.analyse(dino, rgb_cat, 96)  # a new resolution is a new forward
         assert len(calls) == 2
     finally:
         handle.remove()
 
 
 def test_heads_view_reports_mass_and_box(dino, rgb_cat):
-    a = view.analyse(dino, rgb_cat, 64)
+    a = analysis.analyse(dino, rgb_cat, 64)
     v = view.render_heads(a, 11, 0.6)
     assert v.heads.size[0] > 300 and "mass kept" in v.table and v.table.count("| head ") == 7  # six heads and the mean
     k = view.box_scale(a)
@@ -223,9 +223,9 @@ def test_registers_comparison_renders_two_models(dinov2_reg_dir, tmp_path, rgb_c
     Dinov2Model(Dinov2Config(image_size=56, patch_size=14, hidden_size=64, num_hidden_layers=2,
                              num_attention_heads=4)).save_pretrained(plain_dir)
     BitImageProcessor(size={"shortest_edge": 56}, crop_size={"height": 56, "width": 56}).save_pretrained(plain_dir)
-    plain, reg = models.load_hf(plain_dir), models.load_hf(dinov2_reg_dir)
+    plain, reg = loaders.load_hf(plain_dir), loaders.load_hf(dinov2_reg_dir)
     assert (plain.spec.prefix, reg.spec.prefix) == (1, 5)
-    pair = [view.analyse(m, rgb_cat, 56) for m in (plain, reg)]
+    pair = [analysis.analyse(m, rgb_cat, 56) for m in (plain, reg)]
     assert [a.maps.cls.shape[-1] for a in pair] == [4 * 6, 4 * 6]  # same grid: registers dropped
     note, image = view.render_registers(pair)
     assert "High-norm patch tokens" in note and image.size[0] > 600

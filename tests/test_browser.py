@@ -65,11 +65,11 @@ def test_clicking_a_patch_shows_its_vectors(page):
 
 def test_training_timeline_in_the_browser(page):
     """Attention tab: the timeline accordion explains when the spread penalty starts and draws every checkpoint."""
-    from vitviz import models
+    from vitviz import loaders
 
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.get_by_text("Training timeline of the offline model").click()
-    start = models.tiny_info()["spread_from_step"]
+    start = loaders.tiny_info()["spread_from_step"]
     sync_api.expect(page.get_by_text(f"From step {start:,} on, training also charges")).to_be_visible(timeout=10_000)
     page.get_by_role("button", name="Show the timeline").click()
     for figure in ("timeline-strip", "timeline-heads"):
@@ -78,5 +78,5 @@ def test_training_timeline_in_the_browser(page):
         page.wait_for_function("(el) => el.complete && el.naturalWidth > 100", arg=img.element_handle(),
                                timeout=60_000)
     strip = page.locator("#timeline-strip img").first
-    assert strip.evaluate("el => el.naturalWidth") >= 180 * len(models.tiny_checkpoints())  # one panel per checkpoint
+    assert strip.evaluate("el => el.naturalWidth") >= 180 * len(loaders.tiny_checkpoints())  # one panel per checkpoint
     assert page.locator(".toast-body.error").count() == 0

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import classify, models, patches
+from vitviz import classify, loaders, patches
 from vitviz.views import classify as classify_view
 
 
 @pytest.fixture(scope="module")
 def deit(deit_file):
-    return models.load_timm("deit_tiny_patch16_224.fb_in1k", file=deit_file)
+    return loaders.load_timm("deit_tiny_patch16_224.fb_in1k", file=deit_file)
 
 
 def test_preprocess_follows_the_data_config(deit, rgb_cat):

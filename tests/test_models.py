@@ -9,24 +9,24 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import models
+from vitviz import analysis, loaders, models, registry
 
 
 def test_registry_has_what_the_tabs_need():
-    att = models.keys("attention")
+    att = registry.keys("attention")
     for key in ("DINO ViT-S/8", "DINO ViT-S/16", "DINO ViT-B/8", "DINO ViT-B/16", "DINOv2 ViT-S/14",
-                "DINOv2 ViT-S/14 + 4 registers", models.OFFLINE_KEY):
+                "DINOv2 ViT-S/14 + 4 registers", registry.OFFLINE_KEY):
         assert key in att
-    assert att[0] == "DINO ViT-S/8" and att[-1] == models.OFFLINE_KEY
-    assert models.REGISTRY["DINOv2 ViT-S/14 + 4 registers"].prefix == 5
-    assert models.REGISTRY["DINO ViT-B/8"].patch == 8
-    assert "ViT-B/16 (ImageNet-1k)" in models.keys("classify")
+    assert att[0] == "DINO ViT-S/8" and att[-1] == registry.OFFLINE_KEY
+    assert registry.REGISTRY["DINOv2 ViT-S/14 + 4 registers"].prefix == 5
+    assert registry.REGISTRY["DINO ViT-B/8"].patch == 8
+    assert "ViT-B/16 (ImageNet-1k)" in registry.keys("classify")
     with pytest.raises(ValueError):
         models.get_model("facebook/anything-you-type")
 
 
 def test_load_hf_reads_the_checkpoint_config(dino_s8_dir):
-    loaded = models.load_hf(dino_s8_dir)
+    loaded = loaders.load_hf(dino_s8_dir)
     assert loaded.model.config._attn_implementation == "eager"
     assert loaded.spec.patch == 8 and loaded.spec.prefix == 1 and loaded.resolution == 224
     assert loaded.mean == pytest.approx((0.485, 0.456, 0.406)) and loaded.std == pytest.approx((0.229, 0.224, 0.225))
@@ -37,7 +37,7 @@ def test_load_hf_reads_the_checkpoint_config(dino_s8_dir):
 
 
 def test_load_timm_from_file_with_labels_and_preprocessing(deit_file):
-    loaded = models.load_timm("deit_tiny_patch16_224.fb_in1k", file=deit_file)
+    loaded = loaders.load_timm("deit_tiny_patch16_224.fb_in1k", file=deit_file)
     from safetensors.torch import load_file
 
     sd = load_file(str(deit_file))
@@ -53,15 +53,15 @@ def test_load_timm_from_file_with_labels_and_preprocessing(deit_file):
 def test_hub_reachable_honours_offline_flag(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t0 = time.perf_counter()
-    assert models.hub_reachable() is False
+    assert loaders.hub_reachable() is False
     assert time.perf_counter() - t0 < 0.1
 
 
 def test_hub_check_is_fast_without_the_flag(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(models, "_reach_cache", None)
+    monkeypatch.setattr(loaders, "_reach_cache", None)
     t0 = time.perf_counter()
-    models.hub_reachable(timeout=1.0)  # no network here: answers False within the timeout
+    loaders.hub_reachable(timeout=1.0)  # no network here: answers False within the timeout
     assert time.perf_counter() - t0 < 2.5
 
 
@@ -70,22 +70,22 @@ def test_offline_falls_back_to_embedded_with_notice():
     t0 = time.perf_counter()
     loaded = models.get_model("DINO ViT-S/8")
     assert time.perf_counter() - t0 < 10
-    assert loaded.spec.key == models.OFFLINE_KEY
+    assert loaded.spec.key == registry.OFFLINE_KEY
     assert "Showing" in loaded.notice and "DINO ViT-S/8" in loaded.notice and "not DINO" in loaded.notice
     assert "embedded" in loaded.origin
     # asking for the embedded model itself carries no notice
-    assert models.get_model(models.OFFLINE_KEY).notice == ""
+    assert models.get_model(registry.OFFLINE_KEY).notice == ""
 
 
 def test_local_cache_is_used_offline(monkeypatch, dino_s8_dir):
     seen = {}
-    real = models.load_hf
+    real = loaders.load_hf
 
     def fake_load_hf(source, local_only=False, spec=None):  # stands in for a populated HF cache
         seen["local_only"] = local_only
         return real(dino_s8_dir, spec=spec)
 
-    monkeypatch.setattr(models, "load_hf", fake_load_hf)
+    monkeypatch.setattr(loaders, "load_hf", fake_load_hf)
     models.clear_cache()
     loaded = models.get_model("DINO ViT-S/16")
     assert seen["local_only"] is True and loaded.notice == "" and loaded.spec.key == "DINO ViT-S/16"
@@ -94,17 +94,17 @@ def test_local_cache_is_used_offline(monkeypatch, dino_s8_dir):
 
 def test_cache_loads_once_across_threads(monkeypatch):
     calls = []
-    real = models.load_embedded
+    real = loaders.load_embedded
 
     def counting(file=None):
         calls.append(1)
         time.sleep(0.2)
         return real(file)
 
-    monkeypatch.setattr(models, "load_embedded", counting)
+    monkeypatch.setattr(loaders, "load_embedded", counting)
     models.clear_cache()
     results = []
-    threads = [threading.Thread(target=lambda: results.append(models.get_model(models.OFFLINE_KEY)))
+    threads = [threading.Thread(target=lambda: results.append(models.get_model(registry.OFFLINE_KEY)))
                for _ in range(6)]
     for t in threads:
         t.start()
@@ -115,10 +115,10 @@ def test_cache_loads_once_across_threads(monkeypatch):
 
 
 def test_embedded_model_and_timeline_checkpoints():
-    loaded = models.get_model(models.OFFLINE_KEY)
+    loaded = models.get_model(registry.OFFLINE_KEY)
     assert loaded.labels == ["circle", "square", "triangle", "star", "cross", "ring"]
     assert loaded.spec.patch == 8 and loaded.resolution == 64
-    steps = [s for s, _ in models.tiny_checkpoints()]
+    steps = [s for s, _ in loaders.tiny_checkpoints()]
     assert 4 <= len(steps) <= 6 and steps[0] == 0
     first = models.get_checkpoint(steps[0]).model.state_dict()["pos_embed"]
     last = models.get_checkpoint(steps[-1]).model.state_dict()["pos_embed"]
@@ -131,5 +131,5 @@ def test_embedded_model_and_timeline_checkpoints():
 def test_embedded_model_always_runs_at_its_own_size(rgb_cat):
     from vitviz.views import attention as view
 
-    a = view.analyse(models.get_model(models.OFFLINE_KEY), rgb_cat, 224)
+    a = analysis.analyse(models.get_model(registry.OFFLINE_KEY), rgb_cat, 224)
     assert min(a.fitted.image.shape[:2]) == 64 and a.maps.grid[0] == 8

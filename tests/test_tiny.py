@@ -8,9 +8,9 @@ import numpy as np
 import torch
 import pytest
 
-from vitviz import attention, models, posembed, quality, scenes, train
+from vitviz import attention, loaders, models, posembed, quality, scenes, train
 
-QUALITY = json.loads((models.TINY_DIR / "quality.json").read_text())
+QUALITY = json.loads((loaders.TINY_DIR / "quality.json").read_text())
 
 
 def test_scenes_are_seeded_and_masks_match():
@@ -22,10 +22,10 @@ def test_scenes_are_seeded_and_masks_match():
 
 
 def test_shipped_files_and_card():
-    info = models.tiny_info()
-    assert (models.TINY_DIR / "model.safetensors").stat().st_size < 8 * 2**20
+    info = loaders.tiny_info()
+    assert (loaders.TINY_DIR / "model.safetensors").stat().st_size < 8 * 2**20
     assert info["train_seconds"] <= 30 * 60 * 1.1 and "not DINO" in info["objective"]
-    card = (models.TINY_DIR / "MODEL_CARD.md").read_text()
+    card = (loaders.TINY_DIR / "MODEL_CARD.md").read_text()
     assert f"{QUALITY['accuracy']:.1%}" in card and "supervised" in card
 
 
@@ -146,7 +146,7 @@ def test_spread_penalty_reads_the_last_block(monkeypatch):
     On the shipped model the blocks differ; the penalty step_loss adds (bfloat16 autocast) must match
     the last block's, computed here from attention recorded independently in float32.
     """
-    loaded = models.load_embedded()
+    loaded = loaders.load_embedded()
     model = loaded.model
     imgs, _, _ = scenes.make_batch(quality.TEST_SEED, 8)
     x = torch.cat([loaded.normalise(img) for img in imgs])
@@ -202,7 +202,7 @@ def test_timeline_shows_attention_emerge():
     imgs, _, masks = scenes.make_batch(quality.TEST_SEED, 100)
     side = 64 // 8
     lifts, spread = {}, {}
-    steps = [s for s, _ in models.tiny_checkpoints()]
+    steps = [s for s, _ in loaders.tiny_checkpoints()]
     for step in (steps[0], steps[-1]):
         _, cls = quality.last_layer_cls(models.get_checkpoint(step), imgs)
         mean = cls.mean(1)  # (B, N)
@@ -214,7 +214,7 @@ def test_timeline_shows_attention_emerge():
 
 def test_timeline_position_embeddings_gain_structure():
     """Random at step 0; after training, neighbours (and rings around the centre) are alike."""
-    steps = [s for s, _ in models.tiny_checkpoints()]
+    steps = [s for s, _ in loaders.tiny_checkpoints()]
     first, last = (posembed.neighbourhood(posembed.learned_grid(models.get_checkpoint(s).model))
                    for s in (steps[0], steps[-1]))
     assert abs(first["next_door"]) < 0.1 and abs(first["all"]) < 0.1

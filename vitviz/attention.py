@@ -28,7 +28,6 @@ FULL_BUDGET_BYTES = 192 * 2**20
 """Keep every layer's full per-head float32 matrices only while they fit in this (DINO ViT-S/8 at 224 px does)."""
 FUSED_BUDGET_BYTES = 256 * 2**20
 """Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
-MAX_DISTANCE_QUERIES = 128
 
 _TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
 _HF_ATTN = re.compile(r"(^|\.)(encoder\.layer|layers)\.\d+\.attention$")
@@ -78,11 +77,11 @@ def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.
             mod.fused_attn = flag
 
 
-def patch_distances(gh: int, gw: int, patch: int, queries: torch.Tensor | None = None) -> torch.Tensor:
-    """(Q, N) Euclidean distance in pixels from query patches (default: all N) to every patch, row-major."""
+def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
+    """(N, N) Euclidean distance in pixels between the centres of every two patches, row-major."""
     r, c = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
     pos = torch.stack([r.flatten(), c.flatten()], 1).float() * patch
-    return torch.cdist(pos if queries is None else pos[queries], pos)
+    return torch.cdist(pos, pos)
 
 
 def fuse_heads(attn: torch.Tensor, fusion: str) -> torch.Tensor:
@@ -105,8 +104,8 @@ class AttentionMaps:
         patch: patch size in pixels.
         prefix: number of non-patch tokens at the start of the sequence.
         cls: (L, H, N) class-token attention to the patches (prefix keys dropped, not renormalised).
-        distance: (L, H) mean attention distance in pixels (patch queries to patch keys; at most
-            ``MAX_DISTANCE_QUERIES`` evenly spaced queries).
+        distance: (L, H) mean attention distance in pixels: over every patch query, the
+            attention-weighted distance to the patch keys (each row renormalised over them).
         full: layer -> (H, T, T) post-softmax matrices for the layers whose full matrices were kept
             (the model's own tensors, kept by reference: no copy).
         fused: fusion -> (L, T, T) float16 head-fused matrices, kept for rollout when ``full`` is not
@@ -296,10 +295,7 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
     n = gh * gw
     t = n + prefix
     layers = len(attention_modules(model))
-    # Mean attention distance over at most MAX_DISTANCE_QUERIES evenly spaced query patches: the
-    # average is the same statistic, and the cost stays small next to the forward at high resolution.
-    queries = torch.linspace(0, n - 1, min(n, MAX_DISTANCE_QUERIES)).round().long()
-    qdist = patch_distances(gh, gw, patch, queries)
+    dist = patch_distances(gh, gw, patch)  # (N, N) pixels; exact mean distance needs every query
     cls_rows: dict[int, torch.Tensor] = {}
     distance: dict[int, torch.Tensor] = {}
     full: dict[int, torch.Tensor] = {}
@@ -316,8 +312,9 @@ def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patc
                 kept = FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
                 fused.update({f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept})
         cls_rows[layer] = a[:, 0, prefix:].clone()
-        pp = a[:, prefix + queries][:, :, prefix:]  # (H, Q, N): sampled patch queries, patch keys
-        distance[layer] = ((pp * qdist).sum(-1) / pp.sum(-1).clamp_min(1e-12)).mean(-1)
+        pp = a[:, prefix:, prefix:]  # (H, N, N) patch queries to patch keys, a view
+        per_query = torch.einsum("hqk,qk->hq", pp, dist) / pp.sum(-1).clamp_min(1e-12)  # no (H, N, N) temporary
+        distance[layer] = per_query.mean(-1)
         if plan["all"] or layer == layers - 1:
             full[layer] = a  # the model never writes to it again: a reference, not a copy
         for f, buf in fused.items():

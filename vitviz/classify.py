@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 
 from vitviz import patches
-from vitviz.models import LoadedModel
+from vitviz.loaded import LoadedModel
 
 
 def preprocess(loaded: LoadedModel, rgb: np.ndarray) -> torch.Tensor:
@@ -99,13 +99,12 @@ class ShuffleResult:
 
 def shuffle_experiment(loaded: LoadedModel, rgb: np.ndarray, seed: int = 0) -> ShuffleResult:
     """Permute the patches; compare logits with and without position embeddings."""
-    model = loaded.model
     x = preprocess(loaded, rgb)
-    p = model.patch_embed.patch_size[0]
+    p = loaded.model.patch_embed.patch_size[0]
     n = (x.shape[-2] // p) * (x.shape[-1] // p)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     xs = shuffle_patches(x, p, perm)
-    with torch.inference_mode():
+    with loaded.exclusive() as model:  # no other request's hooks can be on the model meanwhile
         a, b = model(x), model(xs)
         a0, b0 = forward_without_positions(model, x), forward_without_positions(model, xs)
     return ShuffleResult(to_picture(loaded, xs), top_k(a[0].numpy(), loaded.labels), top_k(b[0].numpy(), loaded.labels),

@@ -23,6 +23,8 @@ MAX_ASPECT = 10.0
 """Refuse images more than this many times wider than tall (or the reverse)."""
 MIN_SIDE = 8
 """Nothing smaller than the smallest patch size we offer."""
+INTAKE_SHORT_SIDE = 640
+"""The largest short side any view asks for; the app's intake shrinks uploads to it while decoding."""
 
 ImageSource = Union[str, Path, bytes, Image.Image, np.ndarray]
 
@@ -56,8 +58,16 @@ def _open(src: ImageSource) -> Image.Image:
 
 
 def _to_uint8(a: np.ndarray) -> np.ndarray:
-    """Stretch any numeric array to 0..255; a constant array becomes mid-grey-free zeros."""
-    a = np.nan_to_num(a.astype(np.float64))
+    """Stretch any numeric array to 0..255; a constant array keeps its byte value (else black).
+
+    Raises ``ValueError`` when some values are not numbers (NaN or infinity): there is no
+    honest way to show them, and stretching around them would paint the picture black.
+    """
+    a = a.astype(np.float64)
+    bad = int(a.size - np.count_nonzero(np.isfinite(a)))
+    if bad:
+        raise ValueError(f"{bad:,} of this image's {a.size:,} values are not numbers (NaN or infinity), so it "
+                         "cannot be shown. Please save it with ordinary pixel values (for example as an 8-bit PNG).")
     lo, hi = float(a.min()), float(a.max())
     span = hi - lo
     if span <= 0:  # zero range: keep the value if it already is a byte, else black
@@ -76,11 +86,41 @@ def _to_rgb(im: Image.Image) -> np.ndarray:
     return np.asarray(im.convert("RGB"))
 
 
-def load_rgb(src: ImageSource) -> np.ndarray:
+def _shrink(im: Image.Image, short_side: int | None) -> Image.Image:
+    """Decode ``im`` no larger than needed: its short side stays at least ``short_side`` (None: full size).
+
+    JPEGs are decoded at 1/2, 1/4 or 1/8 scale when that is enough (draft mode);
+    anything else is decoded and then box-reduced by a whole factor before the
+    conversions that would copy it at full size.
+    """
+    w, h = im.size
+    factor = min(w, h) // short_side if short_side else 1
+    if factor >= 2 and im.format == "JPEG":
+        im.draft(None, (-(-w // factor), -(-h // factor)))
+    im.load()
+    factor = min(im.size) // short_side if short_side else 1
+    if factor < 2:
+        return im
+    if im.mode in ("P", "PA"):  # averaging palette indices means nothing: convert first
+        im = im.convert("RGBA" if im.mode == "PA" or "transparency" in im.info else "RGB")
+    elif im.mode == "1":
+        im = im.convert("L")
+    elif im.mode.startswith("I;16"):
+        im = im.convert("I")  # keeps all 16 bits; reduce has no 16-bit mode
+    try:
+        return im.reduce(factor)
+    except ValueError:  # a mode reduce does not support
+        return im.convert("RGB").reduce(factor)
+
+
+def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
     """Decode ``src`` into an (H, W, 3) uint8 RGB array.
 
     Applies EXIF orientation, takes the first frame of an animation, composites
-    transparency over white, and maps 16-bit / float images onto 0..255.
+    transparency over white, and maps 16-bit / float images onto 0..255. With
+    ``short_side``, a larger picture is shrunk while decoding by a whole factor
+    (its short side stays at least ``short_side``), so a huge upload never
+    exists as a full-size array.
 
     Raises:
         ValueError: with a short message for a student when the input is not a
@@ -101,7 +141,7 @@ def load_rgb(src: ImageSource) -> np.ndarray:
             )
         if getattr(im, "n_frames", 1) > 1:
             im.seek(0)
-        im.load()
+        im = _shrink(im, short_side)
         im = ImageOps.exif_transpose(im)
         rgb = _to_rgb(im)
     except ValueError:
@@ -149,6 +189,22 @@ class Fitted:
         return self.image.shape[0] // self.patch, self.image.shape[1] // self.patch
 
 
+def fitted_shape(h0: int, w0: int, size: int, patch: int, policy: str = "crop") -> tuple[int, int]:
+    """(H, W) that :func:`fit_to_patches` gives an (h0, w0) image, computed without touching pixels.
+
+    Lets a caller check a budget before any resizing; both are multiples of ``patch``.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"Unknown fitting policy {policy!r}; choose one of {sorted(POLICIES)}.")
+    if size < patch:
+        raise ValueError(f"The resolution {size} is smaller than one {patch}-pixel patch.")
+    side = size // patch * patch
+    if policy != "keep":
+        return side, side
+    s = side / min(h0, w0)
+    return max(side, round(h0 * s)) // patch * patch, max(side, round(w0 * s)) // patch * patch
+
+
 def _resize(rgb: np.ndarray, w: int, h: int) -> np.ndarray:
     return np.asarray(Image.fromarray(rgb).resize((max(1, w), max(1, h)), Image.BICUBIC, reducing_gap=None))
 
@@ -166,12 +222,9 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
     Returns:
         :class:`Fitted` with image (H, W, 3), H % P == W % P == 0.
     """
-    if policy not in POLICIES:
-        raise ValueError(f"Unknown fitting policy {policy!r}; choose one of {sorted(POLICIES)}.")
-    if size < patch:
-        raise ValueError(f"The resolution {size} is smaller than one {patch}-pixel patch.")
     h0, w0 = rgb.shape[:2]
     check_shape(h0, w0, 1)
+    hh, ww = fitted_shape(h0, w0, size, patch, policy)
     side = size // patch * patch
     if policy == "stretch":
         out = _resize(rgb, side, side)
@@ -189,7 +242,6 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
     else:  # keep
         s = side / min(h0, w0)
         r = _resize(rgb, max(side, round(w0 * s)), max(side, round(h0 * s)))
-        hh, ww = r.shape[0] // patch * patch, r.shape[1] // patch * patch
         top, left = (r.shape[0] - hh) // 2, (r.shape[1] - ww) // 2
         out = r[top:top + hh, left:left + ww]
     out = np.ascontiguousarray(out)

@@ -1,4 +1,8 @@
-"""Figures for the tabs: matplotlib (Agg) rendered to PIL images, figures always closed.
+"""Figures for the tabs: matplotlib figures rendered to PIL images, with no global state.
+
+Figures are ``matplotlib.figure.Figure`` objects drawn on their own Agg canvas:
+no pyplot, no backend switch, nothing registered with a figure manager, so
+threads can draw at once and importing vitviz changes nothing for a notebook.
 
 Everything here is sized for a projector: large type, high contrast and
 colour-blind-safe colormaps (viridis family for magnitudes, PuOr for signed
@@ -14,35 +18,48 @@ from functools import lru_cache
 from typing import Iterator, Sequence
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib import font_manager  # noqa: E402
-from PIL import Image, ImageDraw, ImageFont  # noqa: E402
+import numpy as np
+from matplotlib import font_manager
+from matplotlib.figure import Figure
+from PIL import Image, ImageDraw, ImageFont
 
 SEQUENTIAL = ("viridis", "cividis", "magma", "inferno", "plasma")
 """Colour-blind-safe sequential colormaps offered in the UI."""
 DIVERGING = "PuOr_r"
-STYLE = {
-    "font.size": 14, "axes.titlesize": 16, "axes.labelsize": 14, "xtick.labelsize": 12,
-    "ytick.labelsize": 12, "figure.dpi": 100, "axes.titleweight": "bold", "figure.facecolor": "white",
-}
+TITLE_PT, LABEL_PT, TICK_PT = 16, 14, 12
+"""Projector sizes (points at 100 dpi) given to every figure's axes titles, axis labels and ticks."""
+DPI = 100
 
 
 @contextmanager
-def figure(*args, **kwargs) -> Iterator[tuple[plt.Figure, object]]:
-    """``plt.subplots`` in the projector style; the figure is closed on exit, even on error."""
-    with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(*args, **kwargs)
-        try:
-            yield fig, ax
-        finally:
-            plt.close(fig)
+def figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] | None = None,
+           squeeze: bool = True) -> Iterator[tuple[Figure, object]]:
+    """A ``Figure`` and its axes, like ``plt.subplots`` but without pyplot or rcParams.
+
+    The projector sizes are applied to every axes when the figure is rendered
+    (:func:`to_image`); the figure is cleared on exit, even on error.
+    """
+    fig = Figure(figsize=figsize, dpi=DPI, facecolor="white")
+    axes = fig.subplots(nrows, ncols, squeeze=squeeze)
+    try:
+        yield fig, axes
+    finally:
+        fig.clear()
 
 
-def to_image(fig: plt.Figure, dpi: int = 100) -> Image.Image:
-    """Render a figure to an RGB PIL image (tight bounding box)."""
+def projector_style(fig: Figure) -> None:
+    """Large, bold axes titles and large labels and ticks on every axes of ``fig`` (colour bars too)."""
+    for ax in fig.axes:
+        ax.title.set_fontsize(TITLE_PT)
+        ax.title.set_fontweight("bold")
+        ax.xaxis.label.set_fontsize(LABEL_PT)
+        ax.yaxis.label.set_fontsize(LABEL_PT)
+        ax.tick_params(labelsize=TICK_PT)
+
+
+def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
+    """Render a figure to an RGB PIL image (tight bounding box) in the projector style."""
+    projector_style(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
     buf.seek(0)

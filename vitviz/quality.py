@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from vitviz import attention, posembed, scenes
-from vitviz.models import LoadedModel, load_embedded
+from vitviz.loaded import LoadedModel
+from vitviz.loaders import load_embedded
 
 TEST_SEED, VAL_SEED = 777, 778  # training uses seed 1; these scenes are never trained on
 KEEP = 0.6
@@ -28,8 +29,7 @@ KEEP = 0.6
 
 def last_layer_cls(loaded: LoadedModel, images: np.ndarray, batch: int = 100) -> tuple[np.ndarray, np.ndarray]:
     """Logits (B, K) and last-layer class-token attention to the patches (B, H, N) for (B, H, W, 3) images."""
-    model = loaded.model
-    layers = len(attention.attention_modules(model))
+    layers = loaded.depth
     prefix = loaded.spec.prefix
     logits, cls = [], []
     got: dict[int, torch.Tensor] = {}
@@ -38,7 +38,7 @@ def last_layer_cls(loaded: LoadedModel, images: np.ndarray, batch: int = 100) ->
         if layer == layers - 1:
             got["cls"] = attn[:, :, 0, prefix:].float().clone()
 
-    with torch.inference_mode(), attention.record_attention(model, keep_last):
+    with loaded.exclusive() as model, attention.record_attention(model, keep_last):
         for i in range(0, len(images), batch):
             x = torch.cat([loaded.normalise(img) for img in images[i:i + batch]])
             logits.append(model(x))

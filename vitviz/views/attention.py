@@ -1,69 +1,25 @@
-"""What the Attention tab shows, drawn from cached forward passes.
+"""What the Attention tab shows, drawn from an :class:`~vitviz.analysis.Analysis` only.
 
-``analyse`` runs a model once per (model, image, resolution) and caches the
-:class:`~vitviz.attention.AttentionMaps`; every ``render_*`` works from that
-cache only, so moving a slider never runs the model again.
+Every ``render_*`` works from one cached forward (:func:`vitviz.analysis.analyse`),
+so moving a slider never runs the model again. Layers are numbered from 1 here,
+as the UI shows them, and clamped to the model's depth.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, ImageDraw
 
 from vitviz import attention as att
-from vitviz import models, plotting
-from vitviz.images import Fitted, fit_to_patches
-from vitviz.models import LoadedModel
+from vitviz import loaders, models, plotting
+from vitviz.analysis import Analysis, analyse
 
 
-@dataclass
-class Analysis:
-    """One forward pass and everything needed to redraw it."""
-
-    loaded: LoadedModel
-    fitted: Fitted
-    maps: att.AttentionMaps
-
-
-_cache: "OrderedDict[tuple, Analysis]" = OrderedDict()
-_lock = threading.Lock()
-CACHE_ITEMS = 12
-CACHE_BYTES = 1536 * 2**20
-"""The analysis cache keeps the newest entries within both limits (the newest one always stays)."""
-
-
-def image_key(rgb: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
-
-
-def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
-    """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached.
-
-    The embedded model always runs at its own 64 px: it was trained at that size only.
-    """
-    if loaded.spec.family == "embedded":
-        resolution = loaded.resolution
-    p = loaded.spec.patch
-    key = (id(loaded.model), image_key(rgb), int(resolution))  # cached entries keep their model alive
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    fitted = fit_to_patches(rgb, max(int(resolution), p), p, "keep")
-    x = loaded.normalise(fitted.image)
-    maps = att.collect(loaded.model, x, fitted.grid, p, loaded.spec.prefix, lambda _m, x: loaded.forward(x))
-    result = Analysis(loaded, fitted, maps)
-    with _lock:
-        _cache[key] = result
-        while len(_cache) > 1 and (len(_cache) > CACHE_ITEMS or
-                                   sum(v.maps.nbytes for v in _cache.values()) > CACHE_BYTES):
-            _cache.popitem(last=False)
-    return result
+def layer_index(a: Analysis, layer: int) -> int:
+    """The 0-based index of layer number ``layer`` (1 = first), clamped to the model's depth."""
+    return int(np.clip(int(layer), 1, a.maps.layers)) - 1
 
 
 def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitle: str, cmap: str,
@@ -84,9 +40,9 @@ class HeadsView:
 
 
 def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "inferno", alpha: float = 0.6) -> HeadsView:
-    """Per-head class-token attention of ``layer`` (plus head mean), with DINO's mass threshold."""
+    """Per-head class-token attention of layer number ``layer`` (plus head mean), with DINO's mass threshold."""
     maps = a.maps
-    layer = int(np.clip(layer, 0, maps.layers - 1))
+    layer = layer_index(a, layer)
     rgb = a.fitted.image
     panels, titles, masks, rows = [], [], [], []
     for h in list(range(maps.heads)) + [None]:
@@ -131,9 +87,10 @@ def render_rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0, cmap
 
 
 def render_query(a: Analysis, row: int, col: int, layer: int, cmap: str = "inferno", alpha: float = 0.6) -> Image.Image:
-    """Where patch (row, col) looks, per head, as the query."""
+    """Where patch (row, col) looks, per head, as the query, in layer number ``layer``."""
     gh, gw = a.maps.grid
     row, col = int(np.clip(row, 0, gh - 1)), int(np.clip(col, 0, gw - 1))
+    layer = layer_index(a, layer)
     used, maps = a.maps.query_maps(row, col, layer)
     p = a.maps.patch
     rgb = a.fitted.image.copy()
@@ -210,7 +167,7 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
     model's near-uniform attention looks flat instead of being stretched to full contrast; each
     title says how many of the patches hold 60% of the attention.
     """
-    steps = models.tiny_checkpoints()
+    steps = loaders.tiny_checkpoints()
     runs = [(step, analyse(models.get_checkpoint(step), rgb, 64)) for step, _ in steps]
     maps = [a.maps.cls_map(a.maps.layers - 1) for _, a in runs]
     top = max(float(m.max()) for m in maps)
@@ -220,5 +177,5 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
     overview = plotting.panels(strip, titles, "vitviz tiny: last-layer [CLS] attention (head mean) through training",
                                cmap, "share of attention (one scale for all steps)", cols=len(strip), panel_px=180)
     _, chosen = runs[min(max(step_index, 0), len(runs) - 1)]
-    heads = render_heads(chosen, chosen.maps.layers - 1, 0.6, cmap, alpha)
+    heads = render_heads(chosen, chosen.maps.layers, 0.6, cmap, alpha)
     return overview, heads.heads

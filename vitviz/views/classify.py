@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from vitviz import attention as att
 from vitviz import classify
-from vitviz.models import LoadedModel
+from vitviz.loaded import LoadedModel
 from vitviz.views.attention import map_grid
 
 
@@ -27,7 +26,7 @@ def render(loaded: LoadedModel, rgb: np.ndarray, cmap: str = "inferno", alpha: f
     p = loaded.spec.patch
     grid = (x.shape[-2] // p, x.shape[-1] // p)
     t0 = time.perf_counter()
-    maps = att.collect(loaded.model, x, grid, p, loaded.spec.prefix, lambda _m, x: loaded.forward(x))
+    maps = loaded.capture(x, grid)
     seconds = time.perf_counter() - t0
     top5 = classify.top_k(maps.logits[0], loaded.labels)
     best = next(iter(top5))

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vitviz import patches, plotting
+from vitviz import budget, images, patches, plotting
 from vitviz.images import Fitted
 from vitviz.posembed import similarity
 
@@ -25,6 +25,23 @@ class PatchesView:
     costs: str  # markdown table of MACs per ViT size
     cost_chart: Image.Image  # bar chart for one size
     equivalence: str  # markdown: flatten+Linear vs Conv2d
+
+
+def fit(rgb: np.ndarray, resolution: int, patch: int, policy: str) -> Fitted:
+    """:func:`vitviz.images.fit_to_patches`, after checking from the shapes alone that the grid is drawable."""
+    h, w = images.fitted_shape(*rgb.shape[:2], resolution, patch, policy)
+    budget.check_grid((h // patch, w // patch))
+    return images.fit_to_patches(rgb, resolution, patch, policy)
+
+
+def slip_sentence(size_name: str, patch: int, parts: dict[str, int]) -> str:
+    """What counting T²·D per head (instead of T²·D/H) would claim for the attention of ``size_name``."""
+    heads = patches.VIT_SIZES[size_name].heads
+    scores = parts["attention scores QKᵀ"]
+    attn = scores + parts["attention × V"]
+    return (f"(A common slip counts T²·D per head instead of T²·D/H. For {size_name}/{patch} that makes the QKᵀ "
+            f"scores alone {_fmt(scores * heads)} ({heads}× the real {_fmt(scores)}), and scores plus weighted sum "
+            f"{_fmt(attn * heads)} instead of {_fmt(attn)}.)")
 
 
 def projection(patch: int, channels: int = 3, dim: int = EMBED_DIM, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,9 +113,8 @@ def render(fitted: Fitted, size_name: str = "ViT-B") -> PatchesView:
     attn = parts["attention scores QKᵀ"] + parts["attention × V"]
     costs = (f"Multiply-accumulates (MACs) of one forward pass at {w}×{h} with {p}×{p} patches. "
              f"Attention itself (scores and weighted sum) is **{attn / total:.1%}** of {size_name}/{p}; "
-             "the linear layers (QKV, projection, MLP) dominate until the sequence gets long. (Counting "
-             "T²·D per head instead of T²·D/heads, a common slip, would inflate ViT-B/16's attention twelvefold, "
-             "to about 4.3 G.)\n\n" + table)
+             "the linear layers (QKV, projection, MLP) dominate until the sequence gets long. "
+             + slip_sentence(size_name, p, parts) + "\n\n" + table)
     chart = plotting.bars({k: float(v) for k, v in parts.items()}, f"{size_name}/{p} at {w}×{h}: where the MACs go",
                           "multiply-accumulates", highlight=("attention scores QKᵀ", "attention × V"))
     weight, bias = projection(p)

@@ -1,0 +1,149 @@
+"""Many requests at once on one model: every result equals the one computed alone, and nothing is left behind.
+
+Before the per-model lock, two threads capturing attention on one model got each
+other's class-token maps (hooks on a shared model), and a plain forward during a
+capture fed the capture's hooks; these tests fail that way without the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from conftest import EXAMPLES
+
+from vitviz import attention as att
+from vitviz import classify, images, loaders, plotting, scenes
+from vitviz.loaded import LoadedModel
+
+THREADS = 8
+
+
+def _inputs() -> list[np.ndarray]:
+    """Eight different pictures in four shapes (so four different token counts on an 8-pixel grid)."""
+    cat = images.load_rgb(EXAMPLES / "cat.png")
+    shapes = [(64, 64), (64, 96), (96, 64), (64, 128)]
+    out = []
+    for i in range(THREADS):
+        src = scenes.make_scene(i).image if i < 4 else cat
+        h, w = shapes[i % 4]
+        out.append(np.asarray(images.Image.fromarray(src).resize((w, h))))
+    return out
+
+
+def _capture(loaded: LoadedModel, rgb: np.ndarray) -> att.AttentionMaps:
+    p = loaded.spec.patch
+    return loaded.capture(loaded.normalise(rgb), (rgb.shape[0] // p, rgb.shape[1] // p))
+
+
+def _same(a: att.AttentionMaps, b: att.AttentionMaps) -> bool:
+    last = a.layers - 1
+    return (a.grid == b.grid and np.array_equal(a.cls, b.cls) and np.array_equal(a.distance, b.distance)
+            and np.array_equal(a.logits, b.logits) and torch.equal(a.full[last], b.full[last]))
+
+
+def _no_hooks_and_flags(model: torch.nn.Module, flags: list[bool]) -> None:
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+    assert [m.fused_attn for m in att.attention_modules(model)] == flags
+
+
+def test_eight_threads_capture_one_model_like_eight_sequential_runs():
+    loaded = loaders.load_embedded()
+    flags = [m.fused_attn for m in att.attention_modules(loaded.model)]
+    pics = _inputs()
+    assert len({p.shape for p in pics}) == 4 and len({p.tobytes() for p in pics}) == THREADS
+    alone = [_capture(loaded, rgb) for rgb in pics]
+    for _ in range(3):  # several rounds: the interleaving differs every time
+        barrier = threading.Barrier(THREADS)
+
+        def run(i: int) -> att.AttentionMaps:
+            barrier.wait()
+            return _capture(loaded, pics[i])
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            together = list(pool.map(run, range(THREADS)))
+        assert [_same(a, b) for a, b in zip(alone, together)] == [True] * THREADS
+    _no_hooks_and_flags(loaded.model, flags)
+
+
+def test_plain_forwards_during_captures_do_not_leak_into_them():
+    """The shuffle experiment runs plain forwards; alongside captures both answers stay their own."""
+    loaded = loaders.load_embedded()
+    pics = _inputs()[:4]
+    alone_maps = [_capture(loaded, rgb) for rgb in pics]
+    alone_shuffle = [classify.shuffle_experiment(loaded, rgb, seed=i) for i, rgb in enumerate(pics)]
+    barrier = threading.Barrier(2 * len(pics))
+
+    def capture(i: int):
+        barrier.wait()
+        return _capture(loaded, pics[i])
+
+    def shuffle(i: int):
+        barrier.wait()
+        return classify.shuffle_experiment(loaded, pics[i], seed=i)
+
+    with ThreadPoolExecutor(2 * len(pics)) as pool:
+        maps = [pool.submit(capture, i) for i in range(len(pics))]
+        shuffles = [pool.submit(shuffle, i) for i in range(len(pics))]
+        maps, shuffles = [f.result() for f in maps], [f.result() for f in shuffles]
+    assert all(_same(a, b) for a, b in zip(alone_maps, maps))
+    for a, b in zip(alone_shuffle, shuffles):
+        assert a.top_original == b.top_original and a.top_shuffled == b.top_shuffled
+        assert a.diff_with_pos == b.diff_with_pos and np.array_equal(a.scrambled, b.scrambled)
+
+
+def test_hf_model_from_threads_equals_sequential(dino_s8_dir):
+    """The transformers path (hooks on the attention modules and on the last layer) under threads."""
+    loaded = loaders.load_hf(dino_s8_dir)
+    rng = np.random.default_rng(0)
+    pics = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(32, 32), (32, 48), (48, 32), (40, 40)] * 2]
+    alone = [_capture(loaded, rgb) for rgb in pics]
+    with ThreadPoolExecutor(THREADS) as pool:
+        together = list(pool.map(lambda rgb: _capture(loaded, rgb), pics))
+    for a, b in zip(alone, together):
+        assert np.array_equal(a.cls, b.cls) and np.array_equal(a.distance, b.distance)
+        assert np.array_equal(a.norms, b.norms)
+    assert all(not m._forward_hooks for m in loaded.model.modules())
+
+
+def test_a_failing_forward_releases_the_lock_and_the_hooks():
+    loaded = loaders.load_embedded()
+    wrong = np.zeros((64, 64, 3), np.uint8)
+    with pytest.raises(RuntimeError, match="expected"):
+        loaded.capture(loaded.normalise(wrong), (4, 4))  # the grid does not match the picture
+    assert loaded.lock.acquire(blocking=False)
+    loaded.lock.release()
+    _no_hooks_and_flags(loaded.model, [m.fused_attn for m in att.attention_modules(loaded.model)])
+    assert all(m.fused_attn for m in att.attention_modules(loaded.model))  # timm's default, restored
+
+
+def test_figures_drawn_from_threads_equal_sequential_ones():
+    """matplotlib through Figure objects: no pyplot state shared between threads."""
+    rng = np.random.default_rng(1)
+    mats = [rng.normal(size=(6, 6)) for _ in range(THREADS)]
+
+    def draw(i: int) -> bytes:
+        return plotting.heatmap(mats[i], f"matrix {i}", "x", "y", "value", annotate=i % 2 == 0,
+                                signed=i % 3 == 0).tobytes()
+
+    alone = [draw(i) for i in range(THREADS)]
+    with ThreadPoolExecutor(THREADS) as pool:
+        assert list(pool.map(draw, range(THREADS))) == alone
+
+
+def test_importing_the_library_changes_no_matplotlib_state():
+    import subprocess
+    import sys
+
+    code = ("import matplotlib, sys; before = dict(matplotlib.rcParams); "
+            "import vitviz.plotting, vitviz.views.attention, vitviz.views.patches, vitviz.views.posembed; "
+            "vitviz.plotting.heatmap([[0, 1], [2, 3]], 't', 'x', 'y', 'v'); "
+            "print(matplotlib.rcParams['backend'], 'matplotlib.pyplot' in sys.modules, "
+            "dict(matplotlib.rcParams) == before)")
+    env = {"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=str(EXAMPLES.parent.parent)).stdout.split()
+    assert out == ["svg", "False", "True"]

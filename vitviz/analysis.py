@@ -1,0 +1,96 @@
+"""One forward per (model, image, resolution): checked against the budget, run under the model's lock, cached.
+
+``analyse`` is what the Attention tab (and anything else that wants a model's
+attention over a picture) calls. It fits the picture, refuses it with a clear
+message when it would be over the model's token limit, runs the forward
+through :meth:`vitviz.loaded.LoadedModel.capture` (the model's lock: no other
+request can touch the model meanwhile) and keeps the result in a small
+thread-safe LRU cache, so that moving a slider redraws without a forward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from vitviz import budget
+from vitviz.attention import AttentionMaps
+from vitviz.images import Fitted, fit_to_patches, fitted_shape
+from vitviz.loaded import LoadedModel
+
+CACHE_ITEMS = 12
+CACHE_BYTES = 1536 * 2**20
+"""The cache keeps the newest analyses within both limits (the newest one always stays)."""
+log = logging.getLogger("vitviz")
+
+
+@dataclass
+class Analysis:
+    """One forward pass and everything needed to redraw it: the model, the fitted picture, the maps."""
+
+    loaded: LoadedModel
+    fitted: Fitted
+    maps: AttentionMaps
+
+
+_cache: "OrderedDict[tuple, Analysis]" = OrderedDict()
+_lock = threading.Lock()
+_pending: dict[tuple, threading.Lock] = {}
+
+
+def image_key(rgb: np.ndarray) -> str:
+    """A digest of an (H, W, 3) array's pixels and shape."""
+    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
+    """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached.
+
+    The embedded model always runs at its own 64 px: it was trained at that size only.
+
+    Raises:
+        ValueError: when the fitted picture would be over the model's token budget
+            (checked from the shapes alone, before resizing or any forward).
+    """
+    if loaded.spec.family == "embedded":
+        resolution = loaded.resolution
+    p = loaded.spec.patch
+    resolution = max(int(resolution), p)
+    h, w = fitted_shape(*rgb.shape[:2], resolution, p, "keep")
+    try:
+        budget.check_attention(loaded.spec, (h // p, w // p), resolution)
+    except ValueError:
+        log.info("refused %s: %d×%d patches at %d px", loaded.spec.key, h // p, w // p, resolution)
+        raise
+    key = (id(loaded.model), image_key(rgb), resolution)  # cached entries keep their model alive
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+        pending = _pending.setdefault(key, threading.Lock())
+    with pending:  # the same request twice at once runs one forward; the other waits for it
+        with _lock:
+            if key in _cache:
+                return _cache[key]
+        try:
+            fitted = fit_to_patches(rgb, resolution, p, "keep")
+            result = Analysis(loaded, fitted, loaded.capture(loaded.normalise(fitted.image), fitted.grid))
+        finally:
+            with _lock:
+                _pending.pop(key, None)
+        with _lock:
+            _cache[key] = result
+            while len(_cache) > 1 and (len(_cache) > CACHE_ITEMS or
+                                       sum(v.maps.nbytes for v in _cache.values()) > CACHE_BYTES):
+                _cache.popitem(last=False)
+    return result

@@ -1,0 +1,197 @@
+"""Loading a registry model: is the hub there, the loaders, and the embedded model's files.
+
+Loading never waits on an unreachable hub: ``hub_reachable`` answers within a
+couple of seconds (and honours ``HF_HUB_OFFLINE``); offline we load from the
+local Hugging Face cache with ``local_files_only``. The tests call these
+loaders with checkpoints they build and save themselves. Caching and the
+fallback to the embedded model live in :mod:`vitviz.models`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from vitviz.loaded import LoadedModel
+from vitviz.registry import OFFLINE_KEY, REGISTRY, ModelSpec
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+TINY_DIR = ASSETS / "tiny"
+HUB_HOST = "huggingface.co"
+log = logging.getLogger("vitviz")
+
+
+# ---- is the hub there? ------------------------------------------------------------------
+
+_reach_lock = threading.Lock()
+_reach_cache: tuple[float, bool] | None = None
+
+
+def hub_offline_flag() -> bool:
+    """True when HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set to a true value."""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = 1.5, ttl: float = 60.0) -> bool:
+    """Can we open a TCP connection to the hub within ``timeout`` seconds? (cached ``ttl`` s)."""
+    global _reach_cache
+    if hub_offline_flag():
+        return False
+    with _reach_lock:
+        if _reach_cache and time.monotonic() - _reach_cache[0] < ttl:
+            return _reach_cache[1]
+        result: list[bool] = [False]
+
+        def probe() -> None:
+            try:
+                with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+                    result[0] = True
+            except OSError:
+                pass
+
+        th = threading.Thread(target=probe, daemon=True)  # DNS can ignore socket timeouts
+        th.start()
+        th.join(timeout + 0.5)
+        _reach_cache = (time.monotonic(), result[0])
+        log.info("model hub %s", "reachable" if result[0] else f"not reachable within {timeout:.1f} s")
+        return result[0]
+
+
+# ---- loaders (the tests call these with checkpoints they build) ---------------------------
+
+def _hf_forward(model: torch.nn.Module) -> Callable:
+    """forward(x) -> (None, last encoder layer's output tokens (T, D), before the final norm)."""
+    takes_interp = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
+    layers = model.encoder.layer if hasattr(model, "encoder") else model.layers  # DINOv2 / ViT in transformers 5
+    last_layer = layers[-1]
+
+    def forward(x: torch.Tensor):
+        kw = {"interpolate_pos_encoding": True} if takes_interp else {}
+        seen: list[torch.Tensor] = []
+        handle = last_layer.register_forward_hook(
+            lambda _m, _i, out: seen.append(out[0] if isinstance(out, tuple) else out))
+        try:  # a hook, not output_hidden_states: that path costs ~10% of the forward
+            model(pixel_values=x, **kw)
+        finally:
+            handle.remove()
+        return None, seen[-1][0]
+    return forward
+
+
+def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None = None) -> LoadedModel:
+    """Load a transformers ViT / DINOv2 with eager attention, from a repo id or a local folder.
+
+    Raises ``OSError`` when the weights are not available (offline and not cached).
+    """
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel
+
+    kw = dict(local_files_only=local_only, trust_remote_code=False)
+    config = AutoConfig.from_pretrained(str(source), **kw)
+    extra = {"add_pooling_layer": False} if config.model_type == "vit" else {}  # DINO ships no pooler
+    model = AutoModel.from_pretrained(str(source), config=config, attn_implementation="eager", **kw, **extra).eval()
+    proc = AutoImageProcessor.from_pretrained(str(source), **kw)
+    crop = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
+    res = int(crop.get("height") or crop.get("shortest_edge") or model.config.image_size)
+    cfg = model.config
+    if spec is None:
+        prefix = 1 + int(getattr(cfg, "num_register_tokens", 0) or 0)
+        spec = ModelSpec(Path(str(source)).name, "hf", str(source), cfg.patch_size, prefix, res,
+                         round(sum(p.numel() for p in model.parameters()) / 1e6, 1), "attention",
+                         dim=cfg.hidden_size, depth=cfg.num_hidden_layers, heads=cfg.num_attention_heads)
+    local_dir = Path(str(source)).is_dir()
+    origin = (f"local checkpoint {source}" if local_dir else
+              "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
+    return LoadedModel(spec, model, tuple(proc.image_mean), tuple(proc.image_std), res, origin, _hf_forward(model))
+
+
+def _timm_forward(model: torch.nn.Module) -> Callable:
+    def forward(x: torch.Tensor):
+        feats = model.forward_features(x)
+        return model.forward_head(feats), feats[0]
+    return forward
+
+
+def _timm_cached_file(name: str) -> str:
+    """Path of a timm checkpoint already in the local HF cache, else ``OSError``."""
+    import timm
+    from huggingface_hub import try_to_load_from_cache
+
+    cfg = timm.models.get_pretrained_cfg(name)
+    repo = getattr(cfg, "hf_hub_id", None)
+    if repo:
+        for fname in ("model.safetensors", "pytorch_model.bin"):
+            hit = try_to_load_from_cache(repo, fname)
+            if isinstance(hit, str):
+                return hit
+    raise OSError(f"{name} is not in the local Hugging Face cache")
+
+
+def load_timm(name: str, file: str | Path | None = None, local_only: bool = False,
+              spec: ModelSpec | None = None, cfg_overlay: dict | None = None, **kwargs) -> LoadedModel:
+    """Create a timm model with pretrained weights: from ``file``, the local cache, or the hub.
+
+    Preprocessing and labels come from the checkpoint's pretrained config
+    (``resolve_data_config``; ImageNet names from ``timm.data.ImageNetInfo``).
+    """
+    import timm
+    from timm.data import ImageNetInfo, resolve_data_config
+
+    if file is None and local_only:
+        file = _timm_cached_file(name)
+    overlay = dict(cfg_overlay or {})
+    if file is not None:
+        overlay["file"] = str(file)
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay or None,
+                              dynamic_img_size=True, **kwargs).eval()
+    data_cfg = resolve_data_config({}, model=model)
+    label_names = model.pretrained_cfg.get("label_names")
+    if label_names:
+        labels = list(label_names)
+    elif model.num_classes == 1000:
+        info = ImageNetInfo()
+        labels = [info.index_to_description(i) for i in range(1000)]
+    else:
+        labels = None
+    res = int(data_cfg["input_size"][-1])
+    if spec is None:
+        spec = ModelSpec(name, "timm", name, model.patch_embed.patch_size[0], model.num_prefix_tokens, res,
+                         round(sum(p.numel() for p in model.parameters()) / 1e6, 1), "classify",
+                         dim=int(model.embed_dim), depth=len(model.blocks), heads=int(model.blocks[0].attn.num_heads))
+    origin = (f"local checkpoint {Path(file).name}" if file is not None and not local_only else
+              "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
+    return LoadedModel(spec, model, tuple(data_cfg["mean"]), tuple(data_cfg["std"]), res, origin,
+                       _timm_forward(model), labels, data_cfg)
+
+
+def tiny_info() -> dict:
+    """assets/tiny/train_info.json: how the embedded model was built and trained."""
+    return json.loads((TINY_DIR / "train_info.json").read_text())
+
+
+def tiny_checkpoints() -> list[tuple[int, Path]]:
+    """(training step, file) of the shipped training-timeline checkpoints, in order."""
+    files = sorted((TINY_DIR / "checkpoints").glob("step*.safetensors"))
+    return [(int(f.stem[4:]), f) for f in files]
+
+
+def load_embedded(file: Path | None = None) -> LoadedModel:
+    """The embedded tiny ViT (final weights, or a timeline checkpoint ``file``)."""
+    info = tiny_info()
+    path = file or TINY_DIR / "model.safetensors"
+    if not path.is_file():
+        raise OSError(f"The embedded model is missing: {path} (restore assets/tiny from the repository).")
+    cfg = dict(info["pretrained_cfg"])
+    cfg.pop("file", None)
+    loaded = load_timm(info["arch"], file=path, cfg_overlay=cfg, spec=REGISTRY[OFFLINE_KEY], **info["kwargs"])
+    loaded.origin = "embedded in vitviz (assets/tiny), trained here on generated shapes"
+    return loaded

@@ -1,0 +1,79 @@
+"""The fixed list of models vitviz supports: what each is before it is loaded.
+
+Users pick a key from this list; nobody types a model id or a path. The
+architecture numbers (width, depth, heads) are the published ones: the request
+budget (:mod:`vitviz.budget`) uses them to refuse an input before any weights
+are loaded or any forward runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OFFLINE_KEY = "vitviz tiny (offline, trained on synthetic shapes)"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What we know about a supported model before loading it.
+
+    Attributes:
+        key: name shown in the UI and the cache key.
+        family: "hf" (transformers), "timm" or "embedded".
+        source: hub repo id (hf) or timm model name.
+        patch: patch size P.
+        prefix: tokens before the patches (class token + registers).
+        resolution: native input side in pixels.
+        params_m: parameter count in millions (as published).
+        task: "attention", "classify" or "both".
+        dim: token width D.
+        depth: number of transformer blocks L.
+        heads: attention heads per block H.
+    """
+
+    key: str
+    family: str
+    source: str
+    patch: int
+    prefix: int
+    resolution: int
+    params_m: float
+    task: str
+    about: str = ""
+    dim: int = 384
+    depth: int = 12
+    heads: int = 6
+
+
+REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
+    ModelSpec("DINO ViT-S/8", "hf", "facebook/dino-vits8", 8, 1, 224, 21.7, "attention",
+              "self-supervised DINO, small, 8-pixel patches (the paper's attention figures)"),
+    ModelSpec("DINO ViT-S/16", "hf", "facebook/dino-vits16", 16, 1, 224, 21.7, "attention", "self-supervised DINO, small"),
+    ModelSpec("DINO ViT-B/8", "hf", "facebook/dino-vitb8", 8, 1, 224, 85.8, "attention", "self-supervised DINO, base",
+              dim=768, heads=12),
+    ModelSpec("DINO ViT-B/16", "hf", "facebook/dino-vitb16", 16, 1, 224, 85.8, "attention",
+              "self-supervised DINO, base", dim=768, heads=12),
+    ModelSpec("DINOv2 ViT-S/14", "hf", "facebook/dinov2-small", 14, 1, 224, 22.1, "attention",
+              "DINOv2 without registers"),
+    ModelSpec("DINOv2 ViT-S/14 + 4 registers", "hf", "facebook/dinov2-with-registers-small", 14, 5, 224, 22.1,
+              "attention", "DINOv2 with four register tokens"),
+    ModelSpec("ViT-B/16 (ImageNet-1k)", "timm", "vit_base_patch16_224.augreg2_in21k_ft_in1k", 16, 1, 224, 86.6,
+              "classify", "supervised ImageNet classifier", dim=768, heads=12),
+    ModelSpec("DeiT-Ti/16 (ImageNet-1k, fast)", "timm", "deit_tiny_patch16_224.fb_in1k", 16, 1, 224, 5.7,
+              "classify", "small and fast ImageNet classifier", dim=192, heads=3),
+    ModelSpec(OFFLINE_KEY, "embedded", "vit_tiny_patch16_224", 8, 1, 64, 0.5, "both",
+              "trained by vitviz on generated shapes with labels (supervised, not DINO); ships in assets/tiny",
+              dim=96, depth=4, heads=3),
+)}
+
+
+def keys(task: str) -> list[str]:
+    """Registry keys usable for ``task`` ("attention" or "classify"), embedded model last."""
+    return [k for k, s in REGISTRY.items() if s.task in (task, "both")]
+
+
+def spec(key: str) -> ModelSpec:
+    """The registry entry for ``key``; ``ValueError`` for anything not on the list."""
+    if key not in REGISTRY:
+        raise ValueError(f"Unknown model {key!r}; choose one of the listed models.")
+    return REGISTRY[key]
