@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import analysis, attention as att, loaders
-from vitviz import plotting
+from vitviz import analysis, loaders, plotting
+from vitviz import attention as att
 from vitviz.views import attention as view
 
 
@@ -183,6 +183,22 @@ def test_attention_distance_by_hand():
     # two patches 8 px apart; a head that always looks at the other patch has distance 8
     d = att.patch_distances(1, 2, 8)
     assert d.tolist() == [[0.0, 8.0], [8.0, 0.0]]
+
+
+def test_mean_attention_distance_is_exact_over_every_query(dino):
+    """16×16 = 256 patches (the old estimate sampled 128 queries): equal to a plain loop over all of them."""
+    torch.manual_seed(3)
+    maps = dino.capture(torch.randn(1, 3, 128, 128), (16, 16))
+    assert len(maps.full) == maps.layers  # every layer kept at this size
+    centres = np.array([(r * 8, c * 8) for r in range(16) for c in range(16)], dtype=np.float64)
+    for layer in (0, 5, 11):
+        a = maps.full[layer].double().numpy()[:, 1:, 1:]  # (H, N, N) patch queries to patch keys
+        for h in range(a.shape[0]):
+            per_query = []
+            for q in range(256):
+                w = a[h, q] / a[h, q].sum()
+                per_query.append(sum(w[k] * np.hypot(*(centres[q] - centres[k])) for k in range(256)))
+            assert maps.distance[layer, h] == pytest.approx(np.mean(per_query), rel=1e-5)
 
 
 def test_one_forward_per_model_image_resolution(dino, rgb_cat):
