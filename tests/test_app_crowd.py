@@ -156,3 +156,45 @@ def test_the_patch_cost_sentence_comes_from_the_calculator(app_url, pictures):
     costs = client.predict(handle_file(pictures[0]), 16, 224, "crop", "ViT-S", api_name="/patches")[2]
     scores = 12 * 6 * 197 * 197 * 64  # layers × heads × T² × head width, by hand
     assert f"scores alone {scores * 6 / 1e9:.2f} G (6× the real {scores / 1e6:.2f} M)" in costs
+
+
+PEAK_MB_PER_HUGE_UPLOAD = 250
+"""Stated bound: the server's extra resident memory for one 6320×6320 PNG upload (measured: about 160 MB)."""
+
+
+def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_path):
+    """A 6320×6320 PNG (40 MP limit: accepted) is shrunk while decoding; 12 at once give their memory back."""
+    big = Image.new("RGB", (6320, 6320), (40, 90, 200))
+    big.paste((250, 200, 0), (1000, 1000, 5000, 3000))
+    path = tmp_path / "big.png"
+    big.save(path)
+    assert path.stat().st_size < 200_000
+
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:  # the app runs in this process
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    clients = [Client(app_url, verbose=False) for _ in range(12)]
+    ask = lambda c: c.predict(handle_file(str(path)), 16, 224, "crop", "ViT-B", api_name="/patches")  # noqa: E731
+    summary = ask(clients[0])[1]  # warm
+    assert "703×703 input → 224×224" in summary  # decoded at 1/9 scale
+    peak, stop = [rss_mb()], threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_mb())
+            time.sleep(0.003)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    before = rss_mb()
+    ask(clients[0])
+    one = peak[0] - before
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(ask, clients))
+    time.sleep(0.5)
+    after = rss_mb()
+    stop.set()
+    watcher.join()
+    assert one < PEAK_MB_PER_HUGE_UPLOAD
+    assert after - before < 100, f"{before:.0f} MB before, {peak[0]:.0f} MB at peak, {after:.0f} MB after"
