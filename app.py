@@ -310,13 +310,9 @@ def click_query(src, model_key, resolution, layer, alpha, cmap, evt: gr.SelectDa
 
 @friendly
 def run_registers(src, resolution, alpha, cmap, progress=gr.Progress()):
-    rgb = load(src)
     resolution = budget.number(resolution, "short side", 8, 512, integer=True)
-    pair = [models.get_model(key, lambda f, msg: progress(f, desc=msg)) for key in attention_view.REGISTER_PAIR]
-    if any(loaded.notice for loaded in pair):
-        return attention_view.REGISTERS_UNAVAILABLE, None
-    return attention_view.render_registers([analysis.analyse(m, rgb, resolution) for m in pair],
-                                           cmap, budget.number(alpha, "opacity", 0, 1))
+    return attention_view.compare_registers(load(src), resolution, cmap, budget.number(alpha, "opacity", 0, 1),
+                                            lambda f, msg: progress(f, desc=msg))
 
 
 @friendly
@@ -499,9 +495,39 @@ def return_freed_memory() -> bool:
         return False
 
 
+def _save_pil_atomically(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
+    """gradio's ``save_pil_to_cache``, but written under a temporary name and renamed into place."""
+    import uuid
+
+    from gradio import processing_utils
+
+    data = processing_utils.encode_pil_to_bytes(img, format)
+    folder = Path(cache_dir) / processing_utils.hash_bytes(data)
+    folder.mkdir(exist_ok=True, parents=True)
+    path = (folder / f"{name}.{format}").resolve()
+    part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    part.write_bytes(data)
+    os.replace(part, path)  # atomic: a reader sees the old complete file or the new one, never a partial one
+    return str(path)
+
+
+def atomic_image_cache() -> None:
+    """Make gradio's cache of output pictures safe for identical answers given at the same moment.
+
+    gradio names a cached picture after its content and rewrites the file in place, so when
+    two students get the same figure at once, one download can catch the file while the
+    other request is rewriting it (seen as an empty image.webp at 32 clients in
+    benchmarks/load.py). Files it copies (``save_file_to_cache``) are already renamed into place.
+    """
+    from gradio import processing_utils
+
+    processing_utils.save_pil_to_cache = _save_pil_atomically
+
+
 def build_demo() -> gr.Blocks:
     """The whole app as a Blocks (no model is loaded here)."""
     return_freed_memory()
+    atomic_image_cache()
     # Uploads and results older than 10 minutes are removed every 5 minutes: a class uploads a lot.
     with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, 600)) as demo:
         gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"

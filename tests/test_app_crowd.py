@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -198,3 +199,62 @@ def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_p
     watcher.join()
     assert one < PEAK_MB_PER_HUGE_UPLOAD
     assert after - before < 100, f"{before:.0f} MB before, {peak[0]:.0f} MB at peak, {after:.0f} MB after"
+
+
+@pytest.fixture
+def dino_in_cache(dino_s8_dir):
+    """As if DINO ViT-S/8's weights were in the local Hugging Face cache (the real config, random weights)."""
+    from vitviz import loaders, models
+
+    loaded = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
+    with models._cache_lock:
+        models._cache["DINO ViT-S/8"] = loaded
+    yield loaded
+    with models._cache_lock:
+        models._cache.pop("DINO ViT-S/8", None)
+
+
+def test_the_ten_to_one_picture_at_the_largest_side_gets_the_budget_message(app_url, dino_in_cache, tmp_path):
+    path = tmp_path / "long.png"
+    Image.new("RGB", (600, 60), (200, 100, 50)).save(path)
+    client = Client(app_url, verbose=False)
+    t0 = time.perf_counter()
+    with pytest.raises(Exception) as err:
+        client.predict(handle_file(str(path)), "DINO ViT-S/8", 512, 12, 0.6, 0.6, "inferno", "mean", 0.0,
+                       api_name="/attention")
+    assert time.perf_counter() - t0 < 1.0
+    assert "64×640 = 40,960 patches for DINO ViT-S/8" in str(err.value) and "smaller short side" in str(err.value)
+    notice, *_ = client.predict(handle_file(str(path)), "DINO ViT-S/8", 64, 12, 0.6, 0.6, "inferno", "mean", 0.0,
+                                api_name="/attention")  # a smaller short side is answered by the real model
+    assert "Showing" not in notice and "DINO ViT-S/8" in notice
+
+
+def test_identical_figures_written_at_once_are_never_read_half_written(app_url):
+    """Many requests giving the same picture at once: a reader sees the whole file or none, never part of it."""
+    from gradio import processing_utils
+
+    import app
+
+    assert processing_utils.save_pil_to_cache is app._save_pil_atomically  # build_demo installed it
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (300, 300, 3), dtype=np.uint8))
+    cache = tempfile.mkdtemp()
+    whole = len(processing_utils.encode_pil_to_bytes(img, "webp"))
+    path = processing_utils.save_pil_to_cache(img, cache)
+    sizes: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            with open(path, "rb") as f:
+                sizes.append(len(f.read()))
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for t in readers:
+        t.start()
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(lambda _: processing_utils.save_pil_to_cache(img, cache), range(400))) == {path}
+    stop.set()
+    for t in readers:
+        t.join()
+    assert len(sizes) > 100 and set(sizes) == {whole}
+    assert sorted(os.listdir(os.path.dirname(path))) == ["image.webp"]  # no temporary files left

@@ -45,7 +45,7 @@ def test_the_ten_to_one_picture_at_the_largest_side_is_refused_at_once(dino_s8_d
     msg = str(err.value)
     assert "64×640 = 40,960 patches" in msg and "40,961 tokens" in msg and "smaller short side" in msg
     assert f"{budget.max_tokens(S8):,} tokens" in msg
-    assert "refused DINO ViT-S/8" in caplog.text
+    assert "refused DINO ViT-S/8: 64×640 patches (40961 tokens" in caplog.text
 
 
 def test_a_square_at_the_largest_side_is_accepted_by_the_budget():

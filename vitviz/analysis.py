@@ -11,7 +11,6 @@ thread-safe LRU cache, so that moving a slider redraws without a forward.
 from __future__ import annotations
 
 import hashlib
-import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ from vitviz.loaded import LoadedModel
 CACHE_ITEMS = 12
 CACHE_BYTES = 1536 * 2**20
 """The cache keeps the newest analyses within both limits (the newest one always stays)."""
-log = logging.getLogger("vitviz")
 
 
 @dataclass
@@ -67,11 +65,7 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
     p = loaded.spec.patch
     resolution = max(int(resolution), p)
     h, w = fitted_shape(*rgb.shape[:2], resolution, p, "keep")
-    try:
-        budget.check_attention(loaded.spec, (h // p, w // p), resolution)
-    except ValueError:
-        log.info("refused %s: %d×%d patches at %d px", loaded.spec.key, h // p, w // p, resolution)
-        raise
+    budget.check_attention(loaded.spec, (h // p, w // p), resolution)
     key = (id(loaded.model), image_key(rgb), resolution)  # cached entries keep their model alive
     with _lock:
         if key in _cache:

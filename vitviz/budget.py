@@ -16,6 +16,7 @@ And every number that arrives from outside (a slider, raw JSON) goes through
 
 from __future__ import annotations
 
+import logging
 import math
 from functools import lru_cache
 
@@ -27,6 +28,7 @@ REQUEST_BYTES = 2 * 2**30
 ATTENTION_COPIES = 2
 """(H, T, T) float32 matrices alive at once inside one eager attention layer (scores and softmax). With it the
 estimate is 1.41 GB for DINO ViT-S/8 at 3,601 tokens, where ``benchmarks/bench.py`` measured 1.00 GB."""
+log = logging.getLogger("vitviz")
 MAX_GRID_PATCHES = 25_600
 """The Patches tab's largest grid: 160×160 (4-pixel patches on a 640-pixel square)."""
 
@@ -73,6 +75,7 @@ def check_attention(spec: ModelSpec, grid: tuple[int, int], resolution: int | No
     if tokens > limit:
         side = f" at a short side of {resolution} pixels" if resolution else ""
         gb = attention_bytes(spec, tokens) / 2**30
+        log.info("refused %s: %d×%d patches (%d tokens, limit %d)", spec.key, gh, gw, tokens, limit)
         raise ValueError(
             f"This picture{side} becomes {gh}×{gw} = {gh * gw:,} patches for {spec.key}: {tokens:,} tokens, "
             f"which would need about {gb:.1f} GB. The limit for this model is {limit:,} tokens. Choose a smaller "
@@ -83,6 +86,7 @@ def check_grid(grid: tuple[int, int]) -> None:
     """Raise ``ValueError`` if a patch grid is too large to draw on the Patches tab."""
     gh, gw = grid
     if gh * gw > MAX_GRID_PATCHES:
+        log.info("refused a %d×%d patch grid (limit %d patches)", gh, gw, MAX_GRID_PATCHES)
         raise ValueError(
             f"That makes {gh}×{gw} = {gh * gw:,} patches; the Patches tab draws at most {MAX_GRID_PATCHES:,}. "
             "Choose a larger patch size, a smaller resolution, or the crop policy.")

@@ -159,6 +159,18 @@ def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float =
     return note, image
 
 
+def compare_registers(rgb: np.ndarray, resolution: int, cmap: str = "inferno", alpha: float = 0.6,
+                      progress=None) -> tuple[str, Image.Image | None]:
+    """The registers comparison of :data:`REGISTER_PAIR` on ``rgb``, or (why not, None) without both real models.
+
+    A stand-in cannot demonstrate registers, so nothing is drawn when either model is unavailable.
+    """
+    pair = [models.get_model(key, progress) for key in REGISTER_PAIR]
+    if any(loaded.notice for loaded in pair):
+        return REGISTERS_UNAVAILABLE, None
+    return render_registers([analyse(m, rgb, resolution) for m in pair], cmap, alpha)
+
+
 def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
                     alpha: float = 0.6) -> tuple[Image.Image, Image.Image]:
     """The embedded model's last-layer attention at every shipped checkpoint, and one checkpoint per head.

@@ -1,0 +1,337 @@
+"""A class at once: N concurrent clients × M requests against a launched app; prints tables.
+
+    python benchmarks/load.py                    # 1, 4, 16 and 32 clients × 5 requests (a few minutes)
+    python benchmarks/load.py --clients 16 --concurrency 1 2 4   # compare the model group's size
+    python benchmarks/load.py --forwards         # why a lock per model: serial vs parallel forwards
+    python benchmarks/load.py --worst            # peak memory of the largest request the budget accepts
+
+The app runs as its own process (``python app.py``, offline: the Attention and
+Classify requests use the embedded model), so the server's resident memory is
+read from /proc for that process alone. Each request mixes /attention,
+/classify, /shuffle and /patches over 16 different pictures in four aspect
+ratios. Every answer is compared with the answer to the same request made
+alone, one at a time ("wrong" counts differences; timings in the text are
+left out of the comparison).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ENDPOINTS = ("/attention", "/classify", "/shuffle", "/patches")
+
+
+# ---- the app as a separate process -----------------------------------------------------------
+
+class Server:
+    """``python app.py`` on a free port; ``peak_mb`` tracks its resident memory while ``watching``."""
+
+    def __init__(self, concurrency: int):
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        env = dict(os.environ, GRADIO_SERVER_PORT=str(self.port), VITVIZ_MODEL_CONCURRENCY=str(concurrency))
+        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._wait()
+        self.peak_mb = self.rss_mb()
+        self._stop = threading.Event()
+
+    def _wait(self, timeout: float = 120) -> None:
+        import httpx
+
+        t0 = time.time()
+        while time.time() - t0 < timeout:
+            try:
+                if httpx.get(self.url, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        raise RuntimeError("the app did not start")
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            kb = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        return kb / 1024
+
+    def watch(self) -> threading.Thread:
+        self._stop.clear()
+        self.peak_mb = self.rss_mb()
+
+        def loop() -> None:
+            while not self._stop.is_set():
+                self.peak_mb = max(self.peak_mb, self.rss_mb())
+                time.sleep(0.01)
+
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+        return t
+
+    def stop_watching(self, t: threading.Thread) -> None:
+        self._stop.set()
+        t.join()
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+# ---- the requests ------------------------------------------------------------------------------
+
+def pictures(folder: Path) -> list[str]:
+    """16 different pictures, four aspect ratios: generated scenes and cuts of the example photos."""
+    from PIL import Image
+
+    from vitviz import scenes
+
+    photos = [Image.open(ROOT / "assets" / "examples" / n).convert("RGB") for n in ("cat.png", "coffee.png")]
+    shapes = [(64, 64), (64, 96), (96, 64), (80, 120)]
+    paths = []
+    for i in range(16):
+        h, w = shapes[i % 4]
+        if i < 12:
+            img = Image.fromarray(scenes.make_scene(200 + i).image).resize((w, h), Image.BICUBIC)
+        else:
+            img = photos[i % 2].resize((w * 4, h * 4), Image.BICUBIC)
+        paths.append(str(folder / f"p{i:02d}.png"))
+        img.save(paths[-1])
+    return paths
+
+
+def request(k: int, pics: list[str]) -> tuple[str, list]:
+    """The k-th request of the mix (JSON-able arguments; the picture as a path)."""
+    from vitviz.registry import OFFLINE_KEY
+
+    pic, api = pics[k % len(pics)], ENDPOINTS[(k // len(pics) + k) % 4]
+    if api == "/attention":
+        return api, [pic, "DINO ViT-S/8", 64, 4 - k % 4, 0.6, 0.6, "inferno", "mean", 0.0]
+    if api == "/classify":
+        return api, [pic, OFFLINE_KEY]
+    if api == "/shuffle":
+        return api, [pic, OFFLINE_KEY, k % 3]
+    return api, [pic, (8, 16)[k % 2], 96, "crop", "ViT-S"]
+
+
+def call(client, api: str, args: list):
+    from gradio_client import handle_file
+
+    return client.predict(handle_file(args[0]), *args[1:], api_name=api)
+
+
+def fingerprint(answer) -> str:
+    """One digest of an answer: pictures by their pixels, text without the timing line."""
+    from PIL import Image
+
+    def walk(v):
+        if isinstance(v, dict) and "path" in v:
+            v = v["path"]
+        if isinstance(v, str) and os.path.isfile(v):
+            with Image.open(v) as im:
+                return hashlib.sha1(im.convert("RGB").tobytes()).hexdigest()
+        if isinstance(v, str):
+            return [line for line in v.splitlines() if "this forward on this machine" not in line]
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return hashlib.sha1(json.dumps(walk(answer), sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run(url: str, clients: int, per_client: int, pics: list[str], reference: dict) -> dict:
+    """``clients`` threads, each its own gradio_client, ``per_client`` requests each, started together."""
+    from gradio_client import Client
+
+    conns = [Client(url, verbose=False) for _ in range(clients)]
+    barrier = threading.Barrier(clients)
+    latencies: dict[str, list[float]] = {api: [] for api in ENDPOINTS}
+    errors, wrong = [], []
+
+    def one_client(i: int) -> None:
+        barrier.wait()
+        for j in range(per_client):
+            api, args = request(i * per_client + j, pics)
+            t0 = time.perf_counter()
+            try:
+                digest = fingerprint(call(conns[i], api, args))
+            except Exception as err:  # noqa: BLE001  (counted and printed)
+                errors.append(f"{api}: {type(err).__name__}: {err}")
+                continue
+            latencies[api].append(time.perf_counter() - t0)
+            if digest != reference[(api, json.dumps(args))]:
+                wrong.append(api)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(one_client, range(clients)))
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "done": sum(map(len, latencies.values())), "latencies": latencies,
+            "errors": errors, "wrong": wrong}
+
+
+def reference_answers(url: str, pics: list[str], total: int) -> tuple[dict, float]:
+    """Every distinct request of the mix, once, one after another: the answers and requests per second."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    for k in range(4):  # warm-up: models loaded, caches filled
+        call(client, *request(k, pics))
+    ref, t0 = {}, time.perf_counter()
+    for k in range(total):
+        api, args = request(k, pics)
+        key = (api, json.dumps(args))
+        if key not in ref:
+            ref[key] = fingerprint(call(client, api, args))
+    return ref, len(ref) / (time.perf_counter() - t0)
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def load_tables(client_counts: list[int], per_client: int, concurrency: list[int]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        pics = pictures(Path(tmp))
+        total = max(client_counts) * per_client
+        for conc in concurrency:
+            server = Server(conc)
+            try:
+                idle = server.rss_mb()
+                ref, seq_rate = reference_answers(server.url, pics, total)
+                print(f"\nModel concurrency group of {conc}. Sequential (one client, every distinct request "
+                      f"once): {seq_rate:.1f} requests/s; server {idle:.0f} MB idle.\n")
+                print("| clients × requests | requests/s | vs sequential | " +
+                      " | ".join(f"{api} p50 / p95" for api in ENDPOINTS) + " | errors | wrong | server peak RSS |")
+                print("|---|---|---|" + "---|" * len(ENDPOINTS) + "---|---|---|")
+                for n in client_counts:
+                    watcher = server.watch()
+                    r = run(server.url, n, per_client, pics, ref)
+                    server.stop_watching(watcher)
+                    rate = r["done"] / r["seconds"]
+                    cells = [f"{pct(v, 50) * 1000:.0f} / {pct(v, 95) * 1000:.0f} ms" if v else "–"
+                             for v in r["latencies"].values()]
+                    print(f"| {n} × {per_client} | {rate:.1f} | {rate / seq_rate:.0%} | " + " | ".join(cells) +
+                          f" | {len(r['errors'])} | {len(r['wrong'])} | {server.peak_mb:.0f} MB |")
+                    for e in r["errors"][:3]:
+                        print(f"  error: {e}")
+            finally:
+                server.close()
+
+
+# ---- why a lock: two forwards side by side are no faster on two cores ------------------------------
+
+def forwards_table(repeats: int = 8) -> None:
+    import torch
+
+    from benchmarks.bench import dino_checkpoint
+    from vitviz import loaders
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dino = loaders.load_hf(dino_checkpoint(Path(tmp) / "dino"))
+        tiny = loaders.load_embedded()
+        cases = [("DINO ViT-S/8 shape, 224 px", dino, torch.randn(1, 3, 224, 224)),
+                 ("vitviz tiny, 64 px", tiny, tiny.normalise(torch.zeros(64, 64, 3, dtype=torch.uint8).numpy()))]
+        print("| model (forwards/s) | captures, serial (the lock) | plain forwards, serial | plain forwards, "
+              "2 threads in parallel | the same, 1 intra-op thread each |")
+        print("|---|---|---|---|---|")
+        threads0 = torch.get_num_threads()
+        for name, loaded, x in cases:
+            grid = (x.shape[-2] // loaded.spec.patch, x.shape[-1] // loaded.spec.patch)
+
+            def plain():  # what a lock-free capture could at best reach: forwards with nothing recorded
+                with torch.inference_mode():
+                    loaded.forward(x)
+
+            def rate(fn, threads: int) -> float:
+                fn()
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(threads) as pool:
+                    list(pool.map(lambda _: [fn() for _ in range(repeats // threads)], range(threads)))
+                return repeats / (time.perf_counter() - t0)
+
+            captures = rate(lambda: loaded.capture(x, grid), 1)
+            serial, parallel = rate(plain, 1), rate(plain, 2)
+            torch.set_num_threads(1)
+            parallel_one = rate(plain, 2)
+            torch.set_num_threads(threads0)
+            print(f"| {name} | {captures:.1f} | {serial:.1f} | {parallel:.1f} | {parallel_one:.1f} |")
+
+
+# ---- the largest request the budget lets through --------------------------------------------------
+
+def worst_one(ckpt: str) -> dict:
+    """In a fresh process: peak memory of analyse() on DINO ViT-S/8 at its token limit."""
+    import numpy as np
+
+    from benchmarks.bench import PeakRSS
+    from vitviz import analysis, budget, loaders, registry
+
+    spec = registry.REGISTRY["DINO ViT-S/8"]
+    loaded = loaders.load_hf(ckpt, spec=spec)
+    limit = budget.max_tokens(spec)
+    gw = (limit - 1) // 64  # 64 rows of patches (512 px short side) and as many columns as the limit allows
+    rgb = np.random.default_rng(0).integers(0, 256, (512, gw * 8, 3), dtype=np.uint8)
+    with PeakRSS() as mem:
+        a = analysis.analyse(loaded, rgb, 512)
+    tokens = a.maps.grid[0] * a.maps.grid[1] + 1
+    return {"tokens": tokens, "limit": limit, "peak_mb": mem.delta / 2**20,
+            "estimate_mb": budget.attention_bytes(spec, tokens) / 2**20}
+
+
+def worst_table() -> None:
+    from benchmarks.bench import dino_checkpoint
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = dino_checkpoint(Path(tmp) / "dino")
+        out = subprocess.run([sys.executable, __file__, "--worst-one", str(ckpt)], capture_output=True, text=True,
+                             check=True, cwd=ROOT).stdout.strip().splitlines()[-1]
+    r = json.loads(out)
+    print("| worst accepted request (DINO ViT-S/8 shape) | tokens (limit) | measured peak | budget's estimate |")
+    print("|---|---|---|---|")
+    print(f"| 512 px short side, widest picture under the limit | {r['tokens']:,} ({r['limit']:,}) | "
+          f"{r['peak_mb']:.0f} MB | {r['estimate_mb']:.0f} MB |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 32])
+    ap.add_argument("--requests", type=int, default=5, help="requests per client")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[2], help="model concurrency group sizes")
+    ap.add_argument("--forwards", action="store_true")
+    ap.add_argument("--worst", action="store_true")
+    ap.add_argument("--worst-one", metavar="CKPT")
+    args = ap.parse_args()
+    if args.worst_one:
+        print(json.dumps(worst_one(args.worst_one)))
+        return
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
+    if args.forwards:
+        forwards_table()
+    elif args.worst:
+        worst_table()
+    else:
+        load_tables(args.clients, args.requests, args.concurrency)
+
+
+if __name__ == "__main__":
+    main()
