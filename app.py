@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from vitviz import analysis, budget, images, loaders, models, patches, plotting, posembed, registry
+from vitviz import analysis, budget, explorer, images, loaders, models, patches, plotting, posembed, registry
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
@@ -321,6 +321,27 @@ def run_timeline(src, step_index, alpha, cmap):
     return attention_view.render_timeline(load(src), step_index, cmap, budget.number(alpha, "opacity", 0, 1))
 
 
+def explorer_component() -> gr.HTML:
+    """The in-browser attention explorer: JS and CSS from vitviz/web, data from /explorer, rows fetched once."""
+    web = Path(explorer.__file__).parent / "web"
+    return gr.HTML(None, elem_id="attention-explorer", apply_default_css=False, server_functions=[explorer_rows],
+                   html_template='<div class="vx" tabindex="0" role="application" '
+                                 'aria-label="attention explorer: point at a patch or use the arrow keys"></div>',
+                   css_template=(web / "explorer.css").read_text(), js_on_load=(web / "explorer.js").read_text())
+
+
+def explorer_rows(token: str, layer: int) -> dict:
+    """Server function for the explorer: one more layer's patch-to-patch rows (data, fetched once per layer)."""
+    return explorer.rows_for(token, layer)
+
+
+@friendly
+def run_explorer(src, model_key, resolution, keep, alpha, cmap):
+    _, keep, alpha = _view_numbers(1, keep, alpha)
+    a, _ = _analysis(src, model_key, resolution)
+    return explorer.payload(a, a.maps.layers, keep, alpha, cmap)  # opens on the last layer
+
+
 def attention_tab() -> None:
     n_ckpt = max(1, len(loaders.tiny_checkpoints()))
     spread_from = loaders.tiny_info().get("spread_from_step")
@@ -329,32 +350,36 @@ def attention_tab() -> None:
             src = image_input()
             model_key = gr.Dropdown(registry.keys("attention"), value="DINO ViT-S/8", label="model")
             resolution = gr.Slider(64, 512, value=224, step=8, label="short side (pixels, rounded to the patch size)")
-            layer = gr.Slider(1, 12, value=12, step=1, label="layer (1 = first)")
-            keep = gr.Slider(0.1, 0.95, value=0.6, step=0.05, label="keep this share of attention mass")
-            alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="overlay opacity")
-            cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="inferno", label="colormap")
-            with gr.Row():
-                fusion = gr.Radio(["mean", "max", "min"], value="mean", label="rollout: fuse heads by")
-                discard = gr.Slider(0, 0.9, value=0.0, step=0.1, label="rollout: discard weakest share")
             go = gr.Button("Show attention", variant="primary")
             gr.Examples(example_paths(SCENES + PHOTOS), inputs=[src], label="examples (click one)")
             explain(
                 "The class token gathers information from all patches; its attention row says how much it "
                 "took from each. DINO models learned without any labels, yet their heads often outline the main "
                 "object. The contour keeps the fewest patches holding the chosen share of a head's attention. "
-                "Rollout follows attention through every layer, counting the skip connections too.")
+                "Point at any patch to see where it looks instead. Rollout follows attention through every "
+                "layer, counting the skip connections too.")
         with gr.Column(scale=2):
             notice = gr.Markdown()
-            heads = figure("attn-heads", True, label="[CLS] attention per head")
-            table = gr.Markdown()
+            explorer_view = explorer_component()
             with gr.Row():
-                box = figure("attn-box", False, label="click a patch to use it as the query; box from the head-mean mask",
-                             height=320)
+                box = figure("attn-box", False, label="click a patch: its attention per head is drawn below; box from "
+                             "the head-mean mask", height=320)
                 crop = figure("attn-crop", False, label="free crop from attention", height=320)
             query = figure("attn-query", True, label="the clicked patch's attention, per head")
-            roll = figure("attn-rollout", True, label="attention rollout")
             dist = gr.ScatterPlot(x="layer", y="distance (px)", color="head", title="mean attention distance",
                                   x_title="layer", y_title="mean attention distance (pixels)", height=360)
+    with gr.Accordion("Figures drawn on the server (to download, and what the /attention API returns)", open=False):
+        with gr.Row():
+            layer = gr.Slider(1, 12, value=12, step=1, label="layer (1 = first)")
+            keep = gr.Slider(0.1, 0.95, value=0.6, step=0.05, label="keep this share of attention mass")
+            alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="overlay opacity")
+            cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="inferno", label="colormap")
+        with gr.Row():
+            fusion = gr.Radio(["mean", "max", "min"], value="mean", label="rollout: fuse heads by")
+            discard = gr.Slider(0, 0.9, value=0.0, step=0.1, label="rollout: discard weakest share")
+        heads = figure("attn-heads", True, label="[CLS] attention per head")
+        table = gr.Markdown()
+        roll = figure("attn-rollout", True, label="attention rollout")
     with gr.Accordion("Registers: DINOv2 with and without", open=False):
         reg_btn = gr.Button("Compare on this image")
         reg_note = gr.Markdown()
@@ -375,16 +400,20 @@ def attention_tab() -> None:
     outputs = [notice, heads, table, roll, box, crop, dist]
     model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
 
-    def analyse_on(trigger, **kw):
-        """Run the forward (or reuse it), then fit the layer slider to the model shown (UI only)."""
-        trigger(run_attention, inputs, outputs, **model, **kw).success(
-            layer_slider, [model_key, layer], layer, api_visibility="private", **model)
-
-    analyse_on(go.click, api_name="attention")
-    for comp in (src, model_key):
-        analyse_on(comp.change, api_visibility="private")
-    analyse_on(resolution.release, api_visibility="private")
     head_in = [src, model_key, resolution, layer, keep, alpha, cmap]
+
+    def analyse_on(trigger, public: bool = False):
+        """Run the forward (or reuse it); then the explorer's data and the layer slider's range (UI only)."""
+        named = dict(api_name="attention") if public else dict(api_visibility="private")
+        done = trigger(run_attention, inputs, outputs, **model, **named)
+        done.success(run_explorer, [src, model_key, resolution, keep, alpha, cmap], explorer_view, **model,
+                     **(dict(api_name="explorer") if public else dict(api_visibility="private")))
+        done.success(layer_slider, [model_key, layer], layer, api_visibility="private", **model)
+
+    analyse_on(go.click, public=True)
+    for comp in (src, model_key):
+        analyse_on(comp.change)
+    analyse_on(resolution.release)
     for comp in (layer, keep, alpha):
         comp.release(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private", **model)
     cmap.change(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private", **model)

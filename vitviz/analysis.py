@@ -34,6 +34,8 @@ class Analysis:
     loaded: LoadedModel
     fitted: Fitted
     maps: AttentionMaps
+    token: str = ""
+    """Names this analysis for :func:`find` (a digest of model, picture and resolution)."""
 
 
 _cache: "OrderedDict[tuple, Analysis]" = OrderedDict()
@@ -44,6 +46,12 @@ _pending: dict[tuple, threading.Lock] = {}
 def image_key(rgb: np.ndarray) -> str:
     """A digest of an (H, W, 3) array's pixels and shape."""
     return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+
+
+def find(token: str) -> Analysis | None:
+    """The cached analysis named ``token``, or None when it has left the cache."""
+    with _lock:
+        return next((a for a in _cache.values() if a.token == token), None)
 
 
 def clear_cache() -> None:
@@ -78,7 +86,8 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
                 return _cache[key]
         try:
             fitted = fit_to_patches(rgb, resolution, p, "keep")
-            result = Analysis(loaded, fitted, loaded.capture(loaded.normalise(fitted.image), fitted.grid))
+            token = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+            result = Analysis(loaded, fitted, loaded.capture(loaded.normalise(fitted.image), fitted.grid), token)
         finally:
             with _lock:
                 _pending.pop(key, None)

@@ -157,6 +157,20 @@ class AttentionMaps:
         rows = self.full[layer][:, q, self.prefix:].float().numpy()
         return layer, rows.reshape(-1, *self.grid)
 
+    def query_rows(self, layer: int) -> np.ndarray | None:
+        """(H + 1, N, N) float32: every patch as the query, to every patch key, per head and (last) the head mean.
+
+        From the full matrices of ``layer`` when they were kept; else (1, N, N), the head mean from the
+        fused float16 matrices; else None. Prefix keys dropped, rows not renormalised (like ``cls``).
+        """
+        p = self.prefix
+        if layer in self.full:
+            rows = self.full[layer][:, p:, p:].float().numpy()
+            return np.concatenate([rows, rows.mean(0, keepdims=True)])
+        if "mean" in self.fused:
+            return self.fused["mean"][layer, p:, p:].float().numpy()[None]
+        return None
+
     def fusions(self) -> tuple[str, ...]:
         """Head fusions available for rollout with what was kept."""
         return FUSIONS if len(self.full) == self.layers else tuple(self.fused)
@@ -232,11 +246,12 @@ def mass_mask(att: np.ndarray, keep: float = 0.6) -> tuple[np.ndarray, float, fl
         (mask with att's shape, mass fraction actually kept, fraction of patches kept).
     """
     a = np.asarray(att, dtype=np.float64).ravel()
-    total = a.sum()
-    if total <= 0:
+    order = np.argsort(-a, kind="stable")  # largest first, ties by index
+    running = np.cumsum(a[order])
+    total = running[-1]  # the sequential total, so the browser's explorer can reproduce every digit
+    if not total > 0:
         return np.ones(np.shape(att), bool), 1.0, 1.0
-    order = np.argsort(-a, kind="stable")
-    cum = np.cumsum(a[order]) / total
+    cum = running / total
     k = int(np.searchsorted(cum, keep - 1e-12) + 1)
     k = min(k, a.size)
     mask = np.zeros(a.size, bool)

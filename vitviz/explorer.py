@@ -1,0 +1,109 @@
+"""What the in-browser attention explorer receives: one analysis, packed once, compact.
+
+The explorer (``vitviz/web/explorer.js``) draws every map, contour and
+percentage in the browser from this payload, so pointing at a patch or moving a
+slider needs no server call. The class token's maps travel as float32 with the
+head mean computed here, so the browser's "% of mass / % of patches" are the
+library's :func:`vitviz.attention.mass_mask` digit for digit. Patch-to-patch rows
+(every patch as the query) are large, (H + 1)·N² values per layer: they travel
+as float32 while small, as float16 otherwise, only for the layer being looked
+at unless all layers together are small; past ``ROWS_MAX_BYTES`` only the head
+mean's rows travel, and past that again none (the explorer then says so and
+offers the class token only).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from functools import lru_cache
+
+import matplotlib
+import numpy as np
+from PIL import Image
+
+from vitviz.analysis import Analysis, find
+from vitviz.plotting import SEQUENTIAL
+
+ROWS_EXACT_BYTES = 4 * 2**20
+"""A layer's patch-to-patch rows under this many float32 bytes travel exactly; above, as float16."""
+ROWS_MAX_BYTES = 32 * 2**20
+"""A layer's rows over this many bytes (after float16) are not sent at all."""
+ALL_LAYERS_BYTES = 8 * 2**20
+"""When every layer's rows together are under this, all travel with the first answer."""
+
+
+def b64(a: np.ndarray) -> str:
+    """Little-endian bytes of a contiguous array, base64."""
+    return base64.b64encode(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()).decode()
+
+
+@lru_cache(maxsize=1)
+def colormaps() -> dict[str, str]:
+    """matplotlib's 256-entry tables of the offered colormaps, (256, 3) uint8 each, as the figures use them."""
+    return {name: b64((matplotlib.colormaps[name](np.arange(256))[:, :3] * 255).round().astype(np.uint8))
+            for name in SEQUENTIAL}
+
+
+def png_data_url(rgb: np.ndarray) -> str:
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def layer_rows(a: Analysis, layer: int) -> dict:
+    """Patch-to-patch rows of 0-based ``layer`` for the browser: {"heads", "dtype", "data"} or {"missing": why}."""
+    rows = a.maps.query_rows(layer)
+    if rows is None:
+        return {"missing": "patch-to-patch attention was not kept at this resolution"}
+    if rows.nbytes <= ROWS_EXACT_BYTES:
+        return {"heads": rows.shape[0], "dtype": "f4", "data": b64(rows.astype(np.float32))}
+    if rows.nbytes // 2 > ROWS_MAX_BYTES:
+        rows = rows[-1:]  # the head mean alone
+        if rows.nbytes // 2 > ROWS_MAX_BYTES:
+            return {"missing": f"patch-to-patch attention at {a.maps.cls.shape[-1]:,} patches is too large to "
+                               "send; choose a smaller short side to point at patches"}
+    return {"heads": rows.shape[0], "dtype": "f2", "data": b64(rows.astype(np.float16))}
+
+
+def rows_bytes(a: Analysis) -> int:
+    """Bytes of one layer's rows as they would travel (before base64), at most (per-head rows in float16)."""
+    n, heads = a.maps.cls.shape[-1], a.maps.heads + 1
+    exact = heads * n * n * 4
+    return exact if exact <= ROWS_EXACT_BYTES else exact // 2
+
+
+def payload(a: Analysis, layer: int, keep: float = 0.6, alpha: float = 0.6, cmap: str = "inferno") -> dict:
+    """Everything the explorer draws, for layer number ``layer`` (1 = first) as the starting view.
+
+    Keys: grid (gh, gw), patch, layers, heads, image (PNG data URL of the fitted picture),
+    cls (base64 float32 (L, H + 1, N), the last of the H + 1 being the head mean), rollout
+    (base64 float32 (N,), head-mean rollout), rows {layer: layer_rows}, token (to fetch
+    other layers' rows), the starting controls, colormaps and the byte count.
+    """
+    maps = a.maps
+    start = int(np.clip(int(layer), 1, maps.layers)) - 1
+    means = np.stack([maps.cls_map(i).ravel() for i in range(maps.layers)])[:, None]  # the library's own head mean
+    cls = np.concatenate([maps.cls, means], axis=1).astype(np.float32)
+    send = range(maps.layers) if rows_bytes(a) * maps.layers <= ALL_LAYERS_BYTES else [start]
+    out = {
+        "token": a.token, "model": a.loaded.spec.key, "grid": list(maps.grid), "patch": maps.patch,
+        "layers": maps.layers, "heads": maps.heads, "image": png_data_url(a.fitted.image),
+        "cls": b64(cls), "rollout": b64(maps.rollout("mean").astype(np.float32).ravel()),
+        "rows": {str(i): layer_rows(a, i) for i in send},
+        "layer": start + 1, "keep": float(keep), "alpha": float(alpha), "cmap": cmap, "colormaps": colormaps(),
+    }
+    out["bytes"] = sum(len(v) for v in (out["cls"], out["rollout"], out["image"])) + sum(
+        len(r.get("data", "")) for r in out["rows"].values())
+    return out
+
+
+def rows_for(token: str, layer: int) -> dict:
+    """The browser's fetch of one more layer's rows (``layer`` 0-based), named by the analysis ``token``."""
+    a = find(str(token))
+    layer = int(layer)
+    if a is None:
+        return {"layer": layer, "missing": "this picture's analysis has left the server's memory; show it again"}
+    if not 0 <= layer < a.maps.layers:
+        return {"layer": layer, "missing": f"there is no layer {layer + 1}"}
+    return {**layer_rows(a, layer), "layer": layer}

@@ -1,0 +1,246 @@
+// vitviz attention explorer. Runs as gr.HTML's js_on_load (`element`, `props`, `server`, `watch` given) and
+// draws everything from one payload made by vitviz/explorer.py: no server call when you point or move a slider.
+let root = element.querySelector(".vx");
+const S = { p: null, n: 0, cls: null, roll: null, rows: {}, pending: {}, luts: {}, img: null, layer: 0,
+            head: -1, query: null, pinned: false, keep: 0.6, alpha: 0.6, cmap: "inferno", t0: null, timings: [] };
+root.__vx = S;
+
+function bytes(b64) {
+  const s = atob(b64), u = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);
+  return u;
+}
+function floats(b64, dtype) {  // little-endian float32, or IEEE float16 widened to float32
+  const u = bytes(b64);
+  if (dtype !== "f2") return new Float32Array(u.buffer);
+  const h = new Uint16Array(u.buffer), out = new Float32Array(h.length);
+  for (let i = 0; i < h.length; i++) {
+    const s = h[i] & 0x8000 ? -1 : 1, e = (h[i] >> 10) & 31, f = h[i] & 1023;
+    out[i] = e === 0 ? s * f * 2 ** -24 : e === 31 ? (f ? NaN : s * Infinity) : s * (1 + f / 1024) * 2 ** (e - 15);
+  }
+  return out;
+}
+
+// DINO's threshold, as vitviz.attention.mass_mask: the fewest patches holding `keep` of the mass.
+function massMask(a, keep) {
+  const n = a.length, order = Array.from({ length: n }, (_, i) => i);
+  order.sort((i, j) => (a[j] - a[i]) || (i - j));
+  const run = new Float64Array(n);
+  let acc = 0;
+  for (let i = 0; i < n; i++) run[i] = acc += a[order[i]];
+  const total = run[n - 1], mask = new Uint8Array(n);
+  if (!(total > 0)) return { mask: mask.fill(1), mass: 1, frac: 1, count: n };
+  let k = n;
+  for (let i = 0; i < n; i++) if (run[i] / total >= keep - 1e-12) { k = i + 1; break; }
+  for (let i = 0; i < k; i++) mask[order[i]] = 1;
+  return { mask, mass: run[k - 1] / total, frac: k / n, count: k };
+}
+
+function map(layer, head) {  // (N,) the map to draw; head -1 = head mean; null when not available
+  const { n } = S, H = S.p.heads;
+  if (S.query === null) {
+    const at = (layer * (H + 1) + (head < 0 ? H : head)) * n;
+    return S.cls.subarray(at, at + n);
+  }
+  const r = S.rows[layer];
+  if (!r || !r.data) return null;
+  const h = r.heads === 1 ? (head < 0 ? 0 : -1) : (head < 0 ? H : head);
+  if (h < 0) return null;
+  const q = S.query[0] * S.p.grid[1] + S.query[1];
+  return r.data.subarray((h * n + q) * n, (h * n + q + 1) * n);
+}
+
+function paint(cv, a, withMask) {
+  const [gh, gw] = S.p.grid, ctx = cv.getContext("2d"), W = cv.width, Hh = cv.height;
+  ctx.globalAlpha = 1;
+  ctx.imageSmoothingEnabled = true;
+  ctx.drawImage(S.img, 0, 0, W, Hh);
+  if (!a) { ctx.fillStyle = "rgba(255,255,255,0.75)"; ctx.fillRect(0, 0, W, Hh); return null; }
+  let lo = Infinity, hi = -Infinity;
+  for (const v of a) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  const span = hi - lo, lut = S.luts[S.cmap], px = new ImageData(gw, gh);
+  for (let i = 0; i < a.length; i++) {
+    const k = 3 * Math.min(255, Math.floor((span > 1e-12 ? (a[i] - lo) / span : 0) * 256));
+    px.data.set([lut[k], lut[k + 1], lut[k + 2], Math.round(S.alpha * 255)], 4 * i);
+  }
+  const off = new OffscreenCanvas(gw, gh);
+  off.getContext("2d").putImageData(px, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(off, 0, 0, W, Hh);
+  const cw = W / gw, ch = Hh / gh;
+  let mm = null;
+  if (withMask) {
+    mm = massMask(a, S.keep);
+    const on = (r, c) => r >= 0 && c >= 0 && r < gh && c < gw && mm.mask[r * gw + c];
+    ctx.beginPath();
+    for (let r = 0; r < gh; r++) for (let c = 0; c < gw; c++) {
+      if (!on(r, c)) continue;
+      const x = c * cw, y = r * ch;
+      if (!on(r - 1, c)) { ctx.moveTo(x, y); ctx.lineTo(x + cw, y); }
+      if (!on(r + 1, c)) { ctx.moveTo(x, y + ch); ctx.lineTo(x + cw, y + ch); }
+      if (!on(r, c - 1)) { ctx.moveTo(x, y); ctx.lineTo(x, y + ch); }
+      if (!on(r, c + 1)) { ctx.moveTo(x + cw, y); ctx.lineTo(x + cw, y + ch); }
+    }
+    ctx.strokeStyle = "#00e5ff"; ctx.lineWidth = Math.max(2, W / 200); ctx.stroke();
+  }
+  if (S.query) {
+    ctx.strokeStyle = "#ffffff"; ctx.lineWidth = Math.max(2, W / 150);
+    ctx.strokeRect(S.query[1] * cw, S.query[0] * ch, cw, ch);
+  }
+  return mm;
+}
+
+const pct = (x) => (100 * x).toFixed(1) + "%";
+const $ = (sel) => root.querySelector(sel);
+
+function draw() {
+  if (!S.p || !S.img || !S.img.complete) return;
+  const H = S.p.heads, L = S.layer, name = (h) => (h < 0 ? "head mean" : `head ${h}`);
+  const big = paint($(".vx-big canvas"), map(L, S.head), true), cap = $(".vx-big figcaption");
+  const who = S.query ? `patch (${S.query[0]}, ${S.query[1]})${S.pinned ? ", pinned" : ""}` : "the class token";
+  if (big) {
+    cap.textContent = `${name(S.head)}, layer ${L + 1} of ${S.p.layers}, query ${who}: ${pct(big.mass)} of the ` +
+      `attention in ${big.count} of ${S.n} patches (${pct(big.frac)}).`;
+    Object.assign(cap.dataset, { mass: big.mass, frac: big.frac, count: big.count, head: S.head, layer: L + 1,
+                                 query: S.query ? S.query.join(",") : "cls" });
+  } else {
+    cap.textContent = S.rows[L] && S.rows[L].missing ? S.rows[L].missing : "fetching this layer's patch rows…";
+    cap.dataset.count = "";
+  }
+  root.querySelectorAll(".vx-head").forEach((fig) => {
+    const h = Number(fig.dataset.h), m = paint(fig.querySelector("canvas"), map(L, h), true);
+    fig.classList.toggle("vx-on", h === S.head);
+    fig.querySelector("figcaption").innerHTML = `${name(h)}<br>${m ? Math.round(100 * m.frac) + "% of patches" : "—"}`;
+  });
+  root.querySelectorAll(".vx-step").forEach((fig) => {
+    const l = Number(fig.dataset.l);
+    fig.classList.toggle("vx-on", l === L);
+    const a = l < 0 ? S.roll : S.cls.subarray((l * (H + 1) + H) * S.n, (l * (H + 1) + H + 1) * S.n);
+    const q = S.query; S.query = null; paint(fig.querySelector("canvas"), a, false); S.query = q;
+  });
+  $(".vx-layer-out").textContent = `layer ${L + 1} of ${S.p.layers}`;
+  $(".vx-keep-out").textContent = `${Math.round(100 * S.keep)}% of the mass`;
+  $(".vx-alpha-out").textContent = `opacity ${S.alpha.toFixed(2)}`;
+}
+
+function update(ev) {  // every interaction: redraw in the next frame, record event → frame time
+  if (S.t0 === null) S.t0 = ev && ev.timeStamp ? ev.timeStamp : performance.now();
+  if (S.raf) return;
+  S.raf = requestAnimationFrame(() => {
+    S.raf = null;
+    draw();
+    S.timings.push(performance.now() - S.t0);
+    root.dataset.latency = S.timings[S.timings.length - 1].toFixed(2);
+    S.t0 = null;
+  });
+}
+
+function setLayer(l, ev) {
+  S.layer = Math.max(0, Math.min(S.p.layers - 1, l));
+  $(".vx-layer").value = S.layer + 1;
+  const token = S.p.token;
+  if (!S.rows[S.layer] && !S.pending[S.layer] && typeof server !== "undefined") {  // fetched once, then kept
+    S.pending[S.layer] = server.explorer_rows(token, S.layer).then((r) => {
+      if (S.p && S.p.token === token) { S.rows[r.layer] = decodeRows(r); update(); }
+    });
+  }
+  update(ev);
+}
+
+function decodeRows(r) { return r.data ? { heads: r.heads, data: floats(r.data, r.dtype) } : r; }
+
+function patchAt(ev, cv) {
+  const [gh, gw] = S.p.grid, b = cv.getBoundingClientRect();
+  const c = Math.floor(((ev.clientX - b.left) / b.width) * gw), r = Math.floor(((ev.clientY - b.top) / b.height) * gh);
+  return r >= 0 && c >= 0 && r < gh && c < gw ? [r, c] : null;
+}
+
+function canvas(parent, cssW, cssH) {
+  const cv = document.createElement("canvas"), dpr = window.devicePixelRatio || 1;
+  cv.width = Math.round(cssW * dpr); cv.height = Math.round(cssH * dpr);
+  cv.style.width = cssW + "px"; cv.style.height = cssH + "px";
+  parent.prepend(cv);
+  cv.addEventListener("pointermove", (ev) => {
+    const rc = patchAt(ev, cv);
+    if (!S.pinned && rc && (!S.query || rc[0] !== S.query[0] || rc[1] !== S.query[1])) { S.query = rc; update(ev); }
+  });
+  cv.addEventListener("pointerleave", (ev) => { if (!S.pinned && S.query) { S.query = null; update(ev); } });
+  cv.addEventListener("click", (ev) => { S.query = patchAt(ev, cv); S.pinned = !!S.query && !S.pinned; update(ev); });
+  return cv;
+}
+
+function build(p) {
+  root = element.querySelector(".vx");
+  root.__vx = S;
+  if (!p || !p.cls) { root.innerHTML = ""; S.p = null; return; }
+  const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
+  Object.assign(S, { p, n: gh * gw, cls: floats(p.cls), roll: floats(p.rollout), rows: {}, pending: {},
+                     layer: p.layer - 1, head: -1, query: null, pinned: false, keep: p.keep, alpha: p.alpha,
+                     cmap: p.cmap });
+  for (const [l, r] of Object.entries(p.rows)) S.rows[Number(l)] = decodeRows(r);
+  for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
+  root.innerHTML = `
+    <div class="vx-bar">
+      <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${p.layer}"></label>
+      <output class="vx-layer-out"></output>
+      <label>keep <input class="vx-keep" type="range" min="0.1" max="0.95" step="0.05" value="${p.keep}"></label>
+      <output class="vx-keep-out"></output>
+      <label>overlay <input class="vx-alpha" type="range" min="0" max="1" step="0.05" value="${p.alpha}"></label>
+      <output class="vx-alpha-out"></output>
+      <select class="vx-cmap" aria-label="colormap">${Object.keys(p.colormaps).map((c) =>
+        `<option${c === p.cmap ? " selected" : ""}>${c}</option>`).join("")}</select>
+    </div>
+    <div class="vx-main">
+      <figure class="vx-big"><figcaption aria-live="polite"></figcaption></figure>
+      <div class="vx-heads"></div>
+    </div>
+    <div class="vx-strip" title="class token, head mean, per layer; then the rollout. Drag across to scrub."></div>
+    <p class="vx-help">Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
+      arrows move the query, 0–${p.heads - 1} pick a head, m the head mean, [ and ] the layer.</p>`;
+  const [bw, bh] = fit(400), [sw, sh] = fit(124), [tw, th] = fit(80);
+  canvas($(".vx-big"), bw, bh);
+  for (let h = -1; h < p.heads; h++) {
+    const fig = document.createElement("figure");
+    fig.className = "vx-head"; fig.dataset.h = h; fig.innerHTML = "<figcaption></figcaption>";
+    canvas(fig, sw, sh).addEventListener("click", () => { S.head = h; update(); });
+    $(".vx-heads").append(fig);
+  }
+  for (let l = 0; l <= p.layers; l++) {
+    const fig = document.createElement("figure"), id = l === p.layers ? -1 : l;
+    fig.className = "vx-step"; fig.dataset.l = id;
+    fig.innerHTML = `<figcaption>${id < 0 ? "rollout" : "layer " + (l + 1)}</figcaption>`;
+    const cv = document.createElement("canvas"), dpr = window.devicePixelRatio || 1;
+    cv.width = Math.round(tw * dpr); cv.height = Math.round(th * dpr); cv.style.width = tw + "px"; cv.style.height = th + "px";
+    fig.prepend(cv);
+    const pick = (ev) => { if (id >= 0 && (ev.type === "click" || ev.buttons === 1) && id !== S.layer) setLayer(id, ev); };
+    fig.addEventListener("click", pick); fig.addEventListener("pointermove", pick);
+    $(".vx-strip").append(fig);
+  }
+  $(".vx-layer").addEventListener("input", (ev) => setLayer(Number(ev.target.value) - 1, ev));
+  $(".vx-keep").addEventListener("input", (ev) => { S.keep = Number(ev.target.value); update(ev); });
+  $(".vx-alpha").addEventListener("input", (ev) => { S.alpha = Number(ev.target.value); update(ev); });
+  $(".vx-cmap").addEventListener("change", (ev) => { S.cmap = ev.target.value; update(ev); });
+  S.img = new Image();
+  S.img.onload = () => update();
+  S.img.src = p.image;
+  root.dataset.bytes = p.bytes;
+}
+
+element.addEventListener("keydown", (ev) => {
+  if (!S.p || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
+  const [gh, gw] = S.p.grid, moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+  if (moves[ev.key]) {
+    const [r, c] = S.query || [gh >> 1, gw >> 1], [dr, dc] = S.query ? moves[ev.key] : [0, 0];
+    S.query = [Math.max(0, Math.min(gh - 1, r + dr)), Math.max(0, Math.min(gw - 1, c + dc))];
+    S.pinned = true;
+  } else if (ev.key === "Escape") { S.query = null; S.pinned = false; }
+  else if (/^[0-9]$/.test(ev.key) && Number(ev.key) < S.p.heads) S.head = Number(ev.key);
+  else if (ev.key === "m") S.head = -1;
+  else if (ev.key === "[" || ev.key === "]") { setLayer(S.layer + (ev.key === "]" ? 1 : -1), ev); ev.preventDefault(); return; }
+  else return;
+  ev.preventDefault();
+  update(ev);
+});
+
+watch("value", () => build(props.value));
+build(props.value);
