@@ -1,0 +1,163 @@
+"""The attention explorer in a real Chromium: it answers pointing and keys with no server call, with the library's numbers."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES
+from test_browser import ARGS, CHROMIUM, sync_api
+
+from vitviz import analysis, attention, images, models
+
+SIGNATURE = """(cv) => { const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+  let h = 0; for (let i = 0; i < d.length; i += 3) h = (h * 31 + d[i]) >>> 0; return h; }"""
+CAPTION = "#attention-explorer .vx-big figcaption"
+
+
+@pytest.fixture(scope="module")
+def explorer(app_url):
+    """The Attention tab after clicking the star scene (offline: the embedded model, an 8×8 grid)."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.goto(app_url + "?__theme=light")
+        page.get_by_role("tab", name="Attention", exact=True).click()
+        page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(0).click()
+        page.locator("#attention-explorer .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.count > 0", timeout=60_000)
+        calls: list[str] = []
+        page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
+        yield page, calls
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def library():
+    """The same analysis, from the library: the app runs in this process and caches it under the same key."""
+    rgb = images.load_rgb(EXAMPLES / "scene_star.png", images.INTAKE_SHORT_SIDE)
+    return analysis.analyse(models.get_model("DINO ViT-S/8"), rgb, 224)
+
+
+def _shown(page) -> dict:
+    d = page.locator(CAPTION).evaluate("el => ({...el.dataset})")
+    return {"mass": float(d["mass"]), "frac": float(d["frac"]), "count": int(d["count"]), "head": int(d["head"]),
+            "layer": int(d["layer"]), "query": d["query"]}
+
+
+def _expected(a, shown: dict, keep: float) -> tuple[float, float, int]:
+    layer = shown["layer"] - 1
+    if shown["query"] == "cls":
+        m = a.maps.cls_map(layer, None if shown["head"] < 0 else shown["head"])
+    else:
+        r, c = map(int, shown["query"].split(","))
+        rows = a.maps.query_rows(layer)
+        m = rows[-1 if shown["head"] < 0 else shown["head"], r * a.maps.grid[1] + c]
+    mask, mass, frac = attention.mass_mask(m, keep)
+    return mass, frac, int(mask.sum())
+
+
+def _canvas(page) -> int:
+    return page.locator("#attention-explorer .vx-big canvas").evaluate(SIGNATURE)
+
+
+def _wait(page, key: str, value) -> None:
+    page.wait_for_function(f"(v) => document.querySelector('{CAPTION}').dataset.{key} === String(v)", arg=value,
+                           timeout=5_000)
+
+
+def test_pointing_at_twenty_patches_redraws_with_the_librarys_numbers(explorer, library):
+    page, calls = explorer
+    calls.clear()
+    cv = page.locator("#attention-explorer .vx-big canvas")
+    cv.scroll_into_view_if_needed()
+    box = cv.bounding_box()
+    gh, gw = library.maps.grid
+    assert (gh, gw) == (8, 8)
+    before = _canvas(page)
+    patches = [(r, c) for r in range(gh) for c in range(gw)][::3][:20]
+    for r, c in patches:
+        page.mouse.move(box["x"] + (c + 0.5) * box["width"] / gw, box["y"] + (r + 0.5) * box["height"] / gh)
+        _wait(page, "query", f"{r},{c}")
+        now = _canvas(page)
+        assert now != before, f"the map did not change for patch ({r}, {c})"
+        before = now
+        shown = _shown(page)
+        assert (shown["mass"], shown["frac"], shown["count"]) == _expected(library, shown, 0.6)
+    assert len(patches) == 20 and calls == []
+
+
+def test_layer_head_threshold_by_mouse_and_keyboard_stay_in_the_browser(explorer, library):
+    page, calls = explorer
+    calls.clear()
+    vx = page.locator("#attention-explorer .vx")
+    page.keyboard.press("Escape") if vx.evaluate("el => el.contains(document.activeElement)") else None
+    page.mouse.move(0, 0)  # off the canvases: the class token is the query
+    _wait(page, "query", "cls")
+    keep = 0.6
+    steps = []
+
+    def check(what: str) -> None:
+        shown = _shown(page)
+        assert (shown["mass"], shown["frac"], shown["count"]) == _expected(library, shown, keep), what
+        sig = _canvas(page)
+        assert not steps or sig != steps[-1], f"{what}: the map did not change"
+        steps.append(sig)
+
+    check("start")
+    page.locator("#attention-explorer .vx-step").nth(1).click()  # mouse: layer 2 in the strip
+    _wait(page, "layer", 2)
+    check("layer 2 by mouse")
+    page.locator("#attention-explorer .vx-head").nth(2).click()  # mouse: head 1 (the first panel is the mean)
+    _wait(page, "head", 1)
+    check("head 1 by mouse")
+    vx.focus()
+    page.keyboard.press("2")
+    _wait(page, "head", 2)
+    check("head 2 by key")
+    page.keyboard.press("]")
+    _wait(page, "layer", 3)
+    check("layer 3 by key")
+    page.keyboard.press("m")
+    _wait(page, "head", -1)
+    check("head mean by key")
+    slider = page.locator("#attention-explorer .vx-keep")
+    slider.focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    keep = 0.75
+    page.wait_for_function("() => document.querySelector('#attention-explorer .vx-keep-out').textContent"
+                           ".startsWith('75%')", timeout=5_000)
+    check("threshold 75% by keys")
+    b = slider.bounding_box()
+    page.mouse.click(b["x"] + b["width"] * (0.3 - 0.1) / 0.85, b["y"] + b["height"] / 2)  # mouse: about 30%
+    keep = float(slider.input_value())
+    assert 0.2 <= keep <= 0.4
+    page.wait_for_function(f"() => document.querySelector('#attention-explorer .vx-keep-out').textContent"
+                           f".startsWith('{round(keep * 100)}%')", timeout=5_000)
+    check("threshold by mouse")
+    layer = page.locator("#attention-explorer .vx-layer")
+    layer.focus()
+    page.keyboard.press("ArrowRight")
+    _wait(page, "layer", 4)
+    check("layer 4 by the slider's keys")
+    vx.focus()
+    page.keyboard.press("ArrowUp")  # the arrows move a query patch, starting from the centre
+    _wait(page, "query", "4,4")
+    page.keyboard.press("ArrowLeft")
+    _wait(page, "query", "4,3")
+    check("patch (4, 3) by arrow keys")
+    assert calls == []  # nothing above reached the server
+    focus = vx.evaluate("el => getComputedStyle(el).outlineStyle")
+    assert focus != "none"  # focus is visible
+
+
+def test_explorer_colours_are_matplotlibs(explorer):
+    from vitviz import explorer as ex
+
+    page, _ = explorer
+    lut = page.locator("#attention-explorer .vx").evaluate("el => Array.from(el.__vx.luts['viridis'].slice(0, 6))")
+    import base64
+
+    import numpy as np
+
+    table = np.frombuffer(base64.b64decode(ex.colormaps()["viridis"]), np.uint8)
+    assert lut == table[:6].tolist() == [68, 1, 84, 68, 2, 86]  # viridis' first two entries, as matplotlib has them
