@@ -115,6 +115,13 @@ def run_patches(src, patch, resolution, policy, size_name):
 
 
 @friendly
+def run_patch_inspector(src, patch, resolution, policy):
+    fitted = _fitted(src, patch, resolution, policy)
+    weight, bias = patches_view.projection(fitted.patch)
+    return explorer.patches_payload(fitted, weight.numpy(), bias.numpy())
+
+
+@friendly
 def click_patch(src, patch, resolution, policy, size_name, evt: gr.SelectData):
     fitted = _fitted(src, patch, resolution, policy)
     row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], int(patch), patches_view.scale_of(fitted))
@@ -146,6 +153,8 @@ def patches_tab() -> None:
                 "patch size and you get four times as many tokens, and sixteen times as many attention entries.")
         with gr.Column(scale=2):
             grid = figure("patch-grid", False, label="patch grid: click a patch", height=560)
+            inspector = browser_view("patches", "patch-inspector", "patch inspector: point at a patch or use the "
+                                     "arrow keys")
             summary = gr.Markdown()
             vectors = figure("patch-vectors", True, label="the clicked patch: flattened pixels and embedding")
             equivalence = gr.Markdown()
@@ -158,9 +167,12 @@ def patches_tab() -> None:
                          height="auto")
     inputs = [src, patch, resolution, policy, size_name]
     outputs = [grid, summary, costs, chart, equivalence, vectors]
-    go.click(run_patches, inputs, outputs, api_name="patches")
+    fit_in = [src, patch, resolution, policy]
+    go.click(run_patches, inputs, outputs, api_name="patches").success(
+        run_patch_inspector, fit_in, inspector, api_visibility="private")
     gr.on([c.change for c in (src, patch, policy, size_name, resolution)], run_patches, inputs, outputs,
-          api_visibility="private", trigger_mode="always_last")
+          api_visibility="private", trigger_mode="always_last").success(
+        run_patch_inspector, fit_in, inspector, api_visibility="private")
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
     toy_btn.click(toy_gallery, None, toy, api_name="toy")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
@@ -195,6 +207,12 @@ def run_posembed(source, rows, cols, dim, kind, new_rows, new_cols, step_index, 
     r, c, _ = grid.shape
     tile = posembed_view.tile_figure(grid, kind, r // 2, c // 2, cmap)
     return (notice + "\n\n" + v.summary).strip(), v.mosaic, tile, v.matrix, v.sim, v.resampled
+
+
+@friendly
+def run_pe_map(source, rows, cols, dim, kind, step_index, cmap):
+    grid, name, _ = _pe_grid(source, rows, cols, dim, step_index)
+    return explorer.posembed_payload(grid, kind, name, cmap)
 
 
 @friendly
@@ -233,6 +251,8 @@ def posembed_tab(tab: gr.Tab) -> None:
                 "the mosaic shows: each little map is one position's similarity to all others.")
         with gr.Column(scale=2):
             summary = gr.Markdown()
+            pe_map = browser_view("posembed", "pe-explorer", "position similarity: point at a position or use the "
+                                  "arrow keys")
             with gr.Row():
                 mosaic = figure("pe-mosaic", False, label="similarity mosaic: click a tile")
                 tile = figure("pe-tile", True, label="the clicked tile")
@@ -242,10 +262,14 @@ def posembed_tab(tab: gr.Tab) -> None:
             resampled = figure("pe-resampled", False, label="resampled grid (bicubic, as timm does for a new resolution)")
     inputs = [source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap]
     outputs = [summary, mosaic, tile, matrix, sim, resampled]
-    go.click(run_posembed, inputs, outputs, api_name="position_embeddings")
-    tab.select(run_posembed, inputs, outputs, api_visibility="private")
+    map_in = [source, rows, cols, dim, kind, step_index, cmap]
+    go.click(run_posembed, inputs, outputs, api_name="position_embeddings").success(
+        run_pe_map, map_in, pe_map, api_visibility="private")
+    tab.select(run_posembed, inputs, outputs, api_visibility="private").success(
+        run_pe_map, map_in, pe_map, api_visibility="private")
     gr.on([c.change for c in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index)], run_posembed,
-          inputs, outputs, api_visibility="private", trigger_mode="always_last")  # one run per burst of changes
+          inputs, outputs, api_visibility="private", trigger_mode="always_last").success(  # one run per burst
+        run_pe_map, map_in, pe_map, api_visibility="private")
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
 
 
@@ -321,13 +345,21 @@ def run_timeline(src, step_index, alpha, cmap):
     return attention_view.render_timeline(load(src), step_index, cmap, budget.number(alpha, "opacity", 0, 1))
 
 
+WEB = ROOT / "vitviz" / "web"
+
+
+def browser_view(name: str, elem_id: str, label: str, **kwargs) -> gr.HTML:
+    """A view drawn in the browser: vitviz/web/{name}.js (after common.js) and {name}.css; data comes as its value."""
+    return gr.HTML(None, elem_id=elem_id, apply_default_css=False,
+                   html_template=f'<div class="vx" tabindex="0" role="application" aria-label="{label}"></div>',
+                   css_template=(WEB / f"{name}.css").read_text(),
+                   js_on_load=(WEB / "common.js").read_text() + (WEB / f"{name}.js").read_text(), **kwargs)
+
+
 def explorer_component() -> gr.HTML:
-    """The in-browser attention explorer: JS and CSS from vitviz/web, data from /explorer, rows fetched once."""
-    web = Path(explorer.__file__).parent / "web"
-    return gr.HTML(None, elem_id="attention-explorer", apply_default_css=False, server_functions=[explorer_rows],
-                   html_template='<div class="vx" tabindex="0" role="application" '
-                                 'aria-label="attention explorer: point at a patch or use the arrow keys"></div>',
-                   css_template=(web / "explorer.css").read_text(), js_on_load=(web / "explorer.js").read_text())
+    """The in-browser attention explorer: data from /explorer, other layers' rows fetched once."""
+    return browser_view("explorer", "attention-explorer", "attention explorer: point at a patch or use the arrow keys",
+                        server_functions=[explorer_rows])
 
 
 def explorer_rows(token: str, layer: int) -> dict:
@@ -339,7 +371,7 @@ def explorer_rows(token: str, layer: int) -> dict:
 def run_explorer(src, model_key, resolution, keep, alpha, cmap):
     _, keep, alpha = _view_numbers(1, keep, alpha)
     a, _ = _analysis(src, model_key, resolution)
-    return explorer.payload(a, a.maps.layers, keep, alpha, cmap)  # opens on the last layer
+    return explorer.attention_payload(a, a.maps.layers, keep, alpha, cmap)  # opens on the last layer
 
 
 def attention_tab() -> None:

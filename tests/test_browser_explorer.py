@@ -14,20 +14,26 @@ CAPTION = "#attention-explorer .vx-big figcaption"
 
 
 @pytest.fixture(scope="module")
-def explorer(app_url):
-    """The Attention tab after clicking the star scene (offline: the embedded model, an 8×8 grid)."""
+def browser():
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.goto(app_url + "?__theme=light")
-        page.get_by_role("tab", name="Attention", exact=True).click()
-        page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(0).click()
-        page.locator("#attention-explorer .vx-big canvas").wait_for(state="visible", timeout=120_000)
-        page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.count > 0", timeout=60_000)
-        calls: list[str] = []
-        page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
-        yield page, calls
-        browser.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def explorer(app_url, browser):
+    """The Attention tab after clicking the star scene (offline: the embedded model, an 8×8 grid)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url + "?__theme=light")
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(0).click()
+    page.locator("#attention-explorer .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.count > 0", timeout=60_000)
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
+    yield page, calls
+    page.close()
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +167,63 @@ def test_explorer_colours_are_matplotlibs(explorer):
 
     table = np.frombuffer(base64.b64decode(ex.colormaps()["viridis"]), np.uint8)
     assert lut == table[:6].tolist() == [68, 1, 84, 68, 2, 86]  # viridis' first two entries, as matplotlib has them
+
+
+def _open(page, app_url: str, tab: str, example: int, selector: str):
+    page.goto(app_url + "?__theme=light")
+    page.get_by_role("tab", name=tab, exact=True).click()
+    page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(example).click()
+    cv = page.locator(selector).first
+    cv.wait_for(state="visible", timeout=60_000)
+    cv.scroll_into_view_if_needed()
+    return cv.bounding_box()
+
+
+def _point(page, box: dict, rows: int, cols: int, r: int, c: int, caption: str, key: str) -> dict:
+    page.mouse.move(box["x"] + (c + 0.5) * box["width"] / cols, box["y"] + (r + 0.5) * box["height"] / rows)
+    page.wait_for_function(f"(v) => document.querySelector('{caption}')?.dataset.{key} === v", arg=f"{r},{c}",
+                           timeout=5_000)
+    return page.locator(caption).evaluate("el => ({...el.dataset})")
+
+
+def test_position_similarity_follows_the_pointer_with_the_tables_numbers(app_url, browser):
+    import numpy as np
+
+    from vitviz import posembed
+
+    table = posembed.similarity(posembed.sincos_2d(14, 14, 64), "cosine").astype(np.float32)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    box = _open(page, app_url, "Position embeddings", 1, "#pe-explorer canvas")  # 2D sinusoidal, 14×14, D=64
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
+    for r, c in [(0, 0), (3, 7), (7, 7), (13, 12), (10, 2)]:
+        d = _point(page, box, 14, 14, r, c, "#pe-explorer figcaption", "pos")
+        row = table[r * 14 + c]
+        assert float(d["self"]) == float(row[r * 14 + c]) and float(d["low"]) == float(row.min())
+        assert float(d["right"]) == float(row[r * 14 + c + 1])
+    page.close()
+    assert calls == []
+
+
+def test_patch_inspector_cuts_and_embeds_like_the_library(app_url, browser):
+    import json
+
+    import numpy as np
+
+    from vitviz import patches
+    from vitviz.views import patches as view
+
+    fitted = view.fit(images.load_rgb(EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE), 224, 16, "crop")
+    flat = patches.patchify(view.to_chw(fitted.image), 16)[0]
+    weight, bias = view.projection(16)
+    emb = patches.embed_linear(flat, weight, bias).numpy()
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    box = _open(page, app_url, "Patches", 0, "#patch-inspector canvas")  # the cat, P = 16, 224 px, crop
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
+    for r, c in [(0, 0), (5, 9), (13, 13), (8, 2)]:
+        d = _point(page, box, 14, 14, r, c, "#patch-inspector .vx-cap", "patch")
+        assert int(d["flat"]) == 16 * 16 * 3
+        np.testing.assert_allclose(json.loads(d["emb"]), emb[r * 14 + c], atol=1e-5)
+    page.close()
+    assert calls == []

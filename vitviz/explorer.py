@@ -1,5 +1,10 @@
-"""What the in-browser attention explorer receives: one analysis, packed once, compact.
+"""What the views drawn in the browser receive: packed once, compact, with the library's own numbers.
 
+Three views run in the browser (``vitviz/web/*.js``): the attention explorer,
+the position-similarity map and the patch inspector. This module packs their
+data; nothing here imports gradio.
+
+The attention explorer receives one analysis.
 The explorer (``vitviz/web/explorer.js``) draws every map, contour and
 percentage in the browser from this payload, so pointing at a patch or moving a
 slider needs no server call. The class token's maps travel as float32 with the
@@ -22,8 +27,10 @@ import matplotlib
 import numpy as np
 from PIL import Image
 
+from vitviz import posembed
 from vitviz.analysis import Analysis, find
-from vitviz.plotting import SEQUENTIAL
+from vitviz.images import Fitted
+from vitviz.plotting import DIVERGING, SEQUENTIAL
 
 ROWS_EXACT_BYTES = 4 * 2**20
 """A layer's patch-to-patch rows under this many float32 bytes travel exactly; above, as float16."""
@@ -40,9 +47,9 @@ def b64(a: np.ndarray) -> str:
 
 @lru_cache(maxsize=1)
 def colormaps() -> dict[str, str]:
-    """matplotlib's 256-entry tables of the offered colormaps, (256, 3) uint8 each, as the figures use them."""
+    """matplotlib's 256-entry tables of the offered colormaps and the signed one, (256, 3) uint8 each."""
     return {name: b64((matplotlib.colormaps[name](np.arange(256))[:, :3] * 255).round().astype(np.uint8))
-            for name in SEQUENTIAL}
+            for name in SEQUENTIAL + (DIVERGING,)}
 
 
 def png_data_url(rgb: np.ndarray) -> str:
@@ -73,7 +80,7 @@ def rows_bytes(a: Analysis) -> int:
     return exact if exact <= ROWS_EXACT_BYTES else exact // 2
 
 
-def payload(a: Analysis, layer: int, keep: float = 0.6, alpha: float = 0.6, cmap: str = "inferno") -> dict:
+def attention_payload(a: Analysis, layer: int, keep: float = 0.6, alpha: float = 0.6, cmap: str = "inferno") -> dict:
     """Everything the explorer draws, for layer number ``layer`` (1 = first) as the starting view.
 
     Keys: grid (gh, gw), patch, layers, heads, image (PNG data URL of the fitted picture),
@@ -107,3 +114,23 @@ def rows_for(token: str, layer: int) -> dict:
     if not 0 <= layer < a.maps.layers:
         return {"layer": layer, "missing": f"there is no layer {layer + 1}"}
     return {**layer_rows(a, layer), "layer": layer}
+
+
+def posembed_payload(grid: np.ndarray, kind: str, name: str, cmap: str = "viridis") -> dict:
+    """The whole (R·C, R·C) similarity table of a (R, C, D) embedding grid, for pointing at positions.
+
+    float32 (exact) up to 1 MiB, float16 above (a 32×32 grid: 2 MiB).
+    """
+    r, c, d = grid.shape
+    sim = posembed.similarity(grid.reshape(r * c, d), kind).astype(np.float32)
+    exact = sim.nbytes <= 2**20
+    return {"grid": [r, c], "kind": kind, "name": name, "dtype": "f4" if exact else "f2",
+            "sim": b64(sim if exact else sim.astype(np.float16)), "cmap": cmap, "colormaps": colormaps()}
+
+
+def patches_payload(fitted: Fitted, weight: np.ndarray, bias: np.ndarray) -> dict:
+    """The fitted picture and the patch projection (D, 3, P, P) + (D,), so the browser cuts and embeds any patch."""
+    gh, gw = fitted.grid
+    return {"grid": [gh, gw], "patch": fitted.patch, "image": png_data_url(fitted.image),
+            "dim": int(weight.shape[0]), "weight": b64(np.asarray(weight, np.float32).reshape(weight.shape[0], -1)),
+            "bias": b64(np.asarray(bias, np.float32)), "colormaps": colormaps()}

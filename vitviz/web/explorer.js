@@ -1,25 +1,10 @@
-// vitviz attention explorer. Runs as gr.HTML's js_on_load (`element`, `props`, `server`, `watch` given) and
-// draws everything from one payload made by vitviz/explorer.py: no server call when you point or move a slider.
+// vitviz attention explorer. Runs as gr.HTML's js_on_load (`element`, `props`, `server`, `watch` given), after
+// common.js, and draws everything from one payload made by vitviz/explorer.py: no server call when you point or
+// move a slider.
 let root = element.querySelector(".vx");
 const S = { p: null, n: 0, cls: null, roll: null, rows: {}, pending: {}, luts: {}, img: null, layer: 0,
             head: -1, query: null, pinned: false, keep: 0.6, alpha: 0.6, cmap: "inferno", t0: null, timings: [] };
 root.__vx = S;
-
-function bytes(b64) {
-  const s = atob(b64), u = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);
-  return u;
-}
-function floats(b64, dtype) {  // little-endian float32, or IEEE float16 widened to float32
-  const u = bytes(b64);
-  if (dtype !== "f2") return new Float32Array(u.buffer);
-  const h = new Uint16Array(u.buffer), out = new Float32Array(h.length);
-  for (let i = 0; i < h.length; i++) {
-    const s = h[i] & 0x8000 ? -1 : 1, e = (h[i] >> 10) & 31, f = h[i] & 1023;
-    out[i] = e === 0 ? s * f * 2 ** -24 : e === 31 ? (f ? NaN : s * Infinity) : s * (1 + f / 1024) * 2 ** (e - 15);
-  }
-  return out;
-}
 
 // DINO's threshold, as vitviz.attention.mass_mask: the fewest patches holding `keep` of the mass.
 function massMask(a, keep) {
@@ -58,15 +43,8 @@ function paint(cv, a, withMask) {
   if (!a) { ctx.fillStyle = "rgba(255,255,255,0.75)"; ctx.fillRect(0, 0, W, Hh); return null; }
   let lo = Infinity, hi = -Infinity;
   for (const v of a) { if (v < lo) lo = v; if (v > hi) hi = v; }
-  const span = hi - lo, lut = S.luts[S.cmap], px = new ImageData(gw, gh);
-  for (let i = 0; i < a.length; i++) {
-    const k = 3 * Math.min(255, Math.floor((span > 1e-12 ? (a[i] - lo) / span : 0) * 256));
-    px.data.set([lut[k], lut[k + 1], lut[k + 2], Math.round(S.alpha * 255)], 4 * i);
-  }
-  const off = new OffscreenCanvas(gw, gh);
-  off.getContext("2d").putImageData(px, 0, 0);
   ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(off, 0, 0, W, Hh);
+  ctx.drawImage(heatImage(a, gh, gw, S.luts[S.cmap], lo, hi, S.alpha), 0, 0, W, Hh);
   const cw = W / gw, ch = Hh / gh;
   let mm = null;
   if (withMask) {
@@ -156,10 +134,7 @@ function patchAt(ev, cv) {
 }
 
 function canvas(parent, cssW, cssH) {
-  const cv = document.createElement("canvas"), dpr = window.devicePixelRatio || 1;
-  cv.width = Math.round(cssW * dpr); cv.height = Math.round(cssH * dpr);
-  cv.style.width = cssW + "px"; cv.style.height = cssH + "px";
-  parent.prepend(cv);
+  const cv = hiDpiCanvas(parent, cssW, cssH);
   cv.addEventListener("pointermove", (ev) => {
     const rc = patchAt(ev, cv);
     if (!S.pinned && rc && (!S.query || rc[0] !== S.query[0] || rc[1] !== S.query[1])) { S.query = rc; update(ev); }
@@ -209,9 +184,7 @@ function build(p) {
     const fig = document.createElement("figure"), id = l === p.layers ? -1 : l;
     fig.className = "vx-step"; fig.dataset.l = id;
     fig.innerHTML = `<figcaption>${id < 0 ? "rollout" : "layer " + (l + 1)}</figcaption>`;
-    const cv = document.createElement("canvas"), dpr = window.devicePixelRatio || 1;
-    cv.width = Math.round(tw * dpr); cv.height = Math.round(th * dpr); cv.style.width = tw + "px"; cv.style.height = th + "px";
-    fig.prepend(cv);
+    hiDpiCanvas(fig, tw, th);
     const pick = (ev) => { if (id >= 0 && (ev.type === "click" || ev.buttons === 1) && id !== S.layer) setLayer(id, ev); };
     fig.addEventListener("click", pick); fig.addEventListener("pointermove", pick);
     $(".vx-strip").append(fig);

@@ -1,0 +1,37 @@
+// Shared by vitviz's browser views (prepended to each view's js_on_load): decoding what the server packs.
+function bytes(b64) {  // base64 -> Uint8Array
+  const s = atob(b64), u = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);
+  return u;
+}
+function floats(b64, dtype) {  // little-endian float32, or IEEE float16 widened to float32
+  const u = bytes(b64);
+  if (dtype !== "f2") return new Float32Array(u.buffer);
+  const h = new Uint16Array(u.buffer), out = new Float32Array(h.length);
+  for (let i = 0; i < h.length; i++) {
+    const s = h[i] & 0x8000 ? -1 : 1, e = (h[i] >> 10) & 31, f = h[i] & 1023;
+    out[i] = e === 0 ? s * f * 2 ** -24 : e === 31 ? (f ? NaN : s * Infinity) : s * (1 + f / 1024) * 2 ** (e - 15);
+  }
+  return out;
+}
+function colourIndex(v, lo, hi) {  // as matplotlib: t in [0, 1] -> entry floor(256 t) of a 256-entry table
+  const t = hi - lo > 1e-12 ? Math.min(1, Math.max(0, (v - lo) / (hi - lo))) : 0;
+  return 3 * Math.min(255, Math.floor(t * 256));
+}
+function heatImage(values, rows, cols, lut, lo, hi, alpha) {  // (rows, cols) values -> an RGBA canvas, one pixel each
+  const px = new ImageData(cols, rows), a = Math.round(alpha * 255);
+  for (let i = 0; i < values.length; i++) {
+    const k = colourIndex(values[i], lo, hi);
+    px.data[4 * i] = lut[k]; px.data[4 * i + 1] = lut[k + 1]; px.data[4 * i + 2] = lut[k + 2]; px.data[4 * i + 3] = a;
+  }
+  const off = new OffscreenCanvas(cols, rows);
+  off.getContext("2d").putImageData(px, 0, 0);
+  return off;
+}
+function hiDpiCanvas(parent, cssW, cssH) {
+  const cv = document.createElement("canvas"), dpr = window.devicePixelRatio || 1;
+  cv.width = Math.round(cssW * dpr); cv.height = Math.round(cssH * dpr);
+  cv.style.width = cssW + "px"; cv.style.height = cssH + "px";
+  parent.prepend(cv);
+  return cv;
+}
