@@ -362,9 +362,17 @@ def explorer_component() -> gr.HTML:
                         server_functions=[explorer_rows])
 
 
-def explorer_rows(token: str, layer: int) -> dict:
-    """Server function for the explorer: one more layer's patch-to-patch rows (data, fetched once per layer)."""
-    return explorer.rows_for(token, layer)
+def explorer_rows(call: list) -> dict:
+    """Server function for the explorer: one more layer's patch-to-patch rows (data, fetched once per layer).
+
+    gradio hands a server function the browser's arguments as one list: here [token, 0-based layer].
+    """
+    try:
+        token, layer = call
+        layer = budget.number(layer, "layer", 0, 999, integer=True)
+    except (TypeError, ValueError):
+        return {"layer": -1, "missing": "the explorer asked for rows in a form the server does not know"}
+    return explorer.rows_for(str(token), layer)
 
 
 @friendly

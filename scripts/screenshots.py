@@ -3,7 +3,9 @@
     python app.py &                      # or any running instance
     python scripts/screenshots.py [URL] [OUT_DIR]
 
-Each tab: open it, click its first example, wait for the main figure, save a PNG.
+Each tab at 1280×720 (a common projector): open it, click an example, wait for the main view, point at a
+patch in the view drawn in the browser, save the whole page; then the attention explorer alone, as the
+viewport shows it with a hovered patch.
 """
 
 from __future__ import annotations
@@ -15,12 +17,21 @@ from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-TABS = {  # tab name -> (example index to click, elem_id of the image that must appear)
-    "Patches": (0, "patch-grid"),
-    "Position embeddings": (3, "pe-mosaic"),
-    "Attention": (0, "attn-heads"),
-    "Classify": (0, "classify-maps"),
+TABS = {  # tab name -> (example index to click, what must appear, the browser view to point at)
+    "Patches": (0, "#patch-grid img", "#patch-inspector canvas"),
+    "Position embeddings": (3, "#pe-mosaic img", "#pe-explorer canvas"),
+    "Attention": (0, "#attention-explorer .vx-big canvas", "#attention-explorer .vx-big canvas"),
+    "Classify": (0, "#classify-maps img", None),
 }
+
+
+def point_at(page, selector: str, fx: float, fy: float) -> None:
+    """Move the mouse to a fraction (fx, fy) of the element, after scrolling it into view."""
+    target = page.locator(selector).first
+    target.scroll_into_view_if_needed()
+    box = target.bounding_box()
+    page.mouse.move(box["x"] + fx * box["width"], box["y"] + fy * box["height"])
+    page.wait_for_timeout(400)
 
 
 def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
@@ -28,21 +39,30 @@ def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
     saved = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.goto(url + ("&" if "?" in url else "?") + "__theme=light")
-        for i, (tab, (example, elem_id)) in enumerate(TABS.items()):
+        for i, (tab, (example, shown, view)) in enumerate(TABS.items()):
             page.get_by_role("tab", name=tab, exact=True).click()
             panel = page.locator(".tabitem:visible").first
             panel.locator(".gallery-item, tr.tr-body").nth(example).click()
-            img = page.locator(f"#{elem_id} img").first
-            img.wait_for(state="visible", timeout=timeout_ms)
+            page.locator(shown).first.wait_for(state="visible", timeout=timeout_ms)
             idle = "() => !document.body.innerText.includes('processing |')"
             for _ in range(3):  # a burst of changes can queue one more run right after the first
                 page.wait_for_function(idle, timeout=timeout_ms)
                 page.wait_for_timeout(1500)
+            if view:
+                point_at(page, view, 0.62, 0.3)
             path = out / f"{i + 1}_{tab.lower().replace(' ', '_')}.png"
             page.screenshot(path=str(path), full_page=True)
             saved.append(path)
+            if tab == "Attention":  # the explorer as a projector shows it: viewport only, a patch pointed at
+                page.locator("#attention-explorer .vx-bar").scroll_into_view_if_needed()
+                page.evaluate("window.scrollBy(0, document.querySelector('#attention-explorer')"
+                              ".getBoundingClientRect().top - 8)")
+                point_at(page, view, 0.62, 0.3)
+                path = out / "5_attention_explorer.png"
+                page.screenshot(path=str(path))
+                saved.append(path)
         browser.close()
     return saved
 

@@ -70,6 +70,19 @@ def deit_file(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture
+def dino_in_cache(dino_s8_dir):
+    """As if DINO ViT-S/8's weights were in the local Hugging Face cache (the real config, random weights)."""
+    from vitviz import loaders, models, registry
+
+    loaded = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
+    with models._cache_lock:
+        models._cache["DINO ViT-S/8"] = loaded
+    yield loaded
+    with models._cache_lock:
+        models._cache.pop("DINO ViT-S/8", None)
+
+
 @pytest.fixture(scope="session")
 def rgb_cat() -> np.ndarray:
     from vitviz.images import load_rgb

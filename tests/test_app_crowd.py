@@ -201,19 +201,6 @@ def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_p
     assert after - before < 100, f"{before:.0f} MB before, {peak[0]:.0f} MB at peak, {after:.0f} MB after"
 
 
-@pytest.fixture
-def dino_in_cache(dino_s8_dir):
-    """As if DINO ViT-S/8's weights were in the local Hugging Face cache (the real config, random weights)."""
-    from vitviz import loaders, models
-
-    loaded = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
-    with models._cache_lock:
-        models._cache["DINO ViT-S/8"] = loaded
-    yield loaded
-    with models._cache_lock:
-        models._cache.pop("DINO ViT-S/8", None)
-
-
 def test_the_ten_to_one_picture_at_the_largest_side_gets_the_budget_message(app_url, dino_in_cache, tmp_path):
     path = tmp_path / "long.png"
     Image.new("RGB", (600, 60), (200, 100, 50)).save(path)

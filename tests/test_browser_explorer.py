@@ -227,3 +227,42 @@ def test_patch_inspector_cuts_and_embeds_like_the_library(app_url, browser):
         np.testing.assert_allclose(json.loads(d["emb"]), emb[r * 14 + c], atol=1e-5)
     page.close()
     assert calls == []
+
+
+def test_another_layers_rows_are_fetched_once_and_kept(app_url, browser, dino_in_cache):
+    """DINO ViT-S/8 shape at 224 px: only the last layer's patch rows come first; layer 11's come once, on demand."""
+    import numpy as np
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url + "?__theme=light")
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(1).click()  # the ring scene
+    page.wait_for_function("() => document.querySelector('#attention-explorer .vx')?.__vx?.p?.grid[0] === 28",
+                           timeout=120_000)
+    assert page.evaluate("() => Object.keys(document.querySelector('#attention-explorer .vx').__vx.p.rows)") == ["11"]
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
+    cv = page.locator("#attention-explorer .vx-big canvas")
+    cv.scroll_into_view_if_needed()
+    box = cv.bounding_box()
+    page.mouse.click(box["x"] + 10.5 * box["width"] / 28, box["y"] + 6.5 * box["height"] / 28)  # pin patch (6, 10)
+    _wait(page, "query", "6,10")
+    assert calls == []  # the last layer's rows were sent with the analysis
+    page.locator("#attention-explorer .vx").focus()
+    page.keyboard.press("[")
+    page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.layer === '11' && "
+                           f"document.querySelector('{CAPTION}').dataset.count > 0", timeout=30_000)
+    fetched = len(calls)
+    assert fetched == 1 and "component_server" in calls[0]
+    for key in "][][":  # back and forth: nothing more is fetched
+        page.keyboard.press(key)
+        page.wait_for_timeout(150)
+    _wait(page, "layer", 11)
+    assert len(calls) == fetched
+    shown = _shown(page)
+    rgb = images.load_rgb(EXAMPLES / "scene_ring.png", images.INTAKE_SHORT_SIDE)
+    rows = analysis.analyse(dino_in_cache, rgb, 224).maps.query_rows(10)
+    row = rows[-1, 6 * 28 + 10].astype(np.float16).astype(np.float32)  # these rows travel as float16
+    mask, mass, frac = attention.mass_mask(row, 0.6)
+    assert (shown["mass"], shown["frac"], shown["count"]) == (mass, frac, int(mask.sum()))
+    page.close()

@@ -7,6 +7,7 @@ function bytes(b64) {  // base64 -> Uint8Array
 function floats(b64, dtype) {  // little-endian float32, or IEEE float16 widened to float32
   const u = bytes(b64);
   if (dtype !== "f2") return new Float32Array(u.buffer);
+  if (typeof Float16Array !== "undefined") return new Float32Array(new Float16Array(u.buffer));  // native, fast
   const h = new Uint16Array(u.buffer), out = new Float32Array(h.length);
   for (let i = 0; i < h.length; i++) {
     const s = h[i] & 0x8000 ? -1 : 1, e = (h[i] >> 10) & 31, f = h[i] & 1023;
@@ -18,13 +19,14 @@ function colourIndex(v, lo, hi) {  // as matplotlib: t in [0, 1] -> entry floor(
   const t = hi - lo > 1e-12 ? Math.min(1, Math.max(0, (v - lo) / (hi - lo))) : 0;
   return 3 * Math.min(255, Math.floor(t * 256));
 }
+const heatCanvases = {};
 function heatImage(values, rows, cols, lut, lo, hi, alpha) {  // (rows, cols) values -> an RGBA canvas, one pixel each
-  const px = new ImageData(cols, rows), a = Math.round(alpha * 255);
+  const px = new ImageData(cols, rows), a = Math.round(alpha * 255), key = rows + "x" + cols;
   for (let i = 0; i < values.length; i++) {
     const k = colourIndex(values[i], lo, hi);
     px.data[4 * i] = lut[k]; px.data[4 * i + 1] = lut[k + 1]; px.data[4 * i + 2] = lut[k + 2]; px.data[4 * i + 3] = a;
   }
-  const off = new OffscreenCanvas(cols, rows);
+  const off = heatCanvases[key] || (heatCanvases[key] = new OffscreenCanvas(cols, rows));  // reused: drawn at once
   off.getContext("2d").putImageData(px, 0, 0);
   return off;
 }

@@ -7,10 +7,13 @@ const S = { p: null, n: 0, cls: null, roll: null, rows: {}, pending: {}, luts: {
 root.__vx = S;
 
 // DINO's threshold, as vitviz.attention.mass_mask: the fewest patches holding `keep` of the mass.
+const scratch = { n: 0 };
 function massMask(a, keep) {
-  const n = a.length, order = Array.from({ length: n }, (_, i) => i);
+  const n = a.length;
+  if (scratch.n !== n) Object.assign(scratch, { n, order: new Uint32Array(n), run: new Float64Array(n) });
+  const order = scratch.order, run = scratch.run;
+  for (let i = 0; i < n; i++) order[i] = i;
   order.sort((i, j) => (a[j] - a[i]) || (i - j));
-  const run = new Float64Array(n);
   let acc = 0;
   for (let i = 0; i < n; i++) run[i] = acc += a[order[i]];
   const total = run[n - 1], mask = new Uint8Array(n);
@@ -21,12 +24,21 @@ function massMask(a, keep) {
   return { mask, mass: run[k - 1] / total, frac: k / n, count: k };
 }
 
+function ensureRows(layer) {  // another layer's patch rows: asked for once, when a patch is the query
+  const token = S.p.token;
+  if (S.rows[layer] || S.pending[layer] || typeof server === "undefined") return;
+  S.pending[layer] = server.explorer_rows(token, layer).then((r) => {
+    if (S.p && S.p.token === token) { S.rows[r.layer] = decodeRows(r); update(); }
+  });
+}
+
 function map(layer, head) {  // (N,) the map to draw; head -1 = head mean; null when not available
   const { n } = S, H = S.p.heads;
   if (S.query === null) {
     const at = (layer * (H + 1) + (head < 0 ? H : head)) * n;
     return S.cls.subarray(at, at + n);
   }
+  ensureRows(layer);
   const r = S.rows[layer];
   if (!r || !r.data) return null;
   const h = r.heads === 1 ? (head < 0 ? 0 : -1) : (head < 0 ? H : head);
@@ -116,12 +128,6 @@ function update(ev) {  // every interaction: redraw in the next frame, record ev
 function setLayer(l, ev) {
   S.layer = Math.max(0, Math.min(S.p.layers - 1, l));
   $(".vx-layer").value = S.layer + 1;
-  const token = S.p.token;
-  if (!S.rows[S.layer] && !S.pending[S.layer] && typeof server !== "undefined") {  // fetched once, then kept
-    S.pending[S.layer] = server.explorer_rows(token, S.layer).then((r) => {
-      if (S.p && S.p.token === token) { S.rows[r.layer] = decodeRows(r); update(); }
-    });
-  }
   update(ev);
 }
 
