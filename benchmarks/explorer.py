@@ -102,8 +102,9 @@ def measure(page, case: str, dino_dir) -> dict:
         page.locator("#attention-explorer .vx").focus()
         t0 = time.perf_counter()
         page.keyboard.press("[")
-        page.wait_for_function("() => document.querySelector('#attention-explorer .vx-big figcaption')"
-                               ".dataset.count > 0", timeout=120_000)
+        page.wait_for_function(f"() => {{ const d = document.querySelector('#attention-explorer .vx-big "
+                               f"figcaption').dataset; return d.layer === '{meta['layers'] - 1}' && d.count > 0; }}",
+                               timeout=120_000)
         fetch = time.perf_counter() - t0
     return {"ready": ready, "hover": hover, "layer": layer, "fetch": fetch, **meta}
 

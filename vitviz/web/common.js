@@ -37,3 +37,29 @@ function hiDpiCanvas(parent, cssW, cssH) {
   parent.prepend(cv);
   return cv;
 }
+const ARROWS = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+function stepCell(key, cell, grid) {  // an arrow key moves a (row, col) cell inside a (rows, cols) grid; else null
+  if (!ARROWS[key]) return null;
+  const [dr, dc] = ARROWS[key];
+  return [Math.max(0, Math.min(grid[0] - 1, cell[0] + dr)), Math.max(0, Math.min(grid[1] - 1, cell[1] + dc))];
+}
+function cellAt(ev, cv, grid) {  // the (row, col) of a (rows, cols) grid under the pointer, or null outside it
+  const b = cv.getBoundingClientRect();
+  const r = Math.floor(((ev.clientY - b.top) / b.height) * grid[0]), c = Math.floor(((ev.clientX - b.left) / b.width) * grid[1]);
+  return r >= 0 && c >= 0 && r < grid[0] && c < grid[1] ? [r, c] : null;
+}
+function followCells(state, field, cv, draw) {  // pointer and arrow keys move state[field] over state.p.grid
+  cv.addEventListener("pointermove", (ev) => {
+    const rc = cellAt(ev, cv, state.p.grid), at = state[field];
+    if (rc && (rc[0] !== at[0] || rc[1] !== at[1])) { state[field] = rc; requestAnimationFrame(draw); }
+  });
+  if (element.__vxKeys) return;  // one key listener for the element's lifetime
+  element.__vxKeys = true;
+  element.addEventListener("keydown", (ev) => {
+    const next = state.p && stepCell(ev.key, state[field], state.p.grid);
+    if (!next) return;
+    state[field] = next;
+    ev.preventDefault();
+    requestAnimationFrame(draw);
+  });
+}

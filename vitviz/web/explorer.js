@@ -102,12 +102,15 @@ function draw() {
     fig.classList.toggle("vx-on", h === S.head);
     fig.querySelector("figcaption").innerHTML = `${name(h)}<br>${m ? Math.round(100 * m.frac) + "% of patches" : "—"}`;
   });
+  const strip = [S.alpha, S.cmap].join();  // the strip does not depend on the query: repainted only when it changes
   root.querySelectorAll(".vx-step").forEach((fig) => {
     const l = Number(fig.dataset.l);
     fig.classList.toggle("vx-on", l === L);
+    if (S.strip === strip) return;
     const a = l < 0 ? S.roll : S.cls.subarray((l * (H + 1) + H) * S.n, (l * (H + 1) + H + 1) * S.n);
     const q = S.query; S.query = null; paint(fig.querySelector("canvas"), a, false); S.query = q;
   });
+  S.strip = strip;
   $(".vx-layer-out").textContent = `layer ${L + 1} of ${S.p.layers}`;
   $(".vx-keep-out").textContent = `${Math.round(100 * S.keep)}% of the mass`;
   $(".vx-alpha-out").textContent = `opacity ${S.alpha.toFixed(2)}`;
@@ -133,20 +136,15 @@ function setLayer(l, ev) {
 
 function decodeRows(r) { return r.data ? { heads: r.heads, data: floats(r.data, r.dtype) } : r; }
 
-function patchAt(ev, cv) {
-  const [gh, gw] = S.p.grid, b = cv.getBoundingClientRect();
-  const c = Math.floor(((ev.clientX - b.left) / b.width) * gw), r = Math.floor(((ev.clientY - b.top) / b.height) * gh);
-  return r >= 0 && c >= 0 && r < gh && c < gw ? [r, c] : null;
-}
 
 function canvas(parent, cssW, cssH) {
   const cv = hiDpiCanvas(parent, cssW, cssH);
   cv.addEventListener("pointermove", (ev) => {
-    const rc = patchAt(ev, cv);
+    const rc = cellAt(ev, cv, S.p.grid);
     if (!S.pinned && rc && (!S.query || rc[0] !== S.query[0] || rc[1] !== S.query[1])) { S.query = rc; update(ev); }
   });
   cv.addEventListener("pointerleave", (ev) => { if (!S.pinned && S.query) { S.query = null; update(ev); } });
-  cv.addEventListener("click", (ev) => { S.query = patchAt(ev, cv); S.pinned = !!S.query && !S.pinned; update(ev); });
+  cv.addEventListener("click", (ev) => { S.query = cellAt(ev, cv, S.p.grid); S.pinned = !!S.query && !S.pinned; update(ev); });
   return cv;
 }
 
@@ -155,7 +153,7 @@ function build(p) {
   root.__vx = S;
   if (!p || !p.cls) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
-  Object.assign(S, { p, n: gh * gw, cls: floats(p.cls), roll: floats(p.rollout), rows: {}, pending: {},
+  Object.assign(S, { p, n: gh * gw, cls: floats(p.cls), roll: floats(p.rollout), rows: {}, pending: {}, strip: null,
                      layer: p.layer - 1, head: -1, query: null, pinned: false, keep: p.keep, alpha: p.alpha,
                      cmap: p.cmap });
   for (const [l, r] of Object.entries(p.rows)) S.rows[Number(l)] = decodeRows(r);
@@ -207,10 +205,9 @@ function build(p) {
 
 element.addEventListener("keydown", (ev) => {
   if (!S.p || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
-  const [gh, gw] = S.p.grid, moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-  if (moves[ev.key]) {
-    const [r, c] = S.query || [gh >> 1, gw >> 1], [dr, dc] = S.query ? moves[ev.key] : [0, 0];
-    S.query = [Math.max(0, Math.min(gh - 1, r + dr)), Math.max(0, Math.min(gw - 1, c + dc))];
+  const [gh, gw] = S.p.grid;
+  if (ARROWS[ev.key]) {  // the first arrow picks the centre patch, the next ones move it
+    S.query = S.query ? stepCell(ev.key, S.query, S.p.grid) : [gh >> 1, gw >> 1];
     S.pinned = true;
   } else if (ev.key === "Escape") { S.query = null; S.pinned = false; }
   else if (/^[0-9]$/.test(ev.key) && Number(ev.key) < S.p.heads) S.head = Number(ev.key);

@@ -64,12 +64,7 @@ function build(p) {
   const cv = hiDpiCanvas(root.querySelector("figure"), w, h);
   cv.classList.add("vx-pic");
   for (const sel of [".vx-flat", ".vx-emb"]) { const s = root.querySelector(sel); s.width = 640; s.height = 28; }
-  cv.addEventListener("pointermove", (ev) => {
-    const b = cv.getBoundingClientRect();
-    const r = Math.min(gh - 1, Math.floor(((ev.clientY - b.top) / b.height) * gh));
-    const c = Math.min(gw - 1, Math.floor(((ev.clientX - b.left) / b.width) * gw));
-    if (r >= 0 && c >= 0 && (r !== S.at[0] || c !== S.at[1])) { S.at = [r, c]; requestAnimationFrame(draw); }
-  });
+  followCells(S, "at", cv, draw);
   S.img = new Image();
   S.img.onload = () => {
     const off = new OffscreenCanvas(S.img.width, S.img.height), ctx = off.getContext("2d", { willReadFrequently: true });
@@ -79,15 +74,6 @@ function build(p) {
   };
   S.img.src = p.image;
 }
-
-element.addEventListener("keydown", (ev) => {
-  const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-  if (!S.p || !moves[ev.key]) return;
-  const [gh, gw] = S.p.grid, [dr, dc] = moves[ev.key];
-  S.at = [Math.max(0, Math.min(gh - 1, S.at[0] + dr)), Math.max(0, Math.min(gw - 1, S.at[1] + dc))];
-  ev.preventDefault();
-  requestAnimationFrame(draw);
-});
 
 watch("value", () => build(props.value));
 build(props.value);

@@ -41,27 +41,12 @@ function build(p) {
     <figure><figcaption aria-live="polite"></figcaption></figure>
     <div class="vx-scale"><span>${S.lo.toFixed(2)}</span><canvas class="vx-bar"></canvas><span>${S.hi.toFixed(2)}</span>
     <span>one colour scale for every position</span></div>`;
-  const cv = hiDpiCanvas(root.querySelector("figure"), w, h);
-  cv.addEventListener("pointermove", (ev) => {
-    const b = cv.getBoundingClientRect();
-    const r = Math.min(R - 1, Math.floor(((ev.clientY - b.top) / b.height) * R));
-    const c = Math.min(C - 1, Math.floor(((ev.clientX - b.left) / b.width) * C));
-    if (r >= 0 && c >= 0 && (r !== S.pos[0] || c !== S.pos[1])) { S.pos = [r, c]; requestAnimationFrame(draw); }
-  });
+  followCells(S, "pos", hiDpiCanvas(root.querySelector("figure"), w, h), draw);
   const bar = root.querySelector(".vx-bar"), ramp = new Float32Array(256).map((_, i) => i);
   bar.width = 256; bar.height = 1;
   bar.getContext("2d").drawImage(heatImage(ramp, 1, 256, bytes(p.colormaps[p.cmap]), 0, 255, 1), 0, 0);
   draw();
 }
-
-element.addEventListener("keydown", (ev) => {
-  const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-  if (!S.p || !moves[ev.key]) return;
-  const [R, C] = S.p.grid, [dr, dc] = moves[ev.key];
-  S.pos = [Math.max(0, Math.min(R - 1, S.pos[0] + dr)), Math.max(0, Math.min(C - 1, S.pos[1] + dc))];
-  ev.preventDefault();
-  requestAnimationFrame(draw);
-});
 
 watch("value", () => build(props.value));
 build(props.value);
