@@ -16,10 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES
 from gradio_client import Client, handle_file
 from PIL import Image
 
 from vitviz import registry, scenes
+
 
 CLIENTS, PER_CLIENT = 16, 5
 SHAPES = [(64, 64), (64, 96), (96, 64), (80, 120)]
@@ -245,3 +247,35 @@ def test_identical_figures_written_at_once_are_never_read_half_written(app_url):
         t.join()
     assert len(sizes) > 100 and set(sizes) == {whole}
     assert sorted(os.listdir(os.path.dirname(path))) == ["image.webp"]  # no temporary files left
+
+
+def test_a_full_queue_says_try_again_and_the_app_keeps_serving(monkeypatch):
+    """Past the queue's size a request is told at once to try again (the page says the app is busy)."""
+    from conftest import free_port
+    from gradio_client.utils import QueueError
+
+    import app
+
+    monkeypatch.setattr(app, "QUEUE_SIZE", 1)
+    demo = app.build_demo()
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        clients = [Client(url, verbose=False) for _ in range(8)]
+        cat = str(EXAMPLES / "cat.png")
+
+        def ask(client) -> str:
+            try:
+                client.predict(handle_file(cat), 8, 640, "crop", "ViT-B", api_name="/patches")
+                return "answered"
+            except QueueError as err:
+                assert "try again" in str(err)
+                return "busy"
+
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(ask, clients))
+        assert "busy" in outcomes and "answered" in outcomes
+        assert ask(clients[0]) == "answered"  # and afterwards it answers again
+    finally:
+        demo.close()
