@@ -156,8 +156,10 @@ def patches_tab() -> None:
             inspector = browser_view("patches", "patch-inspector", "patch inspector: point at a patch or use the "
                                      "arrow keys")
             summary = gr.Markdown()
-            vectors = figure("patch-vectors", True, label="the clicked patch: flattened pixels and embedding")
             equivalence = gr.Markdown()
+            with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False):
+                vectors = figure("patch-vectors", True, label="click a patch in the grid: its flattened pixels and "
+                                 "embedding")
     with gr.Row():
         costs = gr.Markdown()
         chart = figure("cost-chart", True, label="cost breakdown", height=420)
@@ -402,10 +404,8 @@ def attention_tab() -> None:
             notice = gr.Markdown()
             explorer_view = explorer_component()
             with gr.Row():
-                box = figure("attn-box", False, label="click a patch: its attention per head is drawn below; box from "
-                             "the head-mean mask", height=320)
+                box = figure("attn-box", False, label="box around the head-mean mask", height=320)
                 crop = figure("attn-crop", False, label="free crop from attention", height=320)
-            query = figure("attn-query", True, label="the clicked patch's attention, per head")
             dist = gr.ScatterPlot(x="layer", y="distance (px)", color="head", title="mean attention distance",
                                   x_title="layer", y_title="mean attention distance (pixels)", height=360)
     with gr.Accordion("Figures drawn on the server (to download, and what the /attention API returns)", open=False):
@@ -420,6 +420,7 @@ def attention_tab() -> None:
         heads = figure("attn-heads", True, label="[CLS] attention per head")
         table = gr.Markdown()
         roll = figure("attn-rollout", True, label="attention rollout")
+        query = figure("attn-query", True, label="click a patch in the box view: its attention per head, drawn here")
     with gr.Accordion("Registers: DINOv2 with and without", open=False):
         reg_btn = gr.Button("Compare on this image")
         reg_note = gr.Markdown()

@@ -59,6 +59,7 @@ def test_clicking_a_patch_shows_its_vectors(page):
     grid = page.locator("#patch-grid img").first
     grid.wait_for(state="visible", timeout=60_000)
     grid.click(position={"x": 30, "y": 30})
+    page.get_by_text("The clicked patch, drawn on the server").click()
     vec = page.locator("#patch-vectors img").first
     vec.wait_for(state="visible", timeout=60_000)
     assert vec.evaluate("el => el.naturalWidth") > 100

@@ -105,7 +105,7 @@ def render(fitted: Fitted, size_name: str = "ViT-B") -> PatchesView:
         f"{size_name} ({size.heads} heads × {size.depth} layers) computes "
         f"**{counts['all attention entries']:,}** of them per image\n"
         f"- each patch is **{p}·{p}·3 = {p * p * 3:,}** numbers before the projection\n"
-        "\nClick a patch to see its vectors."
+        "\nPoint at a patch in the inspector to see its vectors."
     )
     table, raw = cost_table(p, h, w)
     parts = raw[size_name]
