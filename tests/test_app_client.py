@@ -8,7 +8,7 @@ import pytest
 from conftest import EXAMPLES
 from gradio_client import Client, handle_file
 
-from vitviz import loaders, models, registry
+from vitviz import loaders, registry
 
 
 @pytest.fixture(scope="module")

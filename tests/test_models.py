@@ -129,7 +129,6 @@ def test_embedded_model_and_timeline_checkpoints():
 
 
 def test_embedded_model_always_runs_at_its_own_size(rgb_cat):
-    from vitviz.views import attention as view
 
     a = analysis.analyse(models.get_model(registry.OFFLINE_KEY), rgb_cat, 224)
     assert min(a.fitted.image.shape[:2]) == 64 and a.maps.grid[0] == 8
