@@ -33,7 +33,7 @@ function heatImage(values, rows, cols, lut, lo, hi, alpha) {  // (rows, cols) va
 function hiDpiCanvas(parent, cssW, cssH) {
   const cv = document.createElement("canvas"), dpr = window.devicePixelRatio || 1;
   cv.width = Math.round(cssW * dpr); cv.height = Math.round(cssH * dpr);
-  cv.style.width = cssW + "px"; cv.style.height = cssH + "px";
+  cv.style.width = cssW + "px"; cv.style.height = "auto"; cv.style.maxWidth = "100%";  // shrinks on a phone
   parent.prepend(cv);
   return cv;
 }
