@@ -17,14 +17,15 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from vitviz import analysis, budget, explorer, images, loaders, models, patches, plotting, posembed, registry
+from vitviz import (analysis, budget, explorer, images, loaders, models, patches, plotting, posembed, registry,
+                    resources, web)
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
 from vitviz.views import posembed as posembed_view
 
 ROOT = Path(__file__).resolve().parent
-EXAMPLES = ROOT / "assets" / "examples"
+EXAMPLES = resources.examples()
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
 LEARNED = "learned: "
@@ -347,7 +348,7 @@ def run_timeline(src, step_index, alpha, cmap):
     return attention_view.render_timeline(load(src), step_index, cmap, budget.number(alpha, "opacity", 0, 1))
 
 
-WEB = ROOT / "vitviz" / "web"
+WEB = Path(web.__file__).resolve().parent  # the browser views' scripts, inside the installed package
 
 
 def browser_view(name: str, elem_id: str, label: str, **kwargs) -> gr.HTML:
@@ -618,7 +619,7 @@ def build_demo() -> gr.Blocks:
 def launch_kwargs() -> dict:
     """Theme, CSS and the light-mode switch (Gradio 6 takes these in launch())."""
     theme = gr.themes.Default(text_size=gr.themes.sizes.text_lg, primary_hue="blue")
-    return dict(theme=theme, css_paths=[ROOT / "assets" / "theme.css"], js=FORCE_LIGHT,
+    return dict(theme=theme, css_paths=[resources.assets() / "theme.css"], js=FORCE_LIGHT,
                 max_file_size="50mb", server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
 
 

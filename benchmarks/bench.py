@@ -1,7 +1,7 @@
 """Speed and memory of vitviz on this machine; prints tables.
 
-    python benchmarks/bench.py            # everything (a few minutes on 2 cores)
-    python benchmarks/bench.py --quick    # skip the 480-pixel attention runs
+    python -m benchmarks.bench            # everything (a few minutes on 2 cores)
+    python -m benchmarks.bench --quick    # skip the 480-pixel attention runs
 
 Attention figures use a DINO ViT-S/8-shaped transformers model (the real
 config, random weights: speed and memory do not depend on the weights) loaded
@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -72,11 +71,11 @@ def one(kind: str, size: int, ckpt: str) -> dict:
     import numpy as np
     import torch
 
-    from vitviz import analysis, images, loaders
+    from vitviz import analysis, images, loaders, resources
     from vitviz.views import attention as view
 
     loaded = loaders.load_hf(ckpt)
-    rgb = images.load_rgb(ROOT / "assets" / "examples" / "cat.png")
+    rgb = images.load_rgb(resources.examples() / "cat.png")
     side = min(rgb.shape[:2])
     rgb = rgb[:side, (rgb.shape[1] - side) // 2:][:, :side]  # square, so 480 px gives the 60×60 grid of the issue
     fitted = images.fit_to_patches(rgb, size, 8, "keep")
@@ -133,8 +132,8 @@ def one(kind: str, size: int, ckpt: str) -> dict:
 
 
 def subprocess_one(kind: str, size: int, ckpt: Path) -> dict:
-    cmd = [sys.executable, __file__, "--one", kind, str(size), str(ckpt)]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    cmd = [sys.executable, "-m", "benchmarks.bench", "--one", kind, str(size), str(ckpt)]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -147,9 +146,10 @@ def startup() -> float:
 def tab_times() -> list[tuple[str, float]]:
     """Time each tab's main callback as the UI calls it (warm: models already loaded)."""
     import app
+    from vitviz import resources
 
-    cat = str(ROOT / "assets" / "examples" / "cat.png")
-    scene = str(ROOT / "assets" / "examples" / "scene_star.png")
+    cat = str(resources.examples() / "cat.png")
+    scene = str(resources.examples() / "scene_star.png")
     calls = [
         ("Patches /patches (cat, P=16, 224 px)", lambda: app.run_patches(cat, 16, 224, "crop", "ViT-B")),
         ("Position embeddings (2D, 14×14, D=64)",

@@ -1,6 +1,6 @@
 """Interaction latency of the attention explorer in a real (headless) Chromium; prints a table.
 
-    python benchmarks/explorer.py          # the tiny model, DINO ViT-S/8 shape at 224 and 480 px (about 2 minutes)
+    python -m benchmarks.explorer          # the tiny model, DINO ViT-S/8 shape at 224 and 480 px (about 2 minutes)
 
 The explorer is the app's own component (``app.explorer_component``: the same
 JS, CSS and server function), served by a small Blocks that loads one analysis
@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -37,10 +36,10 @@ def serve(dino_dir: Path):
     import gradio as gr
 
     import app
-    from vitviz import analysis, explorer, images, loaders
+    from vitviz import analysis, explorer, images, loaders, resources
 
     loaded = {"tiny": loaders.load_embedded(), "dino": loaders.load_hf(dino_dir)}
-    rgb = images.load_rgb(ROOT / "assets" / "examples" / "cat.png")
+    rgb = images.load_rgb(resources.examples() / "cat.png")
     side = min(rgb.shape[:2])
     rgb = rgb[:side, :side]
 
@@ -58,7 +57,7 @@ def serve(dino_dir: Path):
         view = app.explorer_component()
         case.change(show, case, view)
     demo.queue()
-    from conftest import free_port  # noqa: E402  (tests/ is on the path below)
+    from benchmarks.load import free_port
 
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
@@ -114,8 +113,8 @@ def round_trip(dino_dir: Path) -> dict:
     from gradio_client import Client, handle_file
 
     import app
-    from conftest import free_port
-    from vitviz import loaders, models, registry
+    from benchmarks.load import free_port
+    from vitviz import loaders, models, registry, resources
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(dino_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -126,7 +125,7 @@ def round_trip(dino_dir: Path) -> dict:
     from PIL import Image
 
     square = dino_dir.parent / "cat_square.png"  # the explorer's cases use the same square crop
-    with Image.open(ROOT / "assets" / "examples" / "cat.png") as im:
+    with Image.open(resources.examples() / "cat.png") as im:
         side = min(im.size)
         im.convert("RGB").crop((0, 0, side, side)).save(square)
     cat = handle_file(str(square))
@@ -149,7 +148,6 @@ def ms(values: list[float], q: int) -> str:
 
 
 def main() -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
     from playwright.sync_api import sync_playwright
 
     from benchmarks.bench import dino_checkpoint

@@ -1,9 +1,9 @@
 """A class at once: N concurrent clients × M requests against a launched app; prints tables.
 
-    python benchmarks/load.py                    # 1, 4, 16 and 32 clients × 5 requests (a few minutes)
-    python benchmarks/load.py --clients 16 --concurrency 1 2 4   # compare the model group's size
-    python benchmarks/load.py --forwards         # why a lock per model: serial vs parallel forwards
-    python benchmarks/load.py --worst            # peak memory of the largest request the budget accepts
+    python -m benchmarks.load                    # 1, 4, 16 and 32 clients × 5 requests (a few minutes)
+    python -m benchmarks.load --clients 16 --concurrency 1 2 4   # compare the model group's size
+    python -m benchmarks.load --forwards         # why a lock per model: serial vs parallel forwards
+    python -m benchmarks.load --worst            # peak memory of the largest request the budget accepts
 
 The app runs as its own process (``python app.py``, offline: the Attention and
 Classify requests use the embedded model), so the server's resident memory is
@@ -30,7 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -39,15 +38,20 @@ ENDPOINTS = ("/attention", "/classify", "/shuffle", "/patches")
 
 # ---- the app as a separate process -----------------------------------------------------------
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Server:
     """``python app.py`` on a free port; ``peak_mb`` tracks its resident memory while ``watching``."""
 
     def __init__(self, concurrency: int):
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         env = dict(os.environ, GRADIO_SERVER_PORT=str(self.port), VITVIZ_MODEL_CONCURRENCY=str(concurrency))
         self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
@@ -101,9 +105,9 @@ def pictures(folder: Path) -> list[str]:
     """16 different pictures, four aspect ratios: generated scenes and cuts of the example photos."""
     from PIL import Image
 
-    from vitviz import scenes
+    from vitviz import resources, scenes
 
-    photos = [Image.open(ROOT / "assets" / "examples" / n).convert("RGB") for n in ("cat.png", "coffee.png")]
+    photos = [Image.open(resources.examples() / n).convert("RGB") for n in ("cat.png", "coffee.png")]
     shapes = [(64, 64), (64, 96), (96, 64), (80, 120)]
     paths = []
     for i in range(16):
@@ -301,8 +305,8 @@ def worst_table() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = dino_checkpoint(Path(tmp) / "dino")
-        out = subprocess.run([sys.executable, __file__, "--worst-one", str(ckpt)], capture_output=True, text=True,
-                             check=True, cwd=ROOT).stdout.strip().splitlines()[-1]
+        out = subprocess.run([sys.executable, "-m", "benchmarks.load", "--worst-one", str(ckpt)], capture_output=True,
+                             text=True, check=True, cwd=ROOT).stdout.strip().splitlines()[-1]
     r = json.loads(out)
     print("| worst accepted request (DINO ViT-S/8 shape) | tokens (limit) | measured peak | budget's estimate |")
     print("|---|---|---|---|")

@@ -1,6 +1,6 @@
 """What one training step of the embedded tiny ViT costs here; prints a table.
 
-    python benchmarks/train_step.py
+    python -m benchmarks.train_step
 
 Source images per second for the labelled recipe `python -m vitviz.train` uses
 (bfloat16 autocast, unfused attention, token labelling, spread penalty) against
@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vitviz import train  # noqa: E402
 

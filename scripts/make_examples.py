@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vitviz import scenes  # noqa: E402
-from vitviz.patches import TOY_VALUES  # noqa: E402
+from vitviz import resources, scenes
+from vitviz.patches import TOY_VALUES
 
-OUT = Path(__file__).resolve().parent.parent / "assets" / "examples"
+OUT = resources.examples()
 PHOTOS = {"cat.png": "chelsea.png", "coffee.png": "coffee.png", "astronaut.png": "astronaut.png",
           "rocket.jpg": "rocket.jpg"}
 SCENE_SEEDS = {"scene_star.png": (11, 3), "scene_ring.png": (12, 5), "scene_triangle.png": (13, 2),

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub; never wait on it
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-EXAMPLES = ROOT / "assets" / "examples"
+from vitviz import resources  # noqa: E402  (the installed package: pip install -e .)
+
+EXAMPLES = resources.examples()
 
 
 def free_port() -> int:

@@ -21,10 +21,11 @@ from typing import Callable
 
 import torch
 
+from vitviz import resources
 from vitviz.loaded import LoadedModel
 from vitviz.registry import OFFLINE_KEY, REGISTRY, ModelSpec
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = resources.assets()
 TINY_DIR = ASSETS / "tiny"
 HUB_HOST = "huggingface.co"
 log = logging.getLogger("vitviz")

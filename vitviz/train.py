@@ -44,9 +44,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vitviz import attention, scenes
+from vitviz import attention, resources, scenes
 
-ASSET_DIR = Path(__file__).resolve().parent.parent / "assets" / "tiny"
+ASSET_DIR = resources.assets() / "tiny"
 
 ARCH = "vit_tiny_patch16_224"
 MODEL_KWARGS = dict(img_size=64, patch_size=8, embed_dim=96, depth=4, num_heads=3, num_classes=len(scenes.CLASSES))
