@@ -9,6 +9,7 @@ policy that makes the image a whole number of patches, and says what it did.
 from __future__ import annotations
 
 import io
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +204,23 @@ def fitted_shape(h0: int, w0: int, size: int, patch: int, policy: str = "crop") 
         return side, side
     s = side / min(h0, w0)
     return max(side, round(h0 * s)) // patch * patch, max(side, round(w0 * s)) // patch * patch
+
+
+def box_to_original(box: tuple[int, int, int, int], h0: int, w0: int, size: int, patch: int) -> tuple[int, int, int, int]:
+    """A (left, top, right, bottom) box on the ``keep``-fitted picture, in the (h0, w0) original's pixels.
+
+    ``keep`` resizes to (rh, rw) with the short side ``size // patch * patch`` and trims the
+    excess evenly; this undoes both (rounded outward to whole pixels, clipped to the picture).
+    """
+    side = size // patch * patch
+    s = side / min(h0, w0)
+    rh, rw = max(side, round(h0 * s)), max(side, round(w0 * s))
+    hh, ww = fitted_shape(h0, w0, size, patch, "keep")
+    top, left = (rh - hh) // 2, (rw - ww) // 2
+    x0, y0, x1, y1 = box
+    fx, fy = w0 / rw, h0 / rh
+    return (max(0, math.floor((x0 + left) * fx)), max(0, math.floor((y0 + top) * fy)),
+            min(w0, math.ceil((x1 + left) * fx)), min(h0, math.ceil((y1 + top) * fy)))
 
 
 def _resize(rgb: np.ndarray, w: int, h: int) -> np.ndarray:

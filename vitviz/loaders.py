@@ -196,3 +196,21 @@ def load_embedded(file: Path | None = None) -> LoadedModel:
     loaded = load_timm(info["arch"], file=path, cfg_overlay=cfg, spec=REGISTRY[OFFLINE_KEY], **info["kwargs"])
     loaded.origin = "embedded in vitviz (assets/tiny), trained here on generated shapes"
     return loaded
+
+
+def availability(spec: ModelSpec) -> str:
+    """Whether ``spec``'s weights can be had now, decided without downloading: for listings and the CLI."""
+    if spec.family == "embedded":
+        return "ships with vitviz"
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        if spec.family == "hf":
+            cached = isinstance(try_to_load_from_cache(spec.source, "config.json"), str)
+        else:
+            cached = bool(_timm_cached_file(spec.source))
+    except OSError:
+        cached = False
+    if cached:
+        return "in the local cache"
+    return "downloads on first use" if hub_reachable() else "needs a download (the hub cannot be reached now)"

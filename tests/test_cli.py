@@ -1,0 +1,112 @@
+"""The vitviz command, run as a subprocess the way a script would: outputs, numbers, reruns and exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES
+from PIL import Image
+
+from vitviz import patches, registry, scenes
+
+VITVIZ = Path(sys.executable).parent / "vitviz"  # the console script pip install put beside this Python
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    return subprocess.run([str(VITVIZ), *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_the_console_script_is_installed():
+    assert VITVIZ.is_file(), "pip install -e . installs the vitviz command"
+    out = run("--help")
+    assert out.returncode == 0 and "crop" in out.stdout and "Exit codes" in out.stdout
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> tuple[Path, list]:
+    """Five shape scenes (their object masks known) and one file that is not a picture."""
+    d = tmp_path_factory.mktemp("trap")
+    made = []
+    for i in range(5):
+        scene = scenes.make_scene(300 + i, size=128)
+        Image.fromarray(scene.image).save(d / f"cam{i}.png")
+        made.append(scene)
+    (d / "cam9.jpg").write_bytes(b"\xff\xd8 this is not really a jpeg")
+    return d, made
+
+
+def test_crop_a_folder_skips_the_broken_file_and_a_rerun_does_nothing(folder, tmp_path):
+    d, made = folder
+    out = tmp_path / "out"
+    first = run("crop", str(d), "--out", str(out))
+    assert first.returncode == 3  # done in part: one input skipped (documented in --help)
+    assert "5 cropped, 0 already done, 1 skipped" in first.stdout
+    assert re.search(r"skipped .*cam9\.jpg: That file is not an image we can read", first.stderr)
+    crops = sorted(p.name for p in (out / "crops").iterdir())
+    assert crops == [f"cam{i}.png" for i in range(5)]
+    with open(out / "boxes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["file"] for r in rows] == [f"cam{i}.png" for i in range(5)]
+    for row, scene in zip(rows, made):  # the box is where the object is
+        l, t, r, b = (int(row[k]) for k in ("left", "top", "right", "bottom"))
+        with Image.open(out / "crops" / row["file"]) as im:
+            assert im.size == (r - l, b - t)
+        inside = scene.mask[t:b, l:r].sum() / scene.mask.sum()
+        assert inside > 0.5, f"{row['file']}: only {inside:.0%} of the object is inside the box"
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "crops").iterdir()}
+    again = run("crop", str(d), "--out", str(out))
+    assert "0 cropped, 5 already done, 1 skipped" in again.stdout and again.returncode == 3
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "crops").iterdir()} == stamps
+
+
+def test_attention_files_hold_the_apps_numbers(app_url, tmp_path):
+    from gradio_client import Client, handle_file
+
+    star = EXAMPLES / "scene_star.png"
+    out = run("attention", str(star), "--layer", "3", "--threshold", "0.7", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "Showing vitviz tiny" in out.stderr  # the same offline notice as the app
+    for suffix in ("_heads.png", "_rollout.png", "_mask.png", ".json"):
+        assert (tmp_path / f"scene_star{suffix}").stat().st_size > 100
+    record = json.loads((tmp_path / "scene_star.json").read_text())
+    assert record["model"] == registry.OFFLINE_KEY and record["layer"] == 3 and record["threshold"] == 0.7
+    table = Client(app_url, verbose=False).predict(handle_file(str(star)), "DINO ViT-S/8", 224, 3, 0.7, 0.6,
+                                                   "inferno", "mean", 0.0, api_name="/attention")[2]
+    rows = re.findall(r"\| (head \d|head mean) \| ([\d.]+)% \| ([\d.]+)% \| (\d+) \|", table)
+    assert len(rows) == len(record["maps"]) == 4
+    for (name, mass, frac, count), m in zip(rows, record["maps"]):
+        assert name == m["map"] and count == str(m["patches"])
+        assert mass == f"{m['mass_kept']:.1%}"[:-1] and frac == f"{m['patches_kept']:.1%}"[:-1]
+    with Image.open(tmp_path / "scene_star_mask.png") as mask:  # the head-mean mask, patch by patch
+        kept = np.asarray(mask)[::8, ::8] > 0
+    assert int(kept.sum()) == record["maps"][-1]["patches"]
+
+
+def test_costs_and_models_print_the_librarys_numbers():
+    out = run("costs", "--model", "ViT-S", "--patch", "16", "--size", "224", "--format", "json")
+    data = json.loads(out.stdout)
+    assert data["macs"] == patches.vit_macs(patches.VIT_SIZES["ViT-S"], 16, 224, 224)
+    assert data["macs"]["attention scores QKᵀ"] == 12 * 6 * 197 * 197 * 64  # by hand
+    listing = run("models").stdout
+    assert all(key in listing for key in registry.REGISTRY)
+    assert re.search(re.escape(registry.OFFLINE_KEY) + r".*ships with vitviz", listing)
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["crop", "/no/such/folder", "--out", "/tmp/x"], 1, "is not a folder"),
+    (["attention", "README.md", "--out", "/tmp/x"], 1, "not an image we can read"),
+    (["attention", "x.png", "--threshold", "1.5", "--out", "/tmp/x"], 2, "at most 1"),
+    (["costs", "--model", "ViT-Z"], 2, "invalid choice"),
+])
+def test_exit_codes_scripts_can_rely_on(args, code, words):
+    out = run(*args, cwd=EXAMPLES.parent.parent)
+    assert out.returncode == code and words in out.stderr
