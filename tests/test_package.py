@@ -1,0 +1,72 @@
+"""vitviz as a package: the wheel carries what the library needs, and importing it changes nothing global."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from vitviz import loaders, registry, resources
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)], check=True,
+                   capture_output=True, timeout=600)
+    return zipfile.ZipFile(next(out.glob("vitviz-*.whl")))
+
+
+def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
+    names = set(wheel.namelist())
+    tiny = {f"vitviz/assets/tiny/{f}" for f in ("model.safetensors", "train_info.json", "quality.json")}
+    steps = {f"vitviz/assets/tiny/checkpoints/{p.name}" for _, p in loaders.tiny_checkpoints()}
+    examples = {f"vitviz/assets/examples/{p.name}" for p in resources.examples().iterdir() if p.suffix != ".py"}
+    web = {f"vitviz/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js")}
+    assert tiny | steps | examples | web | {"vitviz/assets/theme.css", "vitviz/cli.py"} <= names
+    assert len(steps) >= 4 and len(examples) >= 9
+    entry = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "vitviz = vitviz.cli:main" in wheel.read(entry).decode()
+    size = wheel.getinfo("vitviz/assets/tiny/model.safetensors").file_size
+    assert size == (resources.assets() / "tiny" / "model.safetensors").stat().st_size
+
+
+def test_the_installed_package_finds_its_files():
+    assert (resources.assets() / "tiny" / "model.safetensors").is_file()
+    assert loaders.TINY_DIR == resources.assets() / "tiny"
+
+
+def test_importing_vitviz_changes_nothing_global():
+    code = """
+import logging, sys, warnings
+import matplotlib, numpy as np, torch
+before = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
+          list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
+import vitviz.analysis, vitviz.attention, vitviz.budget, vitviz.classify, vitviz.cli, vitviz.explorer
+import vitviz.images, vitviz.loaders, vitviz.models, vitviz.patches, vitviz.plotting, vitviz.posembed
+import vitviz.views.attention, vitviz.views.classify, vitviz.views.patches, vitviz.views.posembed
+after = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
+         list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
+print([a == b for a, b in zip(before, after)], "matplotlib.pyplot" in sys.modules, "gradio" in sys.modules)
+"""
+    import os
+
+    env = dict(os.environ, MPLBACKEND="svg")  # reading an undecided backend would itself import pyplot
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env).stdout.split("]")
+    assert out[0] == "[True, True, True, True, True, True, True" and out[1].split() == ["False", "False"]
+
+
+def test_the_space_preloads_every_hub_model_of_the_registry():
+    import timm
+
+    front = (ROOT / "README.md").read_text().split("---")[1]
+    listed = {line.strip()[2:] for line in front.splitlines() if line.strip().startswith("- ")}
+    wanted = {s.source if s.family == "hf" else timm.models.get_pretrained_cfg(s.source).hf_hub_id
+              for s in registry.REGISTRY.values() if s.family != "embedded"}
+    assert listed == wanted
