@@ -623,6 +623,14 @@ def launch_kwargs() -> dict:
                 max_file_size="50mb", server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
 
 
+def __getattr__(name: str):
+    """``app.demo``, built on first use: what ``gradio app.py`` (reload mode) looks for; importing stays light."""
+    if name == "demo":
+        globals()["demo"] = built = build_demo()
+        return built
+    raise AttributeError(name)
+
+
 if __name__ == "__main__":
     import logging
 

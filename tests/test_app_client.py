@@ -168,3 +168,14 @@ def test_position_embedding_similarity_summary_matches_the_card(client):
     pe = json.loads((loaders.TINY_DIR / "quality.json").read_text())["position_embeddings"]
     assert f"next-door positions **{pe['next_door']:.2f}**" in summary
     assert f"equally far from the centre (not next door) **{pe['same_ring']:.2f}**" in summary
+
+
+def test_a_module_level_demo_for_reload_mode_is_built_only_when_asked_for():
+    import gradio as gr
+
+    import app
+
+    assert "demo" not in vars(app) or isinstance(vars(app)["demo"], gr.Blocks)
+    assert isinstance(app.demo, gr.Blocks) and app.demo is app.demo  # built once, on first use
+    with pytest.raises(AttributeError):
+        app.no_such_thing  # noqa: B018

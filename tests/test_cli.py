@@ -110,3 +110,29 @@ def test_costs_and_models_print_the_librarys_numbers():
 def test_exit_codes_scripts_can_rely_on(args, code, words):
     out = run(*args, cwd=EXAMPLES.parent.parent)
     assert out.returncode == code and words in out.stderr
+
+
+def test_serve_runs_the_app_where_app_py_is_and_says_so_elsewhere(tmp_path):
+    import time
+
+    import httpx
+    from conftest import free_port
+
+    elsewhere = run("serve", cwd=tmp_path)
+    assert elsewhere.returncode == 1 and "run it in the folder that has app.py" in elsewhere.stderr
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
+    proc = subprocess.Popen([str(VITVIZ), "serve", "--port", str(port)], cwd=EXAMPLES.parent.parent, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, page = time.time() + 90, None
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        assert page is not None and page.status_code == 200 and "vitviz" in page.text
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -220,6 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return FAILED
     spec = importlib.util.spec_from_file_location("app", path)
     app = importlib.util.module_from_spec(spec)
+    sys.modules["app"] = app  # gradio looks its component classes up by module
     spec.loader.exec_module(app)
     kwargs = app.launch_kwargs()
     kwargs["server_port"] = args.port
