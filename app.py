@@ -12,13 +12,14 @@ from __future__ import annotations
 import base64
 import functools
 import os
+import tempfile
 from pathlib import Path
 
 import gradio as gr
 import pandas as pd
 
-from vitviz import (analysis, budget, explorer, images, loaders, models, patches, plotting, posembed, registry,
-                    resources, web)
+from vitviz import (analysis, budget, bundle, explorer, images, loaders, models, patches, plotting, posembed,
+                    registry, resources, web)
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
@@ -28,8 +29,7 @@ ROOT = Path(__file__).resolve().parent
 EXAMPLES = resources.examples()
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
-LEARNED = "learned: "
-TIMELINE = "learned: vitviz tiny, training timeline"
+LEARNED, TIMELINE = posembed_view.LEARNED, posembed_view.TIMELINE
 MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
 """Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
 QUEUE_SIZE = int(os.environ.get("VITVIZ_QUEUE_SIZE", "128"))
@@ -67,6 +67,31 @@ class NumberChoice(gr.Radio):
 def load(src):
     """The upload as an RGB array, shrunk while decoding to what the largest view uses."""
     return images.load_rgb(src, images.INTAKE_SHORT_SIDE)
+
+
+BUNDLES = Path(tempfile.gettempdir()) / "vitviz-bundles"
+BUNDLE_AGE = 600
+"""Seconds a downloadable bundle is kept on the server (gradio serves its own copy from its cache)."""
+
+
+def make_bundle(view: str, params: dict, src=None) -> str:
+    """The ZIP of one view, in a folder of its own (two students, same settings: two files), old ones pruned."""
+    import shutil
+    import time
+    import uuid
+
+    BUNDLES.mkdir(exist_ok=True)
+    for old in BUNDLES.iterdir():
+        if time.time() - old.stat().st_mtime > BUNDLE_AGE:
+            shutil.rmtree(old, ignore_errors=True)
+    return str(bundle.write(view, params, None if src is None else load(src), BUNDLES / uuid.uuid4().hex))
+
+
+def download_row(elem_id: str) -> tuple[gr.Button, gr.File]:
+    """'Download this view': every figure as PNG and PDF, the numbers, and params.json for ``vitviz bundle``."""
+    button = gr.Button("Download this view (figures as PNG and PDF, numbers, settings)", size="sm")
+    files = gr.File(label="this view as files", elem_id=elem_id, height=100)
+    return button, files
 
 
 def friendly(fn):
@@ -116,6 +141,13 @@ def run_patches(src, patch, resolution, policy, size_name):
 
 
 @friendly
+def bundle_patches(src, patch, resolution, policy, size_name):
+    params = {"patch": int(patch), "resolution": budget.number(resolution, "resolution", 8, 640, integer=True),
+              "policy": policy, "model_size": size_name}
+    return make_bundle("patches", params, src)
+
+
+@friendly
 def run_patch_inspector(src, patch, resolution, policy):
     fitted = _fitted(src, patch, resolution, policy)
     weight, bias = patches_view.projection(fitted.patch)
@@ -147,6 +179,7 @@ def patches_tab() -> None:
             gr.Examples(example_paths(PHOTOS + SCENES[:2] + ["toy_8x8.png"]), inputs=[src],
                         label="examples (click one)")
             toy_setup = gr.Button("The seed's toy: 8×8 image, 4×4 patches")
+            dl_button, dl_file = download_row("patches-bundle")
             explain(
                 "A ViT never sees pixels one by one. It cuts the image into square patches, lays them out "
                 "row by row (p00, p01, …), flattens each into a list of numbers, and maps that list to one "
@@ -177,6 +210,7 @@ def patches_tab() -> None:
           api_visibility="private", trigger_mode="always_last").success(
         run_patch_inspector, fit_in, inspector, api_visibility="private")
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
+    dl_button.click(bundle_patches, inputs, dl_file, api_name="bundle_patches")
     toy_btn.click(toy_gallery, None, toy, api_name="toy")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
                     [src, patch, resolution, policy], api_visibility="private")
@@ -184,26 +218,9 @@ def patches_tab() -> None:
 
 # ---- Position embeddings -------------------------------------------------------------------
 
-def _learned_grid(source: str, step_index):
-    """(grid, name, notice) of a learned table; the timeline uses the tiny model's checkpoints."""
-    if source == TIMELINE:
-        step, loaded = models.checkpoint_at(budget.number(step_index, "checkpoint", 0, 99, integer=True))
-        return posembed.learned_grid(loaded.model), f"vitviz tiny after {step} training steps", ""
-    loaded = models.get_model(source[len(LEARNED):])
-    return posembed.learned_grid(loaded.model), f"{loaded.spec.key} (learned)", loaded.notice
-
-
-def _pe_grid(source, rows, cols, dim, step_index):
-    if source.startswith(LEARNED):
-        return _learned_grid(source, step_index)
-    rows, cols = (budget.number(v, name, 1, 32, integer=True) for v, name in ((rows, "rows"), (cols, "columns")))
-    dim = budget.number(dim, "embedding size D", 8, 768, integer=True)
-    return posembed_view.sinusoidal_grid(source, rows, cols, dim), source, ""
-
-
 @friendly
 def run_posembed(source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap):
-    grid, name, notice = _pe_grid(source, rows, cols, dim, step_index)
+    grid, name, notice = posembed_view.grid_for(source, rows, cols, dim, step_index)
     new = tuple(budget.number(v, name, 1, 40, integer=True)
                 for v, name in ((new_rows, "rows to resample to"), (new_cols, "columns to resample to")))
     v = posembed_view.render(grid, name, kind, new, cmap)
@@ -213,14 +230,21 @@ def run_posembed(source, rows, cols, dim, kind, new_rows, new_cols, step_index, 
 
 
 @friendly
+def bundle_posembed(source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap):
+    params = {"source": source, "rows": rows, "cols": cols, "dim": dim, "kind": kind, "new_rows": new_rows,
+              "new_cols": new_cols, "step": step_index, "cmap": cmap}
+    return make_bundle("position_embeddings", params)
+
+
+@friendly
 def run_pe_map(source, rows, cols, dim, kind, step_index, cmap):
-    grid, name, _ = _pe_grid(source, rows, cols, dim, step_index)
+    grid, name, _ = posembed_view.grid_for(source, rows, cols, dim, step_index)
     return explorer.posembed_payload(grid, kind, name, cmap)
 
 
 @friendly
 def click_tile(source, rows, cols, dim, kind, step_index, cmap, evt: gr.SelectData):
-    grid, _, _ = _pe_grid(source, rows, cols, dim, step_index)
+    grid, _, _ = posembed_view.grid_for(source, rows, cols, dim, step_index)
     row, col = posembed_view.tile_at(grid, kind, evt.index[0], evt.index[1])
     return posembed_view.tile_figure(grid, kind, row, col, cmap)
 
@@ -244,6 +268,7 @@ def posembed_tab(tab: gr.Tab) -> None:
                                    label="training timeline: checkpoint (0 = random initial weights)")
             cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="viridis", label="colormap")
             go = gr.Button("Show", variant="primary")
+            dl_button, dl_file = download_row("pe-bundle")
             gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64], ["1D sinusoidal", 14, 14, 64],
                          [TIMELINE, 8, 8, 8]], inputs=[source, rows, cols, dim], label="examples (click one)")
             explain(
@@ -273,6 +298,7 @@ def posembed_tab(tab: gr.Tab) -> None:
     gr.on([c.change for c in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index)], run_posembed,
           inputs, outputs, api_visibility="private", trigger_mode="always_last").success(  # one run per burst
         run_pe_map, map_in, pe_map, api_visibility="private")
+    dl_button.click(bundle_posembed, inputs, dl_file, api_name="bundle_position_embeddings")
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
 
 
@@ -303,6 +329,14 @@ def run_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, 
     info = (f"{notice}\n\n" if notice else "") + (
         f"**{a.loaded.spec.key}** ({a.loaded.origin}); input {a.fitted.note}")
     return info, heads.heads, heads.table, roll, heads.box, heads.crop, dist
+
+
+@friendly
+def bundle_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard):
+    layer, keep, alpha = _view_numbers(layer, keep, alpha)
+    params = {"model": model_key, "resolution": resolution, "layer": layer, "keep": keep, "alpha": alpha,
+              "cmap": cmap, "fusion": fusion, "discard": budget.number(discard, "discard share", 0, 0.9)}
+    return make_bundle("attention", params, src)
 
 
 def layer_slider(model_key, layer):
@@ -394,6 +428,7 @@ def attention_tab() -> None:
             model_key = gr.Dropdown(registry.keys("attention"), value="DINO ViT-S/8", label="model")
             resolution = gr.Slider(64, 512, value=224, step=8, label="short side (pixels, rounded to the patch size)")
             go = gr.Button("Show attention", variant="primary")
+            dl_button, dl_file = download_row("attention-bundle")
             gr.Examples(example_paths(SCENES + PHOTOS), inputs=[src], label="examples (click one)")
             explain(
                 "The class token gathers information from all patches; its attention row says how much it "
@@ -441,6 +476,7 @@ def attention_tab() -> None:
     inputs = [src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard]
     outputs = [notice, heads, table, roll, box, crop, dist]
     model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
+    dl_button.click(bundle_attention, inputs, dl_file, api_name="bundle_attention", **model)
 
     head_in = [src, model_key, resolution, layer, keep, alpha, cmap]
 
@@ -480,6 +516,11 @@ def run_classify(src, model_key, progress=gr.Progress()):
 
 
 @friendly
+def bundle_classify(src, model_key):
+    return make_bundle("classify", {"model": model_key}, src)
+
+
+@friendly
 def run_shuffle(src, model_key, seed):
     from vitviz import classify
 
@@ -500,6 +541,7 @@ def classify_tab() -> None:
             src = image_input()
             model_key = gr.Dropdown(registry.keys("classify"), value="ViT-B/16 (ImageNet-1k)", label="model")
             go = gr.Button("Classify", variant="primary")
+            dl_button, dl_file = download_row("classify-bundle")
             gr.Examples(example_paths(PHOTOS + SCENES), inputs=[src], label="examples (click one)")
             explain(
                 "After the last block only the class token's vector is kept; one linear layer turns it into a "
@@ -530,6 +572,7 @@ def classify_tab() -> None:
     go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify", **model)
     for comp in (src, model_key):
         comp.change(run_classify, [src, model_key], [notice, top5, maps, facts], api_visibility="private", **model)
+    dl_button.click(bundle_classify, [src, model_key], dl_file, api_name="bundle_classify", **model)
     sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle", **model)
     tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff", **model)
 

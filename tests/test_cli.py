@@ -136,3 +136,34 @@ def test_serve_runs_the_app_where_app_py_is_and_says_so_elsewhere(tmp_path):
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.parametrize("api, args", [
+    ("/bundle_attention", ("star", "DINO ViT-S/8", 224, 3, 0.7, 0.5, "viridis", "mean", 0.0)),
+    ("/bundle_patches", ("cat", 16, 224, "crop", "ViT-S")),
+    ("/bundle_position_embeddings", ("2D sinusoidal", 6, 6, 32, "cosine", 8, 8, 0, "magma")),
+    ("/bundle_classify", ("star", registry.OFFLINE_KEY)),
+])
+def test_a_downloaded_view_is_made_again_by_the_command_pixel_for_pixel(app_url, tmp_path, api, args):
+    import zipfile
+
+    from gradio_client import Client, handle_file
+
+    pictures = {"star": EXAMPLES / "scene_star.png", "cat": EXAMPLES / "cat.png"}
+    sent = tuple(handle_file(str(pictures[a])) if a in pictures else a for a in args)
+    path = Client(app_url, verbose=False).predict(*sent, api_name=api)
+    assert Path(path).name.startswith("vitviz_" + api.split("_", 1)[1]) and path.endswith(".zip")
+    unpacked = tmp_path / "bundle"
+    with zipfile.ZipFile(path) as z:
+        z.extractall(unpacked)
+    pngs = sorted((unpacked / "figures").glob("*.png"))
+    assert pngs and all((unpacked / "figures" / f"{p.stem}.pdf").read_bytes().startswith(b"%PDF") for p in pngs)
+    assert json.loads((unpacked / "numbers.json").read_text())
+    out = run("bundle", str(unpacked / "params.json"), "--out", str(tmp_path / "again"))
+    assert out.returncode == 0, out.stderr
+    for png in pngs:
+        with Image.open(png) as a, Image.open(tmp_path / "again" / png.name) as b:
+            assert np.array_equal(np.asarray(a), np.asarray(b)), png.name
+    if api == "/bundle_patches":  # matplotlib's figures travel as vectors: text, not a picture of text
+        pdf = (unpacked / "figures" / "costs.pdf").read_bytes()
+        assert b"/Subtype /Image" not in pdf and b"/Font" in pdf

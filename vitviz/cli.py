@@ -5,6 +5,7 @@
     vitviz patches IMAGE --patch 16 --size 224 [--out DIR] token counts; with --out the grid picture and a JSON
     vitviz attention IMAGE... --out DIR [--model KEY]      per picture: head maps, rollout, mask (PNG) and numbers (JSON)
     vitviz crop FOLDER --out DIR [--model KEY]             the camera-trap recipe: attention -> mask -> box -> crop, CSV
+    vitviz bundle params.json --out DIR                    a downloaded view's figures again, pixel for pixel
     vitviz serve [--port 7860]                             the web app (run it where app.py is)
 
 Exit codes: 0 everything done; 1 nothing done (the message says why); 2 the command was written wrong;
@@ -104,22 +105,6 @@ def cmd_patches(args: argparse.Namespace) -> int:
 
 # ---- vitviz attention -------------------------------------------------------------------------------
 
-def attention_numbers(a, layer: int, keep: float) -> dict:
-    """Mass kept, patches kept and patch count per head and for the head mean, and the head-mean mask's box."""
-    from vitviz import attention as att
-    from vitviz.views import attention as view
-
-    index = view.layer_index(a, layer)
-    maps = []
-    for h in list(range(a.maps.heads)) + [None]:
-        mask, mass, frac = att.mass_mask(a.maps.cls_map(index, h), keep)
-        maps.append({"map": "head mean" if h is None else f"head {h}", "mass_kept": mass, "patches_kept": frac,
-                     "patches": int(mask.sum())})
-    box = att.bounding_box(att.mass_mask(a.maps.cls_map(index), keep)[0], a.maps.patch)
-    return {"layer": index + 1, "layers": a.maps.layers, "threshold": keep, "grid": list(a.maps.grid),
-            "maps": maps, "box": list(box) if box else None}
-
-
 def cmd_attention(args: argparse.Namespace) -> int:
     from PIL import Image
 
@@ -138,7 +123,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
             skipped.append((path, str(err)))
             continue
         stem = Path(path).stem
-        numbers = attention_numbers(a, args.layer, args.threshold)
+        numbers = view.numbers(a, args.layer, args.threshold)
         heads = view.render_heads(a, numbers["layer"], args.threshold, args.cmap, args.alpha)
         heads.heads.save(out / f"{stem}_heads.png")
         view.render_rollout(a, "mean", 0.0, args.cmap, args.alpha).save(out / f"{stem}_rollout.png")
@@ -208,6 +193,28 @@ def _report(total: int, skipped: list[tuple[Path, str]]) -> int:
     return PARTLY if skipped else DONE
 
 
+# ---- vitviz bundle ----------------------------------------------------------------------------------------
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from vitviz import bundle
+
+    params = Path(args.params)
+    if params.is_file() and params.suffix == ".zip":  # a downloaded bundle as it came
+        import tempfile
+        import zipfile
+
+        with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(params) as z:
+            z.extractall(tmp)
+            written = bundle.reproduce(Path(tmp) / "params.json", Path(args.out))
+    elif params.is_file():
+        written = bundle.reproduce(params, Path(args.out))
+    else:
+        _say(f"{params} is not a file: give the params.json of a bundle (input.png beside it), or the bundle's ZIP.")
+        return FAILED
+    print(f"wrote {len(written)} figures (PNG and PDF) and numbers.json to {args.out}")
+    return DONE
+
+
 # ---- vitviz serve ------------------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -274,6 +281,11 @@ def parser() -> argparse.ArgumentParser:
     model_options(p)
     p.add_argument("--out", required=True)
     p.set_defaults(run=cmd_crop)
+
+    p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
+    p.add_argument("params")
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=cmd_bundle)
 
     p = sub.add_parser("serve", help="the web app")
     p.add_argument("--port", type=int, default=7860)

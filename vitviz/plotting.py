@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Iterator, Sequence
 
@@ -57,13 +58,32 @@ def projector_style(fig: Figure) -> None:
         ax.tick_params(labelsize=TICK_PT)
 
 
+_vectors: ContextVar[bool] = ContextVar("vitviz_vectors", default=False)
+
+
+@contextmanager
+def keep_vectors() -> Iterator[None]:
+    """Inside this block (this thread or task only), figures drawn by matplotlib also keep a vector PDF of
+    themselves in ``image.info["pdf"]`` (for figure bundles)."""
+    token = _vectors.set(True)
+    try:
+        yield
+    finally:
+        _vectors.reset(token)
+
+
 def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     """Render a figure to an RGB PIL image (tight bounding box) in the projector style."""
     projector_style(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
     buf.seek(0)
-    return Image.open(buf).convert("RGB")
+    image = Image.open(buf).convert("RGB")
+    if _vectors.get():
+        pdf = io.BytesIO()
+        fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
+        image.info["pdf"] = pdf.getvalue()
+    return image
 
 
 @lru_cache(maxsize=32)

@@ -69,6 +69,19 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
     return HeadsView(heads, table, boxed, crop)
 
 
+def numbers(a: Analysis, layer: int, keep: float) -> dict:
+    """Mass kept, patches kept and patch count per head and for the head mean, and the head-mean mask's box."""
+    index = layer_index(a, layer)
+    maps = []
+    for h in list(range(a.maps.heads)) + [None]:
+        mask, mass, frac = att.mass_mask(a.maps.cls_map(index, h), keep)
+        maps.append({"map": "head mean" if h is None else f"head {h}", "mass_kept": mass, "patches_kept": frac,
+                     "patches": int(mask.sum())})
+    box = att.bounding_box(att.mass_mask(a.maps.cls_map(index), keep)[0], a.maps.patch)
+    return {"layer": index + 1, "layers": a.maps.layers, "threshold": keep, "grid": list(a.maps.grid),
+            "maps": maps, "box": list(box) if box else None}
+
+
 def box_scale(a: Analysis) -> int:
     """Integer upscaling of the clickable box view, so small inputs are shown at a usable size."""
     return plotting.display_scale(*a.fitted.image.shape[:2], 384)

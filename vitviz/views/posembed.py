@@ -7,9 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from vitviz import plotting, posembed
+from vitviz import budget, models, plotting, posembed
 
 SINUSOIDAL = ("2D sinusoidal", "1D sinusoidal")
+LEARNED = "learned: "
+"""Prefix of a registry model's learned table in the list of sources."""
+TIMELINE = "learned: vitviz tiny, training timeline"
 
 
 @dataclass
@@ -29,6 +32,24 @@ def sinusoidal_grid(kind: str, rows: int, cols: int, dim: int) -> np.ndarray:
     if kind == "1D sinusoidal":
         return posembed.sincos_1d(rows * cols, dim).reshape(rows, cols, dim)
     raise ValueError(f"Unknown position embedding {kind!r}.")
+
+
+def grid_for(source: str, rows, cols, dim, step_index) -> tuple[np.ndarray, str, str]:
+    """(rows, cols, D) grid, its name and a notice, for a source of the tab's list.
+
+    Sinusoidal sources use rows, cols and D; ``TIMELINE`` uses the embedded model's checkpoint
+    number ``step_index``; ``LEARNED + key`` a registry model's own table (its notice when a
+    stand-in answers). Numbers are checked as they may come from outside.
+    """
+    if source == TIMELINE:
+        step, loaded = models.checkpoint_at(budget.number(step_index, "checkpoint", 0, 99, integer=True))
+        return posembed.learned_grid(loaded.model), f"vitviz tiny after {step} training steps", ""
+    if source.startswith(LEARNED):
+        loaded = models.get_model(source[len(LEARNED):])
+        return posembed.learned_grid(loaded.model), f"{loaded.spec.key} (learned)", loaded.notice
+    rows, cols = (budget.number(v, name, 1, 32, integer=True) for v, name in ((rows, "rows"), (cols, "columns")))
+    dim = budget.number(dim, "embedding size D", 8, 768, integer=True)
+    return sinusoidal_grid(source, rows, cols, dim), source, ""
 
 
 def tiles(grid: np.ndarray, kind: str) -> np.ndarray:
