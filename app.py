@@ -660,10 +660,17 @@ def build_demo() -> gr.Blocks:
 
 
 def launch_kwargs() -> dict:
-    """Theme, CSS and the light-mode switch (Gradio 6 takes these in launch())."""
+    """Theme, CSS and the light-mode switch (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
     theme = gr.themes.Default(text_size=gr.themes.sizes.text_lg, primary_hue="blue")
-    return dict(theme=theme, css_paths=[resources.assets() / "theme.css"], js=FORCE_LIGHT,
-                max_file_size="50mb", server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    kwargs = dict(theme=theme, css_paths=[resources.assets() / "theme.css"], js=FORCE_LIGHT,
+                  max_file_size="50mb", server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
+        import importlib.util
+
+        if importlib.util.find_spec("mcp") is None:
+            raise SystemExit("VITVIZ_MCP=1 needs gradio's MCP extra: pip install 'gradio[mcp]==6.31.0'.")
+        kwargs["mcp_server"] = True
+    return kwargs
 
 
 def __getattr__(name: str):

@@ -179,3 +179,31 @@ def test_a_module_level_demo_for_reload_mode_is_built_only_when_asked_for():
     assert isinstance(app.demo, gr.Blocks) and app.demo is app.demo  # built once, on first use
     with pytest.raises(AttributeError):
         app.no_such_thing  # noqa: B018
+
+
+def test_mcp_server_behind_a_flag(monkeypatch):
+    """VITVIZ_MCP=1 serves the named endpoints as MCP tools (needs gradio's optional mcp extra)."""
+    import importlib.util
+
+    import app
+
+    monkeypatch.delenv("VITVIZ_MCP", raising=False)
+    assert "mcp_server" not in app.launch_kwargs()
+    monkeypatch.setenv("VITVIZ_MCP", "1")
+    if importlib.util.find_spec("mcp") is None:
+        with pytest.raises(SystemExit, match="pip install 'gradio\\[mcp\\]"):
+            app.launch_kwargs()
+        return
+    import httpx
+    from conftest import free_port
+
+    demo = app.build_demo()
+    port = free_port()
+    kwargs = app.launch_kwargs()
+    kwargs.update(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    demo.launch(**kwargs)
+    try:
+        tools = {t["name"] for t in httpx.get(f"http://127.0.0.1:{port}/gradio_api/mcp/schema", timeout=30).json()}
+        assert {"run_attention", "run_classify", "bundle_attention"} <= tools
+    finally:
+        demo.close()
