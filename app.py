@@ -90,8 +90,14 @@ def make_bundle(view: str, params: dict, src=None) -> str:
 def download_row(elem_id: str) -> tuple[gr.Button, gr.File]:
     """'Download this view': every figure as PNG and PDF, the numbers, and params.json for ``vitviz bundle``."""
     button = gr.Button("Download this view (figures as PNG and PDF, numbers, settings)", size="sm")
-    files = gr.File(label="this view as files", elem_id=elem_id, height=100)
+    files = gr.File(label="this view as files", elem_id=elem_id, visible=False)
     return button, files
+
+
+def wire_download(button: gr.Button, files: gr.File, fn, inputs: list, api_name: str, **kwargs) -> None:
+    """The endpoint returns the ZIP (data); showing the file box is a separate, UI-only step."""
+    button.click(fn, inputs, files, api_name=api_name, **kwargs).success(
+        lambda: gr.File(visible=True), None, files, api_visibility="private")
 
 
 def friendly(fn):
@@ -210,7 +216,7 @@ def patches_tab() -> None:
           api_visibility="private", trigger_mode="always_last").success(
         run_patch_inspector, fit_in, inspector, api_visibility="private")
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
-    dl_button.click(bundle_patches, inputs, dl_file, api_name="bundle_patches")
+    wire_download(dl_button, dl_file, bundle_patches, inputs, "bundle_patches")
     toy_btn.click(toy_gallery, None, toy, api_name="toy")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
                     [src, patch, resolution, policy], api_visibility="private")
@@ -298,7 +304,7 @@ def posembed_tab(tab: gr.Tab) -> None:
     gr.on([c.change for c in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index)], run_posembed,
           inputs, outputs, api_visibility="private", trigger_mode="always_last").success(  # one run per burst
         run_pe_map, map_in, pe_map, api_visibility="private")
-    dl_button.click(bundle_posembed, inputs, dl_file, api_name="bundle_position_embeddings")
+    wire_download(dl_button, dl_file, bundle_posembed, inputs, "bundle_position_embeddings")
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
 
 
@@ -476,7 +482,7 @@ def attention_tab() -> None:
     inputs = [src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard]
     outputs = [notice, heads, table, roll, box, crop, dist]
     model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
-    dl_button.click(bundle_attention, inputs, dl_file, api_name="bundle_attention", **model)
+    wire_download(dl_button, dl_file, bundle_attention, inputs, "bundle_attention", **model)
 
     head_in = [src, model_key, resolution, layer, keep, alpha, cmap]
 
@@ -572,7 +578,7 @@ def classify_tab() -> None:
     go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify", **model)
     for comp in (src, model_key):
         comp.change(run_classify, [src, model_key], [notice, top5, maps, facts], api_visibility="private", **model)
-    dl_button.click(bundle_classify, [src, model_key], dl_file, api_name="bundle_classify", **model)
+    wire_download(dl_button, dl_file, bundle_classify, [src, model_key], "bundle_classify", **model)
     sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle", **model)
     tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff", **model)
 
