@@ -18,14 +18,12 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from vitviz import (analysis, budget, bundle, explorer, images, loaders, models, patches, plotting, posembed,
-                    registry, resources, web)
+from vitviz import (analysis, budget, bundle, explorer, images, loaders, models, patches, plotting, registry, resources, web)
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
 from vitviz.views import posembed as posembed_view
 
-ROOT = Path(__file__).resolve().parent
 EXAMPLES = resources.examples()
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]

@@ -12,9 +12,7 @@ step on the same model: the student sees 2 global 64-pixel crops and 6 local
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F

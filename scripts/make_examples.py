@@ -9,7 +9,6 @@ everything else is drawn here. Sources and licences: assets/README.md.
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
