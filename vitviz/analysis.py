@@ -34,6 +34,8 @@ class Analysis:
     loaded: LoadedModel
     fitted: Fitted
     maps: AttentionMaps
+    resolution: int = 0
+    """The short side the picture was fitted to (the embedded model's own size for the embedded model)."""
     token: str = ""
     """Names this analysis for :func:`find` (a digest of model, picture and resolution)."""
 
@@ -87,7 +89,8 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
         try:
             fitted = fit_to_patches(rgb, resolution, p, "keep")
             token = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
-            result = Analysis(loaded, fitted, loaded.capture(loaded.normalise(fitted.image), fitted.grid), token)
+            maps = loaded.capture(loaded.normalise(fitted.image), fitted.grid)
+            result = Analysis(loaded, fitted, maps, resolution, token)
         finally:
             with _lock:
                 _pending.pop(key, None)

@@ -144,7 +144,8 @@ CROP_FIELDS = ["file", "width", "height", "left", "top", "right", "bottom", "mas
 def cmd_crop(args: argparse.Namespace) -> int:
     from PIL import Image
 
-    from vitviz import analysis, attention as att, images
+    from vitviz import analysis, images
+    from vitviz.views import attention as view
 
     folder, out = Path(args.folder), Path(args.out)
     if not folder.is_dir():
@@ -167,15 +168,14 @@ def cmd_crop(args: argparse.Namespace) -> int:
         except ValueError as err:
             skipped.append((path, str(err)))
             continue
-        m = a.maps.cls_map(a.maps.layers - 1)
-        mask, mass, frac = att.mass_mask(m, args.threshold)
-        box = att.bounding_box(mask, a.maps.patch) or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
-        size = max(int(args.size), a.maps.patch) if loaded.spec.family != "embedded" else loaded.resolution
-        left, top, right, bottom = images.box_to_original(box, *rgb.shape[:2], size, a.maps.patch)
+        last = view.numbers(a, a.maps.layers, args.threshold)  # the last layer's head-mean mask and its box
+        mean = last["maps"][-1]
+        box = last["box"] or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
+        left, top, right, bottom = images.box_to_original(box, *rgb.shape[:2], a.resolution, a.maps.patch)
         Image.fromarray(rgb[top:bottom, left:right]).save(crops / f"{path.stem}.png")
         rows[path.name] = {"file": path.name, "width": rgb.shape[1], "height": rgb.shape[0], "left": left, "top": top,
-                           "right": right, "bottom": bottom, "mass_kept": f"{mass:.4f}", "patches_kept": f"{frac:.4f}",
-                           "model": loaded.spec.key}
+                           "right": right, "bottom": bottom, "mass_kept": f"{mean['mass_kept']:.4f}",
+                           "patches_kept": f"{mean['patches_kept']:.4f}", "model": loaded.spec.key}
     with table.open("w", newline="") as f:
         writer = csv.DictWriter(f, CROP_FIELDS)
         writer.writeheader()

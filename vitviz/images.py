@@ -190,6 +190,12 @@ class Fitted:
         return self.image.shape[0] // self.patch, self.image.shape[1] // self.patch
 
 
+def _short_side_to(h0: int, w0: int, side: int) -> tuple[int, int]:
+    """(h, w) of an (h0, w0) picture resized so its short side is ``side`` (aspect kept): "crop" and "keep"."""
+    s = side / min(h0, w0)
+    return max(side, round(h0 * s)), max(side, round(w0 * s))
+
+
 def fitted_shape(h0: int, w0: int, size: int, patch: int, policy: str = "crop") -> tuple[int, int]:
     """(H, W) that :func:`fit_to_patches` gives an (h0, w0) image, computed without touching pixels.
 
@@ -202,8 +208,8 @@ def fitted_shape(h0: int, w0: int, size: int, patch: int, policy: str = "crop") 
     side = size // patch * patch
     if policy != "keep":
         return side, side
-    s = side / min(h0, w0)
-    return max(side, round(h0 * s)) // patch * patch, max(side, round(w0 * s)) // patch * patch
+    rh, rw = _short_side_to(h0, w0, side)
+    return rh // patch * patch, rw // patch * patch
 
 
 def box_to_original(box: tuple[int, int, int, int], h0: int, w0: int, size: int, patch: int) -> tuple[int, int, int, int]:
@@ -212,11 +218,8 @@ def box_to_original(box: tuple[int, int, int, int], h0: int, w0: int, size: int,
     ``keep`` resizes to (rh, rw) with the short side ``size // patch * patch`` and trims the
     excess evenly; this undoes both (rounded outward to whole pixels, clipped to the picture).
     """
-    side = size // patch * patch
-    s = side / min(h0, w0)
-    rh, rw = max(side, round(h0 * s)), max(side, round(w0 * s))
-    hh, ww = fitted_shape(h0, w0, size, patch, "keep")
-    top, left = (rh - hh) // 2, (rw - ww) // 2
+    rh, rw = _short_side_to(h0, w0, size // patch * patch)
+    top, left = (rh - rh // patch * patch) // 2, (rw - rw // patch * patch) // 2
     x0, y0, x1, y1 = box
     fx, fy = w0 / rw, h0 / rh
     return (max(0, math.floor((x0 + left) * fx)), max(0, math.floor((y0 + top) * fy)),
@@ -247,8 +250,8 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
     if policy == "stretch":
         out = _resize(rgb, side, side)
     elif policy == "crop":
-        s = side / min(h0, w0)
-        r = _resize(rgb, max(side, round(w0 * s)), max(side, round(h0 * s)))
+        rh, rw = _short_side_to(h0, w0, side)
+        r = _resize(rgb, rw, rh)
         top, left = (r.shape[0] - side) // 2, (r.shape[1] - side) // 2
         out = r[top:top + side, left:left + side]
     elif policy == "pad":
@@ -258,8 +261,8 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
         top, left = (side - r.shape[0]) // 2, (side - r.shape[1]) // 2
         out[top:top + r.shape[0], left:left + r.shape[1]] = r
     else:  # keep
-        s = side / min(h0, w0)
-        r = _resize(rgb, max(side, round(w0 * s)), max(side, round(h0 * s)))
+        rh, rw = _short_side_to(h0, w0, side)
+        r = _resize(rgb, rw, rh)
         top, left = (r.shape[0] - hh) // 2, (r.shape[1] - ww) // 2
         out = r[top:top + hh, left:left + ww]
     out = np.ascontiguousarray(out)

@@ -4,8 +4,8 @@ Gradio runs callbacks in threads, so two requests can reach the same model at
 once. Recording attention puts hooks on the model and switches timm's fused
 attention off for the duration; a plain forward from another request during
 that time would feed its attention into the first request's hooks. So nothing
-runs a model except through :meth:`LoadedModel.exclusive` (or the helpers built
-on it), which holds a lock that belongs to that model and is shared by every
+runs a model except through :meth:`LoadedModel.exclusive` (or :meth:`capture`,
+built on it), which holds a lock that belongs to that model and is shared by every
 ``LoadedModel`` that wraps it (a fallback copy carries the same lock).
 
 Why a lock rather than lock-free capture: on two cores one forward already
@@ -79,8 +79,3 @@ class LoadedModel:
         with self.exclusive() as model:
             return att.collect(model, x, grid, self.spec.patch, self.spec.prefix,
                                lambda _m, inp: self.forward(inp), **budgets)
-
-    def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, K) logits of a classifier for x (B, 3, H, W), with nothing recorded."""
-        with self.exclusive() as model:
-            return model(x)
