@@ -167,3 +167,31 @@ def test_a_downloaded_view_is_made_again_by_the_command_pixel_for_pixel(app_url,
     if api == "/bundle_patches":  # matplotlib's figures travel as vectors: text, not a picture of text
         pdf = (unpacked / "figures" / "costs.pdf").read_bytes()
         assert b"/Subtype /Image" not in pdf and b"/Font" in pdf
+
+
+def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
+    """The same settings through /attention (what the page shows) and /bundle_attention: the same figures.
+
+    The page gets lossy webp; webp encoding is deterministic, so the bundle's PNG encoded the way gradio
+    encodes must decode to exactly the page's pixels (a figure at another layer or threshold does not).
+    """
+    import io
+    import zipfile
+
+    from gradio import processing_utils
+    from gradio_client import Client, handle_file
+
+    client = Client(app_url, verbose=False)
+    args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 0.55, 0.7, "cividis", "max", 0.2)
+    _, heads, _, roll, box, crop, _ = client.predict(*args, api_name="/attention")
+    with zipfile.ZipFile(client.predict(*args, api_name="/bundle_attention")) as z:
+        z.extractall(tmp_path)
+
+    def as_page_shows(png: Path) -> np.ndarray:
+        with Image.open(png) as im:
+            webp = processing_utils.encode_pil_to_bytes(im.convert("RGB"), "webp")
+        return np.asarray(Image.open(io.BytesIO(webp)).convert("RGB"))
+
+    for shown, name in ((heads, "heads"), (roll, "rollout"), (box, "box"), (crop, "crop")):
+        with Image.open(shown) as page:
+            assert np.array_equal(np.asarray(page.convert("RGB")), as_page_shows(tmp_path / "figures" / f"{name}.png")), name
