@@ -266,3 +266,27 @@ def test_another_layers_rows_are_fetched_once_and_kept(app_url, browser, dino_in
     mask, mass, frac = attention.mass_mask(row, 0.6)
     assert (shown["mass"], shown["frac"], shown["count"]) == (mass, frac, int(mask.sum()))
     page.close()
+
+
+def test_a_failed_row_fetch_says_so_and_is_asked_again_later(app_url, browser, dino_in_cache):
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url + "?__theme=light")
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(2).click()  # the triangle
+    page.wait_for_function("() => document.querySelector('#attention-explorer .vx')?.__vx?.p?.grid[0] === 28",
+                           timeout=120_000)
+    page.route("**/component_server**", lambda route: route.abort())  # the network fails
+    cv = page.locator("#attention-explorer .vx-big canvas")
+    cv.scroll_into_view_if_needed()
+    box = cv.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.locator("#attention-explorer .vx").focus()
+    page.keyboard.press("[")
+    sync_api.expect(page.locator(CAPTION)).to_contain_text("did not answer", timeout=10_000)
+    page.unroute("**/component_server**")
+    page.wait_for_timeout(3_300)  # the pause before asking again
+    page.keyboard.press("]")
+    page.keyboard.press("[")  # back on layer 11: asked again, answered
+    page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.layer === '11' && "
+                           f"document.querySelector('{CAPTION}').dataset.count > 0", timeout=30_000)
+    page.close()

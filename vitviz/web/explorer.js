@@ -29,6 +29,11 @@ function ensureRows(layer) {  // another layer's patch rows: asked for once, whe
   if (S.rows[layer] || S.pending[layer] || typeof server === "undefined") return;
   S.pending[layer] = server.explorer_rows(token, layer).then((r) => {
     if (S.p && S.p.token === token) { S.rows[r.layer] = decodeRows(r); update(); }
+  }).catch(() => {  // say so; after a pause the next pointing asks again
+    if (!S.p || S.p.token !== token) return;
+    S.rows[layer] = { missing: "the server did not answer for this layer's patch rows; point again in a moment" };
+    update();
+    setTimeout(() => { delete S.rows[layer]; delete S.pending[layer]; }, 3000);
   });
 }
 
