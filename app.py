@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
-import pandas as pd
 
 from vitviz import (analysis, budget, bundle, explorer, images, loaders, models, patches, plotting, registry, resources, web)
 from vitviz.views import attention as attention_view
@@ -28,6 +27,7 @@ EXAMPLES = resources.examples()
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
 LEARNED, TIMELINE = posembed_view.LEARNED, posembed_view.TIMELINE
+PE_SOURCES = list(posembed_view.SINUSOIDAL) + [TIMELINE] + [LEARNED + k for k in registry.REGISTRY]
 MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
 """Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
 QUEUE_SIZE = int(os.environ.get("VITVIZ_QUEUE_SIZE", "128"))
@@ -114,10 +114,15 @@ def image_input(label: str = "Image") -> IntakeImage:
                        height=320)
 
 
-def figure(elem_id: str, titled: bool, label: str, **kwargs) -> gr.Image:
-    """An output image; figures that carry their own title hide the (overlapping) label."""
-    return gr.Image(label=label, show_label=not titled, elem_id=elem_id, interactive=False, type="pil",
-                    buttons=["download", "fullscreen"], **kwargs)
+def figure(elem_id: str, caption: str | None = None, **kwargs) -> gr.Image:
+    """A server-drawn figure: PNG (sharp text; it carries its smallest text size), never shown larger than drawn.
+
+    Figures carry their own titles; ``caption`` (for pictures without one) goes above, never over, the figure.
+    """
+    if caption:
+        gr.Markdown(caption, elem_classes="vx-caption")
+    return gr.Image(show_label=False, label=caption or elem_id, elem_id=elem_id, elem_classes="vx-fig",
+                    interactive=False, type="pil", format="png", buttons=["download", "fullscreen"], **kwargs)
 
 
 def explain(text: str) -> gr.Markdown:
@@ -127,6 +132,66 @@ def explain(text: str) -> gr.Markdown:
 
 def example_paths(names: list[str]) -> list[str]:
     return [str(EXAMPLES / n) for n in names]
+
+
+def _example_keys() -> dict[str, str]:
+    """Fingerprint of each shipped example -> its name in a link (the file name without extension)."""
+    return {images.fingerprint(path): path.stem for path in sorted(EXAMPLES.iterdir()) if path.suffix in (".png", ".jpg")}
+
+
+EXAMPLE_KEYS = functools.lru_cache(maxsize=1)(_example_keys)
+
+
+def image_key(src) -> str:
+    """How a link names the picture: an example's name, or 'upload-<hash>' for an upload (which cannot travel)."""
+    if src is None:
+        return ""
+    fp = images.fingerprint(src)
+    return EXAMPLE_KEYS().get(fp, f"upload-{fp}")
+
+
+def example_for(key: str | None) -> str | None:
+    """The example file a link names, or None (no such example, or an upload)."""
+    if not key or key.startswith("upload-"):
+        return None
+    for path in EXAMPLES.iterdir():
+        if path.stem == key and path.suffix in (".png", ".jpg"):
+            return str(path)
+    return None
+
+
+def accept(src):
+    """UI step before a tab's work: a picture vitviz cannot use is cleared (with a warning), not left broken.
+
+    Returns the picture's link key, or clears the input."""
+    if src is None:
+        return gr.skip(), ""
+    try:
+        load(src)
+    except ValueError as err:
+        gr.Warning(str(err), title="Cannot use this picture")
+        return None, ""
+    return gr.skip(), image_key(src)
+
+
+def quiet(fn, outputs: int = 1):
+    """For events a change triggers: with no picture yet there is nothing to do (every output is left as it is)."""
+    @functools.wraps(fn)
+    def wrapper(src, *args, **kwargs):
+        if src is None:
+            return gr.skip() if outputs == 1 else (gr.skip(),) * outputs
+        return fn(src, *args, **kwargs)
+    return wrapper
+
+
+def reveal(selector: str) -> str:
+    """JavaScript for a UI-only step: on a phone, scroll the result into view after the control that asked."""
+    return f"() => window.vitvizLink?.reveal({selector!r})"
+
+
+def remember(key: str) -> str:
+    """JavaScript for a UI-only step: write a control's value into the page's link."""
+    return f"(v) => {{ window.vitvizLink?.set({{{key}: v}}); }}"
 
 
 # ---- Patches ---------------------------------------------------------------------------
@@ -166,11 +231,16 @@ def click_patch(src, patch, resolution, policy, size_name, evt: gr.SelectData):
     return grid, patches_view.patch_vectors(fitted, row, col)
 
 
-def toy_gallery():
-    return [(img, caption) for img, caption in patches_view.toy_figures()]
+@friendly
+def run_toy(step):
+    """One step of the 8×8 toy walk-through: its figure and a sentence."""
+    figures = patches_view.toy_figures()
+    step = budget.number(step, "step", 1, len(figures), integer=True)
+    image, caption = figures[step - 1]
+    return image, f"**Step {step} of {len(figures)}.** {caption}"
 
 
-def patches_tab() -> None:
+def patches_tab() -> dict:
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
@@ -190,34 +260,43 @@ def patches_tab() -> None:
                 "vector with the same linear layer for every patch. Those vectors are the tokens. Halve the "
                 "patch size and you get four times as many tokens, and sixteen times as many attention entries.")
         with gr.Column(scale=2):
-            grid = figure("patch-grid", False, label="patch grid: click a patch", height=560)
+            summary = gr.Markdown(elem_id="patch-summary")
+            grid = figure("patch-grid", "The patch grid: click a patch (labels where they fit)")
             inspector = browser_view("patches", "patch-inspector", "patch inspector: point at a patch or use the "
                                      "arrow keys")
-            summary = gr.Markdown()
             equivalence = gr.Markdown()
             with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False):
-                vectors = figure("patch-vectors", True, label="click a patch in the grid: its flattened pixels and "
-                                 "embedding")
-    with gr.Row():
-        costs = gr.Markdown()
-        chart = figure("cost-chart", True, label="cost breakdown", height=420)
-    with gr.Accordion("The 8×8 toy, step by step", open=False):
-        toy_btn = gr.Button("Show the walk-through")
-        toy = gr.Gallery(label="pixels → patches → vectors → embeddings → + position → [CLS]", columns=3,
-                         height="auto")
+                vectors = figure("patch-vectors")
+            costs = gr.Markdown(elem_classes="vx-table", elem_id="cost-table")
+            chart = figure("cost-chart")
+    with gr.Accordion("The 8×8 toy, step by step", open=False) as toy_box:
+        toy_step = gr.Slider(1, 7, value=1, step=1, label="step of the walk-through (pixels → patches → vectors → "
+                             "embeddings → + position → [CLS] → position similarity)")
+        toy_caption = gr.Markdown()
+        toy = figure("toy-step")
+    key = gr.Textbox(visible="hidden", elem_id="patches-image-key")
     inputs = [src, patch, resolution, policy, size_name]
     outputs = [grid, summary, costs, chart, equivalence, vectors]
     fit_in = [src, patch, resolution, policy]
     go.click(run_patches, inputs, outputs, api_name="patches").success(
         run_patch_inspector, fit_in, inspector, api_visibility="private")
-    gr.on([c.change for c in (src, patch, policy, size_name, resolution)], run_patches, inputs, outputs,
+    src.change(accept, src, [src, key], api_visibility="private", queue=False).success(
+        quiet(run_patches, len(outputs)), inputs, outputs, api_visibility="private", trigger_mode="always_last").success(
+        quiet(run_patch_inspector), fit_in, inspector, api_visibility="private").then(
+        None, None, None, js=reveal("#patch-summary"))
+    gr.on([c.change for c in (patch, policy, size_name, resolution)], quiet(run_patches, len(outputs)), inputs, outputs,
           api_visibility="private", trigger_mode="always_last").success(
-        run_patch_inspector, fit_in, inspector, api_visibility="private")
+        quiet(run_patch_inspector), fit_in, inspector, api_visibility="private")
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
     wire_download(dl_button, dl_file, bundle_patches, inputs, "bundle_patches")
-    toy_btn.click(toy_gallery, None, toy, api_name="toy")
+    toy_step.change(run_toy, toy_step, [toy, toy_caption], api_name="toy")
+    toy_box.expand(run_toy, toy_step, [toy, toy_caption], api_visibility="private")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
                     [src, patch, resolution, policy], api_visibility="private")
+    key.change(None, key, None, js="(k) => window.vitvizLink?.image('patches', k)")
+    patch.change(None, patch, None, js=remember("patch"))
+    resolution.change(None, resolution, None, js=remember("res"))
+    return {"src": src, "patch": patch, "resolution": resolution}
 
 
 # ---- Position embeddings -------------------------------------------------------------------
@@ -253,23 +332,29 @@ def click_tile(source, rows, cols, dim, kind, step_index, cmap, evt: gr.SelectDa
     return posembed_view.tile_figure(grid, kind, row, col, cmap)
 
 
-def posembed_tab(tab: gr.Tab) -> None:
-    learned = [LEARNED + k for k in registry.REGISTRY]
+def pe_controls(source):
+    """UI only: the grid and D sliders matter for sinusoidal tables only; the checkpoint slider for the timeline."""
+    formula = source in posembed_view.SINUSOIDAL
+    return (gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=formula),
+            gr.Slider(visible=source == TIMELINE))
+
+
+def posembed_tab(tab: gr.Tab) -> dict:
     n_ckpt = max(1, len(loaders.tiny_checkpoints()))
     with gr.Row():
         with gr.Column(scale=1):
-            source = gr.Dropdown(list(posembed_view.SINUSOIDAL) + [TIMELINE] + learned, value="2D sinusoidal",
+            source = gr.Dropdown(PE_SOURCES, value="2D sinusoidal",
                                  label="position embedding")
             with gr.Row():
                 rows = gr.Slider(1, 32, value=14, step=1, label="grid rows")
                 cols = gr.Slider(1, 32, value=14, step=1, label="grid columns")
             dim = gr.Slider(8, 768, value=64, step=4, label="embedding size D (sinusoidal)")
+            step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1, visible=False,
+                                   label="training timeline: checkpoint (0 = random initial weights)")
             kind = gr.Radio(["cosine", "dot"], value="cosine", label="similarity")
             with gr.Row():
                 new_rows = gr.Slider(1, 40, value=20, step=1, label="resample to rows")
                 new_cols = gr.Slider(1, 40, value=20, step=1, label="resample to columns")
-            step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1,
-                                   label="training timeline: checkpoint (0 = random initial weights)")
             cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="viridis", label="colormap")
             go = gr.Button("Show", variant="primary")
             dl_button, dl_file = download_row("pe-bundle")
@@ -282,16 +367,14 @@ def posembed_tab(tab: gr.Tab) -> None:
                 "and training arranges them. Either way, nearby positions end up with similar vectors, which "
                 "the mosaic shows: each little map is one position's similarity to all others.")
         with gr.Column(scale=2):
-            summary = gr.Markdown()
+            summary = gr.Markdown(elem_id="pe-summary")
             pe_map = browser_view("posembed", "pe-explorer", "position similarity: point at a position or use the "
                                   "arrow keys")
-            with gr.Row():
-                mosaic = figure("pe-mosaic", False, label="similarity mosaic: click a tile")
-                tile = figure("pe-tile", True, label="the clicked tile")
-            with gr.Row():
-                matrix = figure("pe-matrix", True, label="embedding matrix")
-                sim = figure("pe-sim", True, label="similarity matrix")
-            resampled = figure("pe-resampled", False, label="resampled grid (bicubic, as timm does for a new resolution)")
+            mosaic = figure("pe-mosaic", "Similarity mosaic: tile (r, c) is position (r, c) against all; click a tile")
+            tile = figure("pe-tile")
+            matrix = figure("pe-matrix")
+            sim = figure("pe-sim")
+            resampled = figure("pe-resampled", "The table resampled bicubically (as timm does for a new resolution)")
     inputs = [source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap]
     outputs = [summary, mosaic, tile, matrix, sim, resampled]
     map_in = [source, rows, cols, dim, kind, step_index, cmap]
@@ -301,9 +384,12 @@ def posembed_tab(tab: gr.Tab) -> None:
         run_pe_map, map_in, pe_map, api_visibility="private")
     gr.on([c.change for c in (source, kind, cmap, rows, cols, dim, new_rows, new_cols, step_index)], run_posembed,
           inputs, outputs, api_visibility="private", trigger_mode="always_last").success(  # one run per burst
-        run_pe_map, map_in, pe_map, api_visibility="private")
+        run_pe_map, map_in, pe_map, api_visibility="private").then(None, None, None, js=reveal("#pe-summary"))
+    source.change(pe_controls, source, [rows, cols, dim, step_index], api_visibility="private", queue=False)
+    source.change(None, source, None, js=remember("pe"))
     wire_download(dl_button, dl_file, bundle_posembed, inputs, "bundle_position_embeddings")
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
+    return {"source": source, "inputs": inputs, "outputs": outputs, "map_in": map_in, "map": pe_map}
 
 
 # ---- Attention --------------------------------------------------------------------------------
@@ -328,8 +414,7 @@ def run_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, 
     a, notice = _analysis(src, model_key, resolution, lambda f, msg: progress(f, desc=msg))
     heads = attention_view.render_heads(a, layer, keep, cmap, alpha)
     roll = attention_view.render_rollout(a, fusion, discard, cmap, alpha)
-    dist = pd.DataFrame([(f"{layer:02d}", head, d) for layer, head, d in attention_view.distance_table(a)],
-                        columns=["layer", "head", "distance (px)"])  # layers as categories: whole-number ticks
+    dist = attention_view.render_distance(a)
     info = (f"{notice}\n\n" if notice else "") + (
         f"**{a.loaded.spec.key}** ({a.loaded.origin}); input {a.fitted.note}")
     return info, heads.heads, heads.table, roll, heads.box, heads.crop, dist
@@ -423,7 +508,7 @@ def run_explorer(src, model_key, resolution, keep, alpha, cmap):
     return explorer.attention_payload(a, a.maps.layers, keep, alpha, cmap)  # opens on the last layer
 
 
-def attention_tab() -> None:
+def attention_tab() -> dict:
     n_ckpt = max(1, len(loaders.tiny_checkpoints()))
     spread_from = loaders.tiny_info().get("spread_from_step")
     with gr.Row():
@@ -441,13 +526,14 @@ def attention_tab() -> None:
                 "Point at any patch to see where it looks instead. Rollout follows attention through every "
                 "layer, counting the skip connections too.")
         with gr.Column(scale=2):
-            notice = gr.Markdown()
+            notice = gr.Markdown(elem_id="attention-notice")
             explorer_view = explorer_component()
             with gr.Row():
-                box = figure("attn-box", False, label="box around the head-mean mask", height=320)
-                crop = figure("attn-crop", False, label="free crop from attention", height=320)
-            dist = gr.ScatterPlot(x="layer", y="distance (px)", color="head", title="mean attention distance",
-                                  x_title="layer", y_title="mean attention distance (pixels)", height=360)
+                with gr.Column(min_width=200):
+                    box = figure("attn-box", "Box around the head-mean mask")
+                with gr.Column(min_width=200):
+                    crop = figure("attn-crop", "Free crop from attention")
+            dist = figure("attn-distance")
     with gr.Accordion("Figures drawn on the server (to download, and what the /attention API returns)", open=False):
         with gr.Row():
             layer = gr.Slider(1, 12, value=12, step=1, label="layer (1 = first)")
@@ -457,14 +543,15 @@ def attention_tab() -> None:
         with gr.Row():
             fusion = gr.Radio(["mean", "max", "min"], value="mean", label="rollout: fuse heads by")
             discard = gr.Slider(0, 0.9, value=0.0, step=0.1, label="rollout: discard weakest share")
-        heads = figure("attn-heads", True, label="[CLS] attention per head")
-        table = gr.Markdown()
-        roll = figure("attn-rollout", True, label="attention rollout")
-        query = figure("attn-query", True, label="click a patch in the box view: its attention per head, drawn here")
+        heads = figure("attn-heads")
+        table = gr.Markdown(elem_classes="vx-table")
+        roll = figure("attn-rollout")
+        query = figure("attn-query", "Click a patch in the box view above: its attention per head is drawn here")
     with gr.Accordion("Registers: DINOv2 with and without", open=False):
-        reg_btn = gr.Button("Compare on this image")
-        reg_note = gr.Markdown()
-        reg_img = figure("registers", True, label="registers comparison")
+        with gr.Row():
+            reg_btn = gr.Button("Compare on this image", scale=0, min_width=260)
+            reg_note = gr.Markdown()
+        reg_img = figure("registers")
     with gr.Accordion("Training timeline of the offline model", open=False):
         gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px), "
                     "all on one colour scale. Step 0 is the random initialisation: its attention is nearly even, "
@@ -474,8 +561,9 @@ def attention_tab() -> None:
                         "stayed spread out until then has to pick a place." if spread_from else ""))
         step_index = gr.Slider(0, n_ckpt - 1, value=n_ckpt - 1, step=1, label="checkpoint")
         tl_btn = gr.Button("Show the timeline")
-        tl_strip = figure("timeline-strip", True, label="all checkpoints")
-        tl_heads = figure("timeline-heads", True, label="the chosen checkpoint, per head")
+        tl_strip = figure("timeline-strip")
+        tl_heads = figure("timeline-heads")
+    key = gr.Textbox(visible="hidden", elem_id="attention-image-key")
 
     inputs = [src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard]
     outputs = [notice, heads, table, roll, box, crop, dist]
@@ -487,26 +575,34 @@ def attention_tab() -> None:
     def analyse_on(trigger, public: bool = False):
         """Run the forward (or reuse it); then the explorer's data and the layer slider's range (UI only)."""
         named = dict(api_name="attention") if public else dict(api_visibility="private")
-        done = trigger(run_attention, inputs, outputs, **model, **named)
-        done.success(run_explorer, [src, model_key, resolution, keep, alpha, cmap], explorer_view, **model,
-                     **(dict(api_name="explorer") if public else dict(api_visibility="private")))
+        run, explore = (run_attention, run_explorer) if public else (quiet(run_attention, 7), quiet(run_explorer))
+        done = trigger(run, inputs, outputs, **model, **named)
+        shown = done.success(explore, [src, model_key, resolution, keep, alpha, cmap], explorer_view, **model,
+                             **(dict(api_name="explorer") if public else dict(api_visibility="private")))
+        shown.then(None, None, None, js=reveal("#attention-notice"))
         done.success(layer_slider, [model_key, layer], layer, api_visibility="private", **model)
 
     analyse_on(go.click, public=True)
-    for comp in (src, model_key):
-        analyse_on(comp.change)
+    accepted = src.change(accept, src, [src, key], api_visibility="private", queue=False)
+    analyse_on(accepted.success)
+    analyse_on(lambda *a, **k: model_key.change(*a, **k, trigger_mode="always_last"))
     analyse_on(resolution.release)
     for comp in (layer, keep, alpha):
-        comp.release(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private", **model)
-    cmap.change(rerender_heads, head_in, [heads, table, box, crop], api_visibility="private", **model)
+        comp.release(quiet(rerender_heads, 4), head_in, [heads, table, box, crop], api_visibility="private", **model)
+    cmap.change(quiet(rerender_heads, 4), head_in, [heads, table, box, crop], api_visibility="private", **model)
     roll_in = [src, model_key, resolution, alpha, cmap, fusion, discard]
-    fusion.change(rerender_rollout, roll_in, roll, api_visibility="private", **model)
-    discard.release(rerender_rollout, roll_in, roll, api_visibility="private", **model)
+    fusion.change(quiet(rerender_rollout), roll_in, roll, api_visibility="private", **model)
+    discard.release(quiet(rerender_rollout), roll_in, roll, api_visibility="private", **model)
     box.select(click_query, [src, model_key, resolution, layer, alpha, cmap], query, api_visibility="private", **model)
     reg_btn.click(run_registers, [src, resolution, alpha, cmap], [reg_note, reg_img], api_name="registers", **model)
     tl_btn.click(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_name="timeline", **model)
-    step_index.release(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_visibility="private",
-                       **model)
+    step_index.release(quiet(run_timeline, 2), [src, step_index, alpha, cmap], [tl_strip, tl_heads],
+                       api_visibility="private", **model)
+    key.change(None, key, None, js="(k) => window.vitvizLink?.image('attention', k)")
+    model_key.change(None, model_key, None, js=remember("model"))
+    resolution.change(None, resolution, None, js=remember("side"))
+    return {"src": src, "model": model_key, "layer": layer, "keep": keep, "registers": reg_btn,
+            "registers_note": reg_note, "resolution": resolution}
 
 
 # ---- Classify -------------------------------------------------------------------------------
@@ -539,7 +635,7 @@ def run_tradeoff():
     return classify_view.tradeoff_markdown(classify.patch_size_tradeoff())
 
 
-def classify_tab() -> None:
+def classify_tab() -> dict:
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
@@ -552,10 +648,10 @@ def classify_tab() -> None:
                 "score per class. The maps show which patches the class token drew on for this prediction: the "
                 "last layer alone, and rolled out through all layers.")
         with gr.Column(scale=2):
-            notice = gr.Markdown()
-            top5 = gr.Label(num_top_classes=5, label="top 5")
-            maps = figure("classify-maps", True, label="where the class token looked")
-            facts = gr.Markdown()
+            notice = gr.Markdown(elem_id="classify-notice")
+            top5 = gr.Label(num_top_classes=5, label="top 5", elem_id="classify-top5")
+            maps = figure("classify-maps")
+            facts = gr.Markdown(elem_classes="vx-table")
     with gr.Accordion("Experiment: shuffle the patches", open=True):
         explain(
             "Cut the picture into its patches and deal them out in a random order. The model still sees the "
@@ -566,32 +662,109 @@ def classify_tab() -> None:
             seed = gr.Number(value=0, minimum=0, step=1, label="shuffle seed")  # whole numbers checked by vitviz
             sh_btn = gr.Button("Shuffle and compare")
         with gr.Row():
-            scrambled = figure("shuffled", False, label="shuffled patches")
-            sh_md = gr.Markdown()
+            with gr.Column(min_width=300):
+                scrambled = figure("shuffled", "The patches, shuffled")
+            sh_md = gr.Markdown(elem_classes="vx-table")
     with gr.Accordion("Experiment: patch size trade-off", open=False):
         explain("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.")
         tr_btn = gr.Button("Measure (takes a few seconds)")
-        tr_md = gr.Markdown()
+        tr_md = gr.Markdown(elem_classes="vx-table")
+    key = gr.Textbox(visible="hidden", elem_id="classify-image-key")
     model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
-    go.click(run_classify, [src, model_key], [notice, top5, maps, facts], api_name="classify", **model)
-    for comp in (src, model_key):
-        comp.change(run_classify, [src, model_key], [notice, top5, maps, facts], api_visibility="private", **model)
+    outputs = [notice, top5, maps, facts]
+    go.click(run_classify, [src, model_key], outputs, api_name="classify", **model)
+    src.change(accept, src, [src, key], api_visibility="private", queue=False).success(
+        quiet(run_classify, 4), [src, model_key], outputs, api_visibility="private", **model).then(
+        None, None, None, js=reveal("#classify-notice"))
+    model_key.change(quiet(run_classify, 4), [src, model_key], outputs, api_visibility="private",
+                     trigger_mode="always_last", **model)
     wire_download(dl_button, dl_file, bundle_classify, [src, model_key], "bundle_classify", **model)
     sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle", **model)
     tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff", **model)
+    key.change(None, key, None, js="(k) => window.vitvizLink?.image('classify', k)")
+    model_key.change(None, model_key, None, js=remember("classifier"))
+    return {"src": src, "model": model_key}
 
 
 # ---- the app --------------------------------------------------------------------------------
 
-FORCE_LIGHT = """
-() => {
-  const url = new URL(window.location.href);
-  if (url.searchParams.get('__theme') !== 'light') {
-    url.searchParams.set('__theme', 'light');
-    window.location.replace(url.href);
-  }
-}
-"""
+TABS = ("patches", "positions", "attention", "classify")
+"""Tab ids, as links name them (?tab=...)."""
+DEFAULT_MODELS = {"attention": "DINO ViT-S/8", "classify": "ViT-B/16 (ImageNet-1k)"}
+OFFLINE_SCENE = "scene_star.png"
+"""What the Attention and Classify tabs open on when only the offline model can be had: a scene it knows."""
+
+
+def model_choices(task: str) -> list[tuple[str, str]]:
+    """(label, key) pairs: a model that cannot be had now says so ('…: needs download'); the value stays the key."""
+    return [(models.choice_label(k), k) for k in registry.keys(task)]
+
+
+def _link_number(q: dict, name: str, lo: float, hi: float, default, integer: bool = True):
+    try:
+        return budget.number(q[name], name, lo, hi, integer=integer)
+    except (KeyError, ValueError):
+        return default
+
+
+def on_load(request: gr.Request):
+    """Open the page as its link says (tab, picture, model, settings), or on a computed example.
+
+    Only the open tab gets its picture now (which starts its work); the others get theirs when
+    first opened (:func:`open_tab`). Model lists learn once per process which models need a download.
+    """
+    q = dict(request.query_params) if request is not None else {}
+    tab = q.get("tab") if q.get("tab") in TABS else "patches"
+    available = models.available_now()
+    offline = {task: not available.get(DEFAULT_MODELS[task], False) for task in DEFAULT_MODELS}
+    defaults = {"patches": str(EXAMPLES / "cat.png"),
+                **{task: str(EXAMPLES / (OFFLINE_SCENE if offline[task] else "cat.png")) for task in DEFAULT_MODELS}}
+    notice = ""
+    wanted = q.get("image")
+    if wanted and tab in defaults:
+        if example_for(wanted):
+            defaults[tab] = example_for(wanted)
+        elif wanted.startswith("upload-"):
+            notice = (f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, "
+                      "so it opens on an example instead: upload the picture again to see it. Every other setting "
+                      "in the link is restored.")
+    chosen = {task: q.get(param) if q.get(param) in registry.keys(task) else
+              (registry.OFFLINE_KEY if offline[task] else DEFAULT_MODELS[task])
+              for task, param in (("attention", "model"), ("classify", "classifier"))}
+    pair = attention_view.REGISTER_PAIR
+    registers_ok = all(available.get(k, False) for k in pair)
+    first = {t: defaults.pop(t) if t == tab else gr.skip() for t in ("patches", "attention", "classify")}
+    return (gr.Tabs(selected=tab) if "tab" in q else gr.skip(), True if q.get("projector") == "1" else gr.skip(),
+            gr.Markdown(notice, visible=bool(notice)),
+            first["patches"], _link_number(q, "patch", 1, 64, gr.skip()) if q.get("patch") in
+            {str(p) for p in PATCH_SIZES} else gr.skip(), _link_number(q, "res", 8, 640, gr.skip()),
+            q["pe"] if q.get("pe") in PE_SOURCES else gr.skip(),
+            first["attention"], gr.Dropdown(choices=model_choices("attention"), value=chosen["attention"]),
+            _link_number(q, "side", 64, 512, gr.skip()), _link_number(q, "layer", 1, 64, gr.skip()),
+            _link_number(q, "keep", 0.1, 0.95, gr.skip(), integer=False),
+            gr.Button(interactive=registers_ok),
+            "" if registers_ok else "Not available here: " + attention_view.REGISTERS_UNAVAILABLE,
+            first["classify"], gr.Dropdown(choices=model_choices("classify"), value=chosen["classify"]),
+            tab, defaults)
+
+
+def open_tab(name: str):
+    """UI only: the first time a tab is opened it gets its example picture (which starts its work)."""
+    def opener(src, defaults):
+        if src is not None or name not in defaults:
+            return gr.skip(), gr.skip()
+        defaults = dict(defaults)
+        return defaults.pop(name), defaults
+    return opener
+
+
+def open_positions(opened, *args):
+    """UI only: the page opened on the Position-embeddings tab draws it straight away."""
+    return run_posembed(*args) if opened == "positions" else (gr.skip(),) * 6
+
+
+def open_positions_map(opened, *args):
+    return run_pe_map(*args) if opened == "positions" else gr.skip()
 
 
 def return_freed_memory() -> bool:
@@ -648,26 +821,76 @@ def build_demo() -> gr.Blocks:
     atomic_image_cache()
     # Uploads and results older than 10 minutes are removed every 5 minutes: a class uploads a lot.
     with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, 600)) as demo:
-        gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
-                    "From pixels to patch tokens, position embeddings, attention and a prediction. "
-                    "Pick a tab, then click an example or upload your own picture.")
-        with gr.Tab("Patches"):
-            patches_tab()
-        with gr.Tab("Position embeddings") as pe_tab:
-            posembed_tab(pe_tab)
-        with gr.Tab("Attention"):
-            attention_tab()
-        with gr.Tab("Classify"):
-            classify_tab()
+        with gr.Row():
+            with gr.Column(scale=5, min_width=300):
+                gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
+                            "From pixels to patch tokens, position embeddings, attention and a prediction. "
+                            "Pick a tab, then click an example or upload your own picture. The address bar always "
+                            "holds a link to what you see.", elem_id="intro")
+            with gr.Column(scale=1, min_width=240):
+                projector = gr.Checkbox(False, label="Projector mode (large text)", elem_id="projector",
+                                        container=False)
+        link_notice = gr.Markdown(visible=False, elem_id="link-notice", elem_classes="vx-note")
+        with gr.Tabs(overflow_behavior="wrap") as tabs:
+            with gr.Tab("Patches", id="patches") as t_patches:
+                pt = patches_tab()
+            with gr.Tab("Position embeddings", id="positions") as t_positions:
+                pe = posembed_tab(t_positions)
+            with gr.Tab("Attention", id="attention") as t_attention:
+                at = attention_tab()
+            with gr.Tab("Classify", id="classify") as t_classify:
+                cl = classify_tab()
+        opened, defaults = gr.State(), gr.State({})
+        demo.load(on_load, None, [tabs, projector, link_notice, pt["src"], pt["patch"], pt["resolution"],
+                                  pe["source"], at["src"], at["model"], at["resolution"], at["layer"], at["keep"],
+                                  at["registers"], at["registers_note"], cl["src"], cl["model"], opened, defaults],
+                  api_visibility="private").then(
+            open_positions, [opened] + pe["inputs"], pe["outputs"], api_visibility="private").success(
+            open_positions_map, [opened] + pe["map_in"], pe["map"], api_visibility="private")
+        for tab, name, parts in ((t_patches, "patches", pt), (t_attention, "attention", at),
+                                 (t_classify, "classify", cl)):
+            tab.select(open_tab(name), [parts["src"], defaults], [parts["src"], defaults], api_visibility="private",
+                       queue=False)
+        for tab, name in zip((t_patches, t_positions, t_attention, t_classify), TABS):
+            tab.select(None, None, None, js=f"() => window.vitvizLink?.tab({name!r})")
+        projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
     demo.queue(default_concurrency_limit=2, max_size=QUEUE_SIZE)
     return demo
 
 
+def light_only(theme: gr.themes.Base) -> gr.themes.Base:
+    """The theme with its dark palette replaced by the light one: a dark-mode browser gets the light page at once.
+
+    (The figures are drawn on white; forcing light mode by reloading with ?__theme=light flashed for ~1.3 s.)
+    """
+    same = {name: getattr(theme, name[:-len("_dark")]) for name in vars(theme)
+            if name.endswith("_dark") and hasattr(theme, name[:-len("_dark")])}
+    return theme.set(**same)
+
+
+PROJECTOR_PX = {"text_xxs": 18, "text_xs": 20, "text_sm": 20, "text_md": 22, "text_lg": 24, "text_xl": 28,
+                "text_xxl": 32}
+"""Projector mode's page text sizes: nothing under 20 px but the smallest print (slider ends)."""
+
+
+def projector_css(theme: gr.themes.Base) -> str:
+    """CSS for body.vx-projector: the theme's text sizes, and every size defined from them, made large."""
+    sizes = {f"--{k.replace('_', '-')}": f"{v}px" for k, v in PROJECTOR_PX.items()}
+    for name, value in vars(theme).items():  # e.g. block_label_text_size = "*text_sm"
+        if name.endswith("text_size") and isinstance(value, str) and value.startswith("*"):
+            px = PROJECTOR_PX.get(value[1:])
+            if px:
+                sizes[f"--{name.replace('_', '-')}"] = f"{px}px"
+    return "body.vx-projector, body.vx-projector .gradio-container {" + "; ".join(
+        f"{k}: {v}" for k, v in sizes.items()) + "}"
+
+
 def launch_kwargs() -> dict:
-    """Theme, CSS and the light-mode switch (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
-    theme = gr.themes.Default(text_size=gr.themes.sizes.text_lg, primary_hue="blue")
-    kwargs = dict(theme=theme, css_paths=[resources.assets() / "theme.css"], js=FORCE_LIGHT,
-                  max_file_size="50mb", server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    """Theme, CSS and the page script (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
+    theme = light_only(gr.themes.Default(text_size=gr.themes.sizes.text_lg, primary_hue="blue"))
+    kwargs = dict(theme=theme, css=projector_css(theme), css_paths=[resources.assets() / "theme.css"],
+                  js=(WEB / "page.js").read_text(), max_file_size="50mb",
+                  server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util
 

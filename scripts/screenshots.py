@@ -40,7 +40,7 @@ def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.goto(url + ("&" if "?" in url else "?") + "__theme=light")
+        page.goto(url)
         for i, (tab, (example, shown, view)) in enumerate(TABS.items()):
             page.get_by_role("tab", name=tab, exact=True).click()
             panel = page.locator(".tabitem:visible").first

@@ -21,15 +21,24 @@ def browser():
         b.close()
 
 
+def _idle(page) -> None:
+    """Wait until the page has no event in progress (the tab's own example and the clicked one both answered)."""
+    for _ in range(2):
+        page.wait_for_function("() => !document.body.innerText.includes('processing |') && "
+                               "!document.querySelector('.pending')", timeout=120_000)
+        page.wait_for_timeout(600)
+
+
 @pytest.fixture(scope="module")
 def explorer(app_url, browser):
     """The Attention tab after clicking the star scene (offline: the embedded model, an 8×8 grid)."""
     page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(app_url + "?__theme=light")
+    page.goto(app_url)
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(0).click()
     page.locator("#attention-explorer .vx-big canvas").wait_for(state="visible", timeout=120_000)
     page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.count > 0", timeout=60_000)
+    _idle(page)
     calls: list[str] = []
     page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
     yield page, calls
@@ -170,11 +179,12 @@ def test_explorer_colours_are_matplotlibs(explorer):
 
 
 def _open(page, app_url: str, tab: str, example: int, selector: str):
-    page.goto(app_url + "?__theme=light")
+    page.goto(app_url)
     page.get_by_role("tab", name=tab, exact=True).click()
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(example).click()
     cv = page.locator(selector).first
     cv.wait_for(state="visible", timeout=60_000)
+    _idle(page)
     cv.scroll_into_view_if_needed()
     return cv.bounding_box()
 
@@ -234,7 +244,7 @@ def test_another_layers_rows_are_fetched_once_and_kept(app_url, browser, dino_in
     import numpy as np
 
     page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(app_url + "?__theme=light")
+    page.goto(app_url)
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(1).click()  # the ring scene
     page.wait_for_function("() => document.querySelector('#attention-explorer .vx')?.__vx?.p?.grid[0] === 28",
@@ -270,7 +280,7 @@ def test_another_layers_rows_are_fetched_once_and_kept(app_url, browser, dino_in
 
 def test_a_failed_row_fetch_says_so_and_is_asked_again_later(app_url, browser, dino_in_cache):
     page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(app_url + "?__theme=light")
+    page.goto(app_url)
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(2).click()  # the triangle
     page.wait_for_function("() => document.querySelector('#attention-explorer .vx')?.__vx?.p?.grid[0] === 28",

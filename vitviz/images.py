@@ -114,6 +114,19 @@ def _shrink(im: Image.Image, short_side: int | None) -> Image.Image:
         return im.convert("RGB").reduce(factor)
 
 
+def fingerprint(src: ImageSource) -> str:
+    """The first 12 hex digits of the SHA-256 of the file's bytes: names an upload in a link without the upload."""
+    import hashlib
+
+    if isinstance(src, (bytes, bytearray)):
+        data = bytes(src)
+    elif isinstance(src, (Image.Image, np.ndarray)):
+        data = src.tobytes()
+    else:
+        data = Path(src).read_bytes()
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
 def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
     """Decode ``src`` into an (H, W, 3) uint8 RGB array.
 

@@ -51,10 +51,12 @@ def _cached(cache_key: str, make: Callable[[], LoadedModel]) -> LoadedModel:
 
 
 def clear_cache() -> None:
-    """Forget every loaded model and every remembered failure."""
+    """Forget every loaded model, every remembered failure and what was found available."""
     with _cache_lock:
         _cache.clear()
         _failures.clear()
+    with _availability_lock:
+        _availability.clear()
 
 
 def get_checkpoint(step: int) -> LoadedModel:
@@ -113,3 +115,31 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
         with _cache_lock:
             _failures[key] = (time.monotonic(), reason)
         return _fallback(key, reason)
+
+
+_availability: dict[str, bool] = {}
+_availability_lock = threading.Lock()
+
+
+def available_now() -> dict[str, bool]:
+    """Registry key -> can its real weights be had without waiting (loaded, cached, or the hub reachable)?
+
+    The files and the hub are looked at once per process, without downloading anything, within
+    about two seconds (one reachability probe); a model loaded since counts as available.
+    For labelling the model lists before anyone clicks.
+    """
+    with _availability_lock:
+        if not _availability:
+            reachable = loaders.hub_reachable(timeout=1.2)
+            from vitviz.registry import REGISTRY
+
+            for key, spec in REGISTRY.items():
+                _availability[key] = reachable or not loaders.availability(spec).startswith("needs")
+        found = dict(_availability)
+    with _cache_lock:
+        return {key: ok or key in _cache for key, ok in found.items()}
+
+
+def choice_label(key: str) -> str:
+    """How a model list shows ``key``: its name, and ': needs download' when it cannot be had now."""
+    return key if available_now().get(key, True) else f"{key}: needs download"

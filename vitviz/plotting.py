@@ -4,8 +4,9 @@ Figures are ``matplotlib.figure.Figure`` objects drawn on their own Agg canvas:
 no pyplot, no backend switch, nothing registered with a figure manager, so
 threads can draw at once and importing vitviz changes nothing for a notebook.
 
-Everything here is sized for a projector: large type, high contrast and
-colour-blind-safe colormaps (viridis family for magnitudes, PuOr for signed
+Everything here is sized for a projector by default (:data:`PROJECTOR`: no text
+under 20 px, no figure wider than 790 px or taller than 660 px, so it is shown
+unscaled at 1280×720): large type, high contrast and colour-blind-safe colormaps (viridis family for magnitudes, PuOr for signed
 values). Functions return ``PIL.Image.Image`` so the UI can show them in an
 image component and map clicks back to pixels.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import io
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Sequence
 
@@ -27,9 +29,52 @@ from PIL import Image, ImageDraw, ImageFont
 SEQUENTIAL = ("viridis", "cividis", "magma", "inferno", "plasma")
 """Colour-blind-safe sequential colormaps offered in the UI."""
 DIVERGING = "PuOr_r"
-TITLE_PT, LABEL_PT, TICK_PT = 16, 14, 12
-"""Projector sizes (points at 100 dpi) given to every figure's axes titles, axis labels and ticks."""
 DPI = 100
+TEXT_PX_KEY = "vitviz:text_px"
+"""``image.info`` key (kept as a PNG text chunk) holding the smallest text in a figure, in its own pixels."""
+
+
+@dataclass(frozen=True)
+class Style:
+    """How large figures are drawn. Sizes are pixels of the figure itself (at 100 dpi, 1 pt = 100/72 px).
+
+    A figure shown no smaller than it was drawn keeps these sizes on screen: the page's
+    figure boxes are at least ``max_width`` wide at 1280×720, and never upscale.
+    """
+
+    name: str
+    text_px: int  # the smallest text: ticks, captions, numbers in cells
+    label_px: int  # axis labels, colour-bar labels
+    title_px: int
+    max_width: int  # a figure wider than this is scaled down (and its text with it)
+    max_height: int
+
+    def pt(self, px: float) -> float:
+        """Pixels at :data:`DPI` as matplotlib points."""
+        return px * 72 / DPI
+
+
+PROJECTOR = Style("projector", text_px=20, label_px=21, title_px=25, max_width=790, max_height=660)
+"""The default: every text in a figure at least 20 px, figures no wider than the app's figure column at
+1280×720 (about 800 px) and no taller than that viewport, so they read from the back of a lecture hall."""
+COMPACT = Style("compact", text_px=14, label_px=16, title_px=19, max_width=1100, max_height=900)
+"""Smaller text and larger figures, for print or a close screen (``with styled(compact=True)``)."""
+_style: ContextVar[Style] = ContextVar("vitviz_style", default=PROJECTOR)
+
+
+def style() -> Style:
+    """The style figures are drawn in here (this thread or task)."""
+    return _style.get()
+
+
+@contextmanager
+def styled(compact: bool = False) -> Iterator[Style]:
+    """Draw the figures of this block (this thread or task only) in the compact or the projector style."""
+    token = _style.set(COMPACT if compact else PROJECTOR)
+    try:
+        yield _style.get()
+    finally:
+        _style.reset(token)
 
 
 @contextmanager
@@ -49,13 +94,49 @@ def figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] | None =
 
 
 def projector_style(fig: Figure) -> None:
-    """Large, bold axes titles and large labels and ticks on every axes of ``fig`` (colour bars too)."""
+    """The style's sizes on every text of ``fig``: bold axes titles, labels, ticks, and a floor for the rest."""
+    st = style()
     for ax in fig.axes:
-        ax.title.set_fontsize(TITLE_PT)
+        for title in (ax.title, ax._left_title, ax._right_title):
+            title.set_fontsize(st.pt(st.title_px if title is ax.title else st.label_px))
         ax.title.set_fontweight("bold")
-        ax.xaxis.label.set_fontsize(LABEL_PT)
-        ax.yaxis.label.set_fontsize(LABEL_PT)
-        ax.tick_params(labelsize=TICK_PT)
+        ax.xaxis.label.set_fontsize(st.pt(st.label_px))
+        ax.yaxis.label.set_fontsize(st.pt(st.label_px))
+        ax.tick_params(labelsize=st.pt(st.text_px))
+        ax.xaxis.get_offset_text().set_fontsize(st.pt(st.text_px))
+        ax.yaxis.get_offset_text().set_fontsize(st.pt(st.text_px))
+    for text in fig.findobj(matplotlib.text.Text):
+        if text.get_fontsize() < st.pt(st.text_px):
+            text.set_fontsize(st.pt(st.text_px))
+    if fig._suptitle is not None:
+        fig._suptitle.set_fontsize(st.pt(st.title_px))
+
+
+def smallest_text_px(fig: Figure) -> float | None:
+    """The smallest font size, in pixels at :data:`DPI`, among the texts ``fig`` draws (None without text)."""
+    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text)
+             if t.get_visible() and t.get_text().strip() and t.get_alpha() != 0]
+    return min(sizes) * DPI / 72 if sizes else None
+
+
+def fit_image(image: Image.Image, text_px: float | None) -> Image.Image:
+    """Scale ``image`` down to the style's largest size and record its smallest text (scaled too)."""
+    st = style()
+    s = min(1.0, st.max_width / image.width, st.max_height / image.height)
+    if s < 1:
+        pdf = image.info.get("pdf")
+        image = image.resize((max(1, round(image.width * s)), max(1, round(image.height * s))), Image.LANCZOS)
+        if pdf is not None:
+            image.info["pdf"] = pdf
+    if text_px is not None:
+        image.info[TEXT_PX_KEY] = f"{text_px * s:.2f}"
+    return image
+
+
+def text_px_of(image: Image.Image) -> float | None:
+    """The smallest text of a figure made here, in its pixels (None: no text), as recorded by :func:`fit_image`."""
+    value = image.info.get(TEXT_PX_KEY)
+    return None if value is None else float(value)
 
 
 _vectors: ContextVar[bool] = ContextVar("vitviz_vectors", default=False)
@@ -79,11 +160,13 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
     buf.seek(0)
     image = Image.open(buf).convert("RGB")
+    image.info.clear()
     if _vectors.get():
         pdf = io.BytesIO()
         fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
         image.info["pdf"] = pdf.getvalue()
-    return image
+    text = smallest_text_px(fig)
+    return fit_image(image, None if text is None else text * dpi / DPI)
 
 
 @lru_cache(maxsize=32)
@@ -122,7 +205,7 @@ def upscale(rgb: np.ndarray, scale: int) -> Image.Image:
 
 def patch_grid(rgb: np.ndarray, patch: int, scale: int, labels: bool = True,
                highlight: tuple[int, int] | None = None) -> Image.Image:
-    """The image with its patch grid drawn over it and each patch labelled p_rc (row-major).
+    """The image with its patch grid drawn over it and each patch labelled p_rc (row-major) where it fits.
 
     Args:
         rgb: (H, W, 3) uint8, H and W multiples of ``patch``.
@@ -139,44 +222,70 @@ def patch_grid(rgb: np.ndarray, patch: int, scale: int, labels: bool = True,
         draw.line([(0, r * step), (gw * step, r * step)], fill=(255, 255, 255), width=width)
     for c in range(gw + 1):
         draw.line([(c * step, 0), (c * step, gh * step)], fill=(255, 255, 255), width=width)
-    if labels and step >= 22:
-        f = font(max(9, min(28, step // 4)))
+    name = (lambda r, c: f"p{r},{c}") if max(gh, gw) > 10 else (lambda r, c: f"p{r}{c}")
+    size = min(28, max(style().text_px, step // 4))
+    f = font(size)
+    labelled = labels and f.getlength(name(gh - 1, gw - 1)) + 10 <= step and size + 8 <= step
+    if labelled:  # only where the style's smallest text fits inside a patch (else the inspector names patches)
         for r in range(gh):
             for c in range(gw):
-                draw.text((c * step + 3, r * step + 2), f"p{r},{c}" if max(gh, gw) > 10 else f"p{r}{c}",
-                          fill=(255, 255, 255), font=f, stroke_width=2, stroke_fill=(0, 0, 0))
+                draw.text((c * step + 4, r * step + 3), name(r, c), fill=(255, 255, 255), font=f, stroke_width=2,
+                          stroke_fill=(0, 0, 0))
     if highlight is not None:
         r, c = highlight
         draw.rectangle([c * step, r * step, (c + 1) * step, (r + 1) * step], outline=(255, 200, 0),
                        width=max(3, width * 3))
+    if labelled:
+        img.info[TEXT_PX_KEY] = f"{size:.2f}"
     return img
+
+
+def fig_width(inches: float) -> float:
+    """``inches`` at most, so that a figure (with its tight margins) fits the style's width."""
+    return min(inches, (style().max_width - 40) / DPI)
+
+
+def _ink_is_light(rgb: Sequence[float]) -> bool:
+    """Whether text on a cell of this colour (0..1 RGB) should be black (the cell is light)."""
+    return 0.3 * rgb[0] + 0.6 * rgb[1] + 0.1 * rgb[2] > 0.55
 
 
 def heatmap(m: np.ndarray, title: str, xlabel: str, ylabel: str, cbar: str, cmap: str = "viridis",
             ticks: Sequence[str] | None = None, yticks: Sequence[str] | None = None,
-            annotate: bool = False, signed: bool = False, size: tuple[float, float] = (6.5, 5.5)) -> Image.Image:
-    """A titled heatmap with labelled axes and a colorbar; ``signed`` centres a diverging map on 0."""
+            annotate: bool | None = None, signed: bool = False, size: tuple[float, float] = (6.5, 5.5)) -> Image.Image:
+    """A titled heatmap with labelled axes and a colorbar; ``signed`` centres a diverging map on 0.
+
+    Axes without named ticks get whole-number ticks (cell indices, never ±0.5). ``annotate``
+    prints each cell's value; by default it does when the cells are large enough for the
+    style's text (up to 8 columns and 12 rows).
+    """
+    from matplotlib.ticker import MaxNLocator
+
     m = np.asarray(m, dtype=np.float64)
-    with figure(figsize=size) as (fig, ax):
+    st = style()
+    if annotate is None:
+        annotate = m.ndim == 2 and m.shape[1] <= 8 and m.shape[0] <= 12
+    with figure(figsize=(fig_width(size[0]), size[1])) as (fig, ax):
         kw = {}
+        lim = float(np.abs(m).max()) or 1.0
         if signed:
-            lim = float(np.abs(m).max()) or 1.0
             kw = dict(vmin=-lim, vmax=lim)
         im = ax.imshow(m, cmap=DIVERGING if signed else cmap, interpolation="nearest", aspect="auto", **kw)
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
         if ticks is not None:
             ax.set_xticks(range(len(ticks)), ticks, rotation=0 if len(ticks) <= 8 else 90)
         yt = yticks if yticks is not None else ticks
         if yt is not None and len(yt) == m.shape[0]:
             ax.set_yticks(range(len(yt)), yt)
         if annotate:
-            lo, hi = float(m.min()), float(m.max())
             for (i, j), v in np.ndenumerate(m):
-                light = (v - lo) / (hi - lo) < 0.5 if hi > lo else True
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=12,
-                        color="white" if light and not signed else "black")
+                rgb = im.cmap(im.norm(v))[:3]
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=st.pt(st.text_px),
+                        color="black" if _ink_is_light(rgb) else "white")
         fig.colorbar(im, ax=ax, label=cbar)
         return to_image(fig)
 
@@ -186,29 +295,34 @@ def bars(values: dict[str, float], title: str, xlabel: str, highlight: Sequence[
     names = list(values)
     v = np.array([values[k] for k in names], dtype=np.float64)
     total = v.sum() or 1.0
-    with figure(figsize=(8, 0.6 * len(names) + 1.6)) as (fig, ax):
+    st = style()
+    with figure(figsize=(fig_width(8), (0.6 + 0.15 * (st is not COMPACT)) * len(names) + 1.6)) as (fig, ax):
         colours = ["#e69f00" if n in highlight else "#0072b2" for n in names]
         ax.barh(names[::-1], v[::-1], color=colours[::-1])
         for i, val in enumerate(v[::-1]):
-            ax.text(val, i, f"  {val / total:.1%}", va="center", fontsize=12)
+            ax.text(val, i, f"  {val / total:.1%}", va="center", fontsize=st.pt(st.text_px))
         ax.set_title(title)
         ax.set_xlabel(xlabel)
-        ax.set_xlim(0, v.max() * 1.25 if v.max() > 0 else 1)
+        ax.set_xlim(0, v.max() * 1.3 if v.max() > 0 else 1)
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
         return to_image(fig)
 
 
 def vector_strip(vectors: Sequence[np.ndarray], names: Sequence[str], title: str) -> Image.Image:
     """Each vector as a one-row heatmap strip (signed colormap), stacked, with a colorbar."""
-    with figure(len(vectors), 1, figsize=(9, 1.5 + 1.3 * len(vectors)), squeeze=False) as (fig, axes):
+    st = style()
+    rows = 1.3 + 0.4 * (st is not COMPACT)
+    with figure(len(vectors), 1, figsize=(fig_width(9), 1.5 + rows * len(vectors)), squeeze=False) as (fig, axes):
         for ax, vec, name in zip(axes[:, 0], vectors, names):
             vec = np.asarray(vec, dtype=np.float64).ravel()
             lim = float(np.abs(vec).max()) or 1.0
             im = ax.imshow(vec[None, :], cmap=DIVERGING, vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
             ax.set_yticks([])
-            ax.set_title(name, fontsize=13, loc="left")
+            ax.set_title(name, loc="left")
             ax.set_xlabel("vector index")
             fig.colorbar(im, ax=ax, label="value", fraction=0.04, pad=0.01)
-        fig.suptitle(title, fontsize=16, fontweight="bold")
+        fig.suptitle(title, fontweight="bold")
+        projector_style(fig)
         fig.tight_layout()
         return to_image(fig)
 
@@ -218,13 +332,13 @@ def mosaic(tiles: np.ndarray, cmap: str = "viridis", tile_px: int = 0, gap: int 
 
     Args:
         tiles: (R, C, rows, cols) similarity maps, all on one shared colour scale.
-        tile_px: pixels per map cell (0 picks one so the mosaic is ~720 px wide).
+        tile_px: pixels per map cell (0 picks one so the mosaic fits 720×600 px).
 
     Returns:
         (image, (row_pitch, col_pitch)): a click at pixel (x, y) is tile (y // row_pitch, x // col_pitch).
     """
     gr, gc, h, w = tiles.shape
-    cell = tile_px or max(1, 720 // (gc * w + gap))
+    cell = tile_px or max(1, min(720 // (gc * (w + gap)), 600 // (gr * (h + gap))))  # fits 720×600
     pitch = w * cell + gap
     row_pitch = h * cell + gap
     rgb = colorize(tiles, cmap, float(tiles.min()), float(tiles.max()))  # (R, C, h, w, 3), one shared scale
@@ -264,11 +378,11 @@ def mask_edges(mask: np.ndarray, h: int, w: int, thickness: int = 2) -> np.ndarr
 
 
 @lru_cache(maxsize=16)
-def colorbar_strip(cmap: str, width: int, label: str, height: int = 18) -> Image.Image:
-    """A horizontal colour bar from low to high with its label, as a PIL image."""
-    f = font(16)
+def colorbar_strip(cmap: str, width: int, label: str, text_px: int = 16, height: int = 18) -> Image.Image:
+    """A horizontal colour bar from low to high with its label (``text_px`` high), as a PIL image."""
+    f = font(text_px)
     bar = colorize(np.tile(np.linspace(0, 1, width), (height, 1)), cmap, 0.0, 1.0)
-    out = Image.new("RGB", (width, height + 26), "white")
+    out = Image.new("RGB", (width, height + text_px + 10), "white")
     out.paste(Image.fromarray(bar), (0, 0))
     d = ImageDraw.Draw(out)
     d.text((0, height + 4), "low", fill="black", font=f)
@@ -283,39 +397,68 @@ def panel_size(h: int, w: int, panel_px: int = 300) -> tuple[int, int]:
     return max(1, round(w * s)), max(1, round(h * s))
 
 
+def _wrap(text: str, f: ImageFont.FreeTypeFont, width: int) -> str:
+    """``text`` with each of its lines broken at spaces into lines no wider than ``width`` (a longer word stays)."""
+    out = []
+    for line in text.split("\n"):
+        cur = ""
+        for word in line.split():
+            if cur and f.getlength(f"{cur} {word}") > width:
+                out.append(cur)
+                cur = word
+            else:
+                cur = f"{cur} {word}".strip()
+        out.append(cur)
+    return "\n".join(out)
+
+
 def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap: str | None = None,
            bar_label: str = "", cols: int = 4, panel_px: int = 300) -> Image.Image:
     """Lay (H, W, 3) uint8 images out in a titled grid (pure PIL: fast enough for slider re-renders).
 
-    Each panel is scaled to ``panel_px`` on its long side; captions may have several
-    lines; an optional colour bar for ``cmap`` goes underneath.
+    Each panel is scaled to ``panel_px`` on its long side (less if the grid would not fit the
+    style's width and height); captions wrap onto as many lines as the panel's column needs,
+    so neighbouring captions never run into each other; an optional colour bar for ``cmap``
+    goes underneath. The style's text sizes are kept, and recorded in the image.
     """
+    st = style()
     n = len(images)
-    cols = max(1, min(cols, n))
-    rows = (n + cols - 1) // cols
-    pw, ph = panel_size(*images[0].shape[:2], panel_px)
-    lines = max((t.count("\n") + 1 for t in titles), default=1)
-    pad, head, cap = 10, 44, 8 + 22 * lines
-    grid_w = cols * (pw + pad) + pad
-    title_w = int(font(24).getlength(title)) + 2 * pad
-    caption_w = max(int(font(17).getlength(line)) for t in titles for line in t.split("\n")) + pad if titles else 0
-    width = max(grid_w, title_w, caption_w * cols if cols == 1 else 0, 500 if cmap else 0)
+    pad, line_h = 12, round(st.text_px * 1.25)
+    f_cap, f_title = font(st.text_px), font(st.title_px)
+    longest_word = max((f_cap.getlength(w) for t in titles for w in t.replace("\n", " ").split()), default=0)
+    h0, w0 = images[0].shape[:2]
+    title_lines = _wrap(title, f_title, st.max_width - 2 * pad).count("\n") + 1
+    head = 14 + title_lines * round(st.title_px * 1.25)
+    bar_h = (18 + st.text_px + 10 + pad) if cmap else 0
+    for size in range(panel_px, 59, -10):  # the largest panels whose grid fits the style's box
+        pw, ph = panel_size(h0, w0, size)
+        col_w = max(pw, int(longest_word) + 4)
+        c = max(1, min(cols, n, (st.max_width - pad) // (col_w + pad)))
+        rows = (n + c - 1) // c
+        lines = max((_wrap(t, f_cap, col_w).count("\n") + 1 for t in titles), default=1)
+        cap = 6 + line_h * lines
+        height = head + rows * (ph + cap + pad) + bar_h
+        if height <= st.max_height:
+            break
+    grid_w = c * (col_w + pad) + pad
+    width = max(grid_w, min(st.max_width, int(f_title.getlength(title)) + 2 * pad), 500 if cmap else 0)
     x_off = (width - grid_w) // 2  # centre the panels on a wider canvas
-    bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label) if cmap else None
-    height = head + rows * (ph + cap + pad) + (bar.height + pad if bar else 0)
+    bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label, st.text_px) if cmap else None
     out = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(out)
-    draw.text((width // 2, 10), title, fill="black", font=font(24), anchor="ma")
-    f = font(17)
+    draw.multiline_text((width // 2, 10), _wrap(title, f_title, width - 2 * pad), fill="black", font=f_title,
+                        anchor="ma", align="center")
     for i, img in enumerate(images):
-        r, c = divmod(i, cols)
-        x0, y0 = x_off + pad + c * (pw + pad), head + r * (ph + cap + pad)
-        draw.multiline_text((x0 + pw // 2, y0 + 4), titles[i], fill="black", font=f, anchor="ma", align="center")
+        r, k = divmod(i, c)
+        x0, y0 = x_off + pad + k * (col_w + pad), head + r * (ph + cap + pad)
+        draw.multiline_text((x0 + col_w // 2, y0 + 2), _wrap(titles[i], f_cap, col_w), fill="black", font=f_cap,
+                            anchor="ma", align="center", spacing=line_h - st.text_px)
         tile = Image.fromarray(img)
-        out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR), (x0, y0 + cap))
+        out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR),
+                  (x0 + (col_w - pw) // 2, y0 + cap))
     if bar:
         out.paste(bar, ((width - bar.width) // 2, height - bar.height - pad))
-    return out
+    return fit_image(out, float(st.text_px))
 
 
 def heat_overlay(rgb: np.ndarray, heat: np.ndarray, cmap: str, alpha: float,

@@ -51,7 +51,7 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
         name = "head mean" if h is None else f"head {h}"
         panels.append(m)
         masks.append(mask)
-        titles.append(f"{name}: {frac:.0%} of patches")
+        titles.append(f"{name}\n{frac:.0%} of patches")
         rows.append(f"| {name} | {mass:.1%} | {frac:.1%} | {int(mask.sum())} |")
     table = (f"Class-token attention, layer {layer + 1} of {maps.layers}. The contour keeps the fewest patches "
              f"holding {keep:.0%} of each map's attention mass.\n\n"
@@ -119,6 +119,30 @@ def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
     return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
 
 
+def render_distance(a: Analysis) -> Image.Image:
+    """Mean attention distance of every head in every layer (the ViT paper's scatter), in pixels of the input.
+
+    Each head keeps one colour and marker through the layers; the black line is the layer's head mean.
+    """
+    d = a.maps.distance  # (layers, heads)
+    layers = np.arange(1, d.shape[0] + 1)
+    colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000"]
+    markers = "osD^v<>p"
+    with plotting.figure(figsize=(plotting.fig_width(6.4), 5.2)) as (fig, ax):
+        for h in range(d.shape[1]):
+            ax.scatter(layers, d[:, h], s=60, color=colours[h % 8], marker=markers[(h // 8) % 8], alpha=0.85,
+                       label=f"head {h}" if d.shape[1] <= 6 else None)
+        ax.plot(layers, d.mean(axis=1), color="black", linewidth=2, label="head mean")
+        ax.set_xticks(layers if len(layers) <= 12 else layers[::2])
+        ax.set_xlabel("layer")
+        ax.set_ylabel("distance (px)")
+        ax.set_title("Mean attention distance per head")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False, ncol=4, columnspacing=1,
+                  handletextpad=0.2)
+        ax.grid(alpha=0.3)
+        return plotting.to_image(fig)
+
+
 def click_to_patch(a: Analysis, x: int, y: int) -> tuple[int, int]:
     """Pixel (x, y) on the box view (see :func:`box_scale`) -> (row, col) of the patch grid."""
     step = a.maps.patch * box_scale(a)
@@ -144,7 +168,7 @@ def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float =
     Returns (markdown summary, figure). High-norm tokens are circled on the maps.
     """
     counts = []
-    with plotting.figure(2, len(pair), figsize=(6.5 * len(pair), 10), squeeze=False) as (fig, axes):
+    with plotting.figure(2, len(pair), figsize=(plotting.fig_width(6.5 * len(pair)), 10 if plotting.style() is plotting.COMPACT else 6.4), squeeze=False) as (fig, axes):
         for j, a in enumerate(pair):
             maps = a.maps
             norms = maps.norms[maps.prefix:]

@@ -149,9 +149,13 @@ def click_to_patch(x: int, y: int, patch: int, scale: int) -> tuple[int, int]:
     return int(y) // step, int(x) // step
 
 
-@lru_cache(maxsize=1)
 def toy_figures() -> tuple[tuple[Image.Image, str], ...]:
-    """The 8×8 toy walk-through as labelled figures (computed once)."""
+    """The 8×8 toy walk-through as labelled figures (computed once per figure style)."""
+    return _toy_figures(plotting.style())
+
+
+@lru_cache(maxsize=2)
+def _toy_figures(style: plotting.Style) -> tuple[tuple[Image.Image, str], ...]:
     t = patches.toy_walkthrough()
     names = ["p00", "p01", "p10", "p11"]
     dims = [str(i) for i in range(t["E"].shape[1])]

@@ -130,7 +130,23 @@ function update(ev) {  // every interaction: redraw in the next frame, record ev
     S.timings.push(performance.now() - S.t0);
     root.dataset.latency = S.timings[S.timings.length - 1].toFixed(2);
     S.t0 = null;
+    window.vitvizLink?.set({ layer: S.layer + 1, head: S.head < 0 ? "mean" : S.head, keep: S.keep,
+                            query: S.pinned && S.query ? S.query.join(",") : null });
   });
+}
+
+function restore() {  // the permalink's layer, head, threshold and pinned query (clamped to this model and image)
+  const get = (k) => window.vitvizLink?.get(k), clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
+  if (get("tab") !== "attention") return;
+  const layer = parseInt(get("layer"), 10), head = get("head"), keep = parseFloat(get("keep")), q = get("query");
+  if (Number.isFinite(layer)) S.layer = clamp(layer - 1, 0, S.p.layers - 1);
+  if (head !== null && head !== undefined) S.head = head === "mean" ? -1 : clamp(parseInt(head, 10) || 0, 0, S.p.heads - 1);
+  if (Number.isFinite(keep)) S.keep = clamp(Math.round(keep * 20) / 20, 0.1, 0.95);
+  if (q && /^\d+,\d+$/.test(q)) {
+    const [r, c] = q.split(",").map(Number);
+    S.query = [clamp(r, 0, S.p.grid[0] - 1), clamp(c, 0, S.p.grid[1] - 1)];
+    S.pinned = true;
+  }
 }
 
 function setLayer(l, ev) {
@@ -161,13 +177,14 @@ function build(p) {
   Object.assign(S, { p, n: gh * gw, cls: floats(p.cls), roll: floats(p.rollout), rows: {}, pending: {}, strip: null,
                      layer: p.layer - 1, head: -1, query: null, pinned: false, keep: p.keep, alpha: p.alpha,
                      cmap: p.cmap });
+  restore();
   for (const [l, r] of Object.entries(p.rows)) S.rows[Number(l)] = decodeRows(r);
   for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
   root.innerHTML = `
     <div class="vx-bar">
-      <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${p.layer}"></label>
+      <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${S.layer + 1}"></label>
       <output class="vx-layer-out"></output>
-      <label>keep <input class="vx-keep" type="range" min="0.1" max="0.95" step="0.05" value="${p.keep}"></label>
+      <label>keep <input class="vx-keep" type="range" min="0.1" max="0.95" step="0.05" value="${S.keep}"></label>
       <output class="vx-keep-out"></output>
       <label>overlay <input class="vx-alpha" type="range" min="0" max="1" step="0.05" value="${p.alpha}"></label>
       <output class="vx-alpha-out"></output>

@@ -1,0 +1,108 @@
+"""The page as a lecture hall and a phone see it: every tab at 1280×720, 1920×1080 and 390×844, in normal and
+projector mode, in headless Chromium. A tab opens on a computed example; no two texts overlap, nothing is drawn
+over a figure, no figure is taller than the window, and text is large enough: at least 18 px for every figure's
+text (its recorded size × the scale it is shown at) and 20 px for the page's text in projector mode."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
+    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
+
+AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
+VIEWPORTS = {"projector": (1280, 720), "desktop": (1920, 1080), "phone": (390, 844)}
+OPENS_WITH = {  # tab id -> what its computed example shows
+    "patches": "#patch-grid img", "positions": "#pe-mosaic img",
+    "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img"}
+FIGURE_MIN_PX = {"projector": 18, "desktop": 18, "phone": 8}
+"""Smallest figure text on screen: 18 px where a class reads it; a phone shrinks figures to its width (tap the
+fullscreen button to read them at full size)."""
+PAGE_MIN_PX = {True: 20, False: 14}
+"""Smallest page text in projector mode and in normal mode (slider end labels excepted: they repeat the range)."""
+EXEMPT = {"Use via API", "Built with Gradio", "Settings", "·"}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+SCROLL_THROUGH = """async () => {  // pictures load lazily: pass every one once, then back to the top
+  for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
+    scrollTo(0, y); await new Promise((r) => setTimeout(r, 80)); }
+  scrollTo(0, 0);
+  await Promise.all([...document.images].map((i) => i.complete ? 0 : new Promise((r) => { i.onload = i.onerror = r; })));
+}"""
+
+
+def settle(page, timeout=120_000):
+    """Wait until no event is processing and the page has drawn the answer (every picture loaded)."""
+    idle = "() => !document.body.innerText.includes('processing |') && !document.querySelector('.pending')"
+    for _ in range(2):
+        page.wait_for_function(idle, timeout=timeout)
+        page.wait_for_timeout(700)
+    page.evaluate(SCROLL_THROUGH)
+
+
+def open_page(browser, url, viewport, **context):
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, **context)
+    page = ctx.new_page()
+    page.goto(url)
+    return ctx, page
+
+
+def figure_text_px(src: str) -> float | None:
+    """The smallest text a server figure records (PNG text chunk written by vitviz.plotting)."""
+    with Image.open(io.BytesIO(httpx.get(src, timeout=30).content)) as im:
+        value = im.info.get("vitviz:text_px")
+    return None if value is None else float(value)
+
+
+@pytest.mark.parametrize("size", list(VIEWPORTS))
+@pytest.mark.parametrize("projector", [False, True], ids=["normal", "projector"])
+@pytest.mark.parametrize("tab", list(OPENS_WITH))
+def test_layout(browser, app_url, tab, projector, size, tmp_path):
+    w, h = VIEWPORTS[size]
+    ctx, page = open_page(browser, f"{app_url}?tab={tab}" + ("&projector=1" if projector else ""), (w, h))
+    try:
+        shown = page.locator(OPENS_WITH[tab]).first
+        shown.wait_for(state="attached", timeout=120_000)  # a computed example on open
+        shown.scroll_into_view_if_needed(timeout=120_000)
+        shown.wait_for(state="visible", timeout=120_000)
+        settle(page)
+        report = page.evaluate(AUDIT)
+        page.screenshot(path=str(tmp_path / f"{tab}-{size}-{projector}.png"), full_page=True)
+        assert page.evaluate("document.body.classList.contains('vx-projector')") is projector
+        assert report["tabs"] == ["Patches", "Position embeddings", "Attention", "Classify"]  # one tap each
+        assert report["overlaps"] == []
+        assert report["onFigures"] == []
+        assert report["figures"], "no figure on screen"
+        for f in report["figures"]:
+            assert f["shownH"] <= h + 0.5, f"{f['id']} is {f['shownH']:.0f} px tall in a {h} px window"
+            px = figure_text_px(f["src"])
+            if px is not None:
+                assert px * f["scale"] >= FIGURE_MIN_PX[size] - 0.05, (
+                    f"{f['id']}: text {px:.1f} px drawn, shown at {px * f['scale']:.1f} px")
+        for c in report["canvases"]:
+            assert c["px"] >= FIGURE_MIN_PX[size] - 0.05, c
+        small = [t for t in report["texts"] if t["px"] < PAGE_MIN_PX[projector] and t["text"] not in EXEMPT]
+        assert small == [], small[:8]
+    finally:
+        ctx.close()
