@@ -280,7 +280,7 @@ def patches_tab() -> dict:
     fit_in = [src, patch, resolution, policy]
     go.click(run_patches, inputs, outputs, api_name="patches").success(
         run_patch_inspector, fit_in, inspector, api_visibility="private")
-    src.change(accept, src, [src, key], api_visibility="private", queue=False).success(
+    src.change(accept, src, [src, key], api_visibility="private", concurrency_limit=None).success(
         quiet(run_patches, len(outputs)), inputs, outputs, api_visibility="private", trigger_mode="always_last").success(
         quiet(run_patch_inspector), fit_in, inspector, api_visibility="private").then(
         None, None, None, js=reveal("#patch-summary"))
@@ -583,7 +583,7 @@ def attention_tab() -> dict:
         done.success(layer_slider, [model_key, layer], layer, api_visibility="private", **model)
 
     analyse_on(go.click, public=True)
-    accepted = src.change(accept, src, [src, key], api_visibility="private", queue=False)
+    accepted = src.change(accept, src, [src, key], api_visibility="private", concurrency_limit=None)
     analyse_on(accepted.success)
     analyse_on(lambda *a, **k: model_key.change(*a, **k, trigger_mode="always_last"))
     analyse_on(resolution.release)
@@ -673,7 +673,7 @@ def classify_tab() -> dict:
     model = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
     outputs = [notice, top5, maps, facts]
     go.click(run_classify, [src, model_key], outputs, api_name="classify", **model)
-    src.change(accept, src, [src, key], api_visibility="private", queue=False).success(
+    src.change(accept, src, [src, key], api_visibility="private", concurrency_limit=None).success(
         quiet(run_classify, 4), [src, model_key], outputs, api_visibility="private", **model).then(
         None, None, None, js=reveal("#classify-notice"))
     model_key.change(quiet(run_classify, 4), [src, model_key], outputs, api_visibility="private",

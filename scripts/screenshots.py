@@ -3,9 +3,9 @@
     python app.py &                      # or any running instance
     python scripts/screenshots.py [URL] [OUT_DIR]
 
-Each tab at 1280×720 (a common projector): open it, click an example, wait for the main view, point at a
-patch in the view drawn in the browser, save the whole page; then the attention explorer alone, as the
-viewport shows it with a hovered patch.
+Each tab at 1280×720 (a common projector) in projector mode: open its link, wait for the example it opens on,
+point at a patch in the view drawn in the browser, save the whole page; then the attention explorer alone, as
+the viewport shows it with a hovered patch.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from playwright.sync_api import sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-TABS = {  # tab name -> (example index to click, what must appear, the browser view to point at)
-    "Patches": (0, "#patch-grid img", "#patch-inspector canvas"),
-    "Position embeddings": (3, "#pe-mosaic img", "#pe-explorer canvas"),
-    "Attention": (0, "#attention-explorer .vx-big canvas", "#attention-explorer .vx-big canvas"),
-    "Classify": (0, "#classify-maps img", None),
+TABS = {  # tab name -> (its link, what must appear, the browser view to point at)
+    "Patches": ("tab=patches&image=cat", "#patch-grid img", "#patch-inspector canvas"),
+    "Position embeddings": ("tab=positions", "#pe-mosaic img", "#pe-explorer canvas"),
+    "Attention": ("tab=attention&image=scene_star", "#attention-explorer .vx-big canvas",
+                  "#attention-explorer .vx-big canvas"),
+    "Classify": ("tab=classify&image=scene_star", "#classify-maps img", None),
 }
 
 
@@ -40,11 +41,8 @@ def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
-        page.goto(url)
-        for i, (tab, (example, shown, view)) in enumerate(TABS.items()):
-            page.get_by_role("tab", name=tab, exact=True).click()
-            panel = page.locator(".tabitem:visible").first
-            panel.locator(".gallery-item, tr.tr-body").nth(example).click()
+        for i, (tab, (link, shown, view)) in enumerate(TABS.items()):
+            page.goto(url.rstrip("/") + "/?" + link + "&projector=1")
             page.locator(shown).first.wait_for(state="visible", timeout=timeout_ms)
             idle = "() => !document.body.innerText.includes('processing |')"
             for _ in range(3):  # a burst of changes can queue one more run right after the first

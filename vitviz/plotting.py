@@ -426,28 +426,31 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     pad, line_h = 12, round(st.text_px * 1.25)
     f_cap, f_title = font(st.text_px), font(st.title_px)
     longest_word = max((f_cap.getlength(w) for t in titles for w in t.replace("\n", " ").split()), default=0)
+    widest_line = max((f_cap.getlength(line) for t in titles for line in t.split("\n")), default=0)
     h0, w0 = images[0].shape[:2]
-    title_lines = _wrap(title, f_title, st.max_width - 2 * pad).count("\n") + 1
-    head = 14 + title_lines * round(st.title_px * 1.25)
     bar_h = (18 + st.text_px + 10 + pad) if cmap else 0
     for size in range(panel_px, 59, -10):  # the largest panels whose grid fits the style's box
         pw, ph = panel_size(h0, w0, size)
-        col_w = max(pw, int(longest_word) + 4)
-        c = max(1, min(cols, n, (st.max_width - pad) // (col_w + pad)))
+        c = max(1, min(cols, n, (st.max_width - pad) // (pw + pad)))
+        # a column is as wide as its panel, or as its captions' lines if they fit; long captions wrap at spaces
+        col_w = int(max(pw, longest_word + 4, min(widest_line + 4, (st.max_width - pad) // c - pad)))
+        c = max(1, min(c, (st.max_width - pad) // (col_w + pad)))
         rows = (n + c - 1) // c
+        grid_w = c * (col_w + pad) + pad
+        width = max(grid_w, min(st.max_width, int(f_title.getlength(title)) + 2 * pad), 500 if cmap else 0)
+        wrapped_title = _wrap(title, f_title, width - 2 * pad)
+        head = 14 + (wrapped_title.count("\n") + 1) * round(st.title_px * 1.25)
         lines = max((_wrap(t, f_cap, col_w).count("\n") + 1 for t in titles), default=1)
         cap = 6 + line_h * lines
         height = head + rows * (ph + cap + pad) + bar_h
         if height <= st.max_height:
             break
-    grid_w = c * (col_w + pad) + pad
-    width = max(grid_w, min(st.max_width, int(f_title.getlength(title)) + 2 * pad), 500 if cmap else 0)
     x_off = (width - grid_w) // 2  # centre the panels on a wider canvas
     bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label, st.text_px) if cmap else None
     out = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(out)
-    draw.multiline_text((width // 2, 10), _wrap(title, f_title, width - 2 * pad), fill="black", font=f_title,
-                        anchor="ma", align="center")
+    draw.multiline_text((width // 2, 10), wrapped_title, fill="black", font=f_title, anchor="ma", align="center",
+                        spacing=round(st.title_px * 0.25))
     for i, img in enumerate(images):
         r, k = divmod(i, c)
         x0, y0 = x_off + pad + k * (col_w + pad), head + r * (ph + cap + pad)

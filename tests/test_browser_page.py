@@ -1,0 +1,188 @@
+"""The page remembers and explains itself: permalinks, a cleared bad upload, results brought into view on a phone,
+model lists that say what needs a download, the registers button disabled offline with its reason, and the layout
+audit itself (it must catch overlapping and small text, or the layout tests prove nothing)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vitviz import models, registry
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
+    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
+
+AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
+EXPLORER = "#attention-explorer .vx"
+STATE = f"""() => {{ const S = document.querySelector('{EXPLORER}').__vx, c = document.querySelector('{EXPLORER} .vx-big figcaption');
+  return {{ layer: S.layer, head: S.head, keep: S.keep, query: S.query, pinned: S.pinned, grid: S.p.grid,
+           caption: c.textContent, mass: c.dataset.mass, count: c.dataset.count,
+           picture: document.querySelector('{EXPLORER} .vx-big canvas').toDataURL() }}; }}"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def idle(page) -> None:
+    for _ in range(2):
+        page.wait_for_function("() => !document.body.innerText.includes('processing |') && "
+                               "!document.querySelector('.pending')", timeout=120_000)
+        page.wait_for_timeout(600)
+
+
+def test_a_permalink_restores_the_view_in_a_fresh_browser(browser, app_url):
+    """Open a link, change five things, copy the address, open it in a new context: same settings, same picture."""
+    first = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = first.new_page()
+    page.goto(f"{app_url}?tab=attention")
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    page.locator(".tabitem:visible").first.locator(".gallery-item").nth(2).click()  # 1. the triangle scene
+    idle(page)
+    page.get_by_label("Projector mode (large text)").check()  # 2. projector mode
+    page.locator(EXPLORER).focus()
+    page.keyboard.press("[")  # 3. layer 3 of 4
+    page.keyboard.press("1")  # 4. head 1
+    page.locator(f"{EXPLORER} .vx-keep").evaluate("el => { el.value = 0.8; el.dispatchEvent(new Event('input')); }")  # 5.
+    cv = page.locator(f"{EXPLORER} .vx-big canvas")
+    box = cv.bounding_box()
+    page.mouse.click(box["x"] + 5.5 * box["width"] / 8, box["y"] + 2.5 * box["height"] / 8)  # 6. pin patch (2, 5)
+    page.wait_for_function(f"() => document.querySelector('{EXPLORER} .vx-big figcaption').dataset.query === '2,5'")
+    page.wait_for_timeout(300)
+    before, link = page.evaluate(STATE), page.url
+    first.close()
+    assert "image=scene_triangle" in link and "projector=1" in link and "tab=attention" in link
+    assert before["layer"] == 2 and before["head"] == 1 and before["keep"] == 0.8 and before["query"] == [2, 5]
+
+    fresh = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = fresh.new_page()
+    page.goto(link)
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    page.wait_for_timeout(500)
+    after = page.evaluate(STATE)
+    try:
+        assert page.evaluate("document.body.classList.contains('vx-projector')")
+        assert page.get_by_label("Projector mode (large text)").is_checked()
+        for key in ("layer", "head", "keep", "query", "pinned", "grid", "caption", "mass", "count"):
+            assert after[key] == before[key], key
+        assert after["picture"] == before["picture"]  # the same image, drawn the same way
+    finally:
+        fresh.close()
+
+
+def test_a_link_to_an_upload_says_the_picture_cannot_travel(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=classify&image=upload-0123456789ab")
+    try:
+        sync_api.expect(page.locator("#link-notice")).to_contain_text("cannot travel in a link", timeout=60_000)
+        page.locator("#classify-maps img").wait_for(state="visible", timeout=120_000)  # the rest still opens
+    finally:
+        ctx.close()
+
+
+def test_a_bad_upload_is_cleared_with_a_message(browser, app_url, tmp_path):
+    junk = tmp_path / "notes.png"
+    junk.write_bytes(b"this is not a picture")
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=patches")
+    page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    try:
+        upload = page.locator(".tabitem:visible").first.locator("input[type=file]").first
+        upload.set_input_files(str(junk))
+        sync_api.expect(page.locator(".toast-body").first).to_contain_text("not", timeout=30_000)
+        idle(page)
+        picture = page.locator(".tabitem:visible").first.locator("[data-testid=image]").first
+        assert picture.locator("img").count() == 0  # no broken picture left behind
+        assert page.locator(".tabitem:visible .error").count() == 0  # and no "Error" badge
+        assert "image=" not in page.url
+    finally:
+        ctx.close()
+
+
+def test_on_a_phone_the_result_comes_into_view(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=patches")
+    page.locator("#patch-grid img").wait_for(state="attached", timeout=120_000)
+    idle(page)
+    try:
+        example = page.locator(".tabitem:visible").first.locator(".gallery-item").nth(2)  # far below the results
+        example.scroll_into_view_if_needed()
+        example.tap()
+        idle(page)
+        top = page.locator("#patch-summary").evaluate("el => el.getBoundingClientRect().top")
+        assert -2 <= top < 844 / 2, f"the answer is {top:.0f} px from the top of an 844 px screen"
+        assert "image=astronaut" in page.url
+    finally:
+        ctx.close()
+
+
+def test_model_lists_say_what_needs_a_download_and_registers_explain_themselves(browser, app_url):
+    """Offline (HF_HUB_OFFLINE=1 in the tests), only the embedded model can be had: the lists say so before a click."""
+    models.clear_cache()
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=attention")
+    try:
+        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        model = page.get_by_label("model", exact=True)
+        assert model.input_value() == registry.OFFLINE_KEY  # opens on the model that can answer
+        model.click()
+        options = page.locator("[role=option]").all_inner_texts()
+        assert "DINO ViT-S/8: needs download" in options
+        assert [o for o in options if registry.OFFLINE_KEY in o and "needs" not in o], options
+        page.keyboard.press("Escape")
+        page.get_by_text("Registers: DINOv2 with and without").click()
+        button = page.get_by_role("button", name="Compare on this image")
+        assert button.is_disabled()
+        sync_api.expect(page.get_by_text("Not available here:")).to_be_visible()
+        assert "scene_star" in page.url  # a generated scene it knows, not the cat
+    finally:
+        ctx.close()
+
+
+def test_the_audit_catches_overlapping_small_text_and_text_over_figures(browser, app_url):
+    """Plant two overlapping 10 px labels, one of them over a figure: the audit must report all three problems."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=patches")
+    page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    try:
+        clean = page.evaluate(AUDIT)
+        assert clean["overlaps"] == [] and clean["onFigures"] == []
+        page.evaluate("""() => {
+          const img = document.querySelector('#patch-grid img'), b = img.getBoundingClientRect();
+          const panel = document.querySelector('#patch-grid');
+          for (const [t, dx] of [['planted one', 0], ['planted two', 20]]) {
+            const s = document.createElement('span');
+            s.textContent = t;
+            Object.assign(s.style, { position: 'absolute', left: (b.width / 2 + dx) + 'px', top: '60px', fontSize: '10px' });
+            panel.style.position = 'relative';
+            panel.append(s);
+          } }""")
+        report = page.evaluate(AUDIT)
+        assert ["planted one", "planted two"] == report["overlaps"][0][:2]
+        assert ["planted one", "patch-grid"] in report["onFigures"]
+        assert {"text": "planted one", "px": 10} in report["texts"]
+    finally:
+        ctx.close()

@@ -1,0 +1,106 @@
+"""Figures for the back row: text sizes recorded and kept, sizes bounded, captions that never touch."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vitviz import plotting
+
+
+def ink_runs(band: np.ndarray, gap: int = 12) -> int:
+    """How many groups of inked columns an (h, w, 3) band of text holds, groups split by more than ``gap`` white
+    columns (a word space at 20 px is about 6 px; two captions are at least 12 px apart)."""
+    ink = np.flatnonzero(band.min(axis=(0, 2)) < 200)
+    return 0 if ink.size == 0 else 1 + int((np.diff(ink) > gap).sum())
+
+
+def bands(a: np.ndarray, blank: int = 10) -> list[np.ndarray]:
+    """The image cut into bands of text rows, split where more than ``blank`` rows hold no ink."""
+    inked = np.flatnonzero(a.min(axis=(1, 2)) < 200)
+    cuts = np.flatnonzero(np.diff(inked) > blank)
+    starts, ends = np.r_[inked[0], inked[cuts + 1]], np.r_[inked[cuts], inked[-1]]
+    return [a[s:e + 1] for s, e in zip(starts, ends)]
+
+
+@pytest.mark.parametrize("shape", [(300, 120), (120, 300), (200, 200)], ids=["portrait", "landscape", "square"])
+def test_panel_captions_never_run_into_each_other(shape):
+    """Seven white panels (only the text is ink) captioned like the heads view: each caption line is its own group."""
+    tiles = [np.full((*shape, 3), 255, np.uint8)] * 7
+    titles = [f"head {h}\n{10 + h}% of patches" if h < 6 else "head mean\n34% of patches" for h in range(7)]
+    img = plotting.panels(tiles, titles, "[CLS] attention per head, layer 12")
+    title, *captions = bands(np.asarray(img))
+    per_row = [ink_runs(b) for b in captions]  # captions of each row of panels
+    assert sum(per_row) == 7 and len(per_row) >= 2  # seven separate captions: none ran into its neighbour
+    assert img.width <= plotting.PROJECTOR.max_width and img.height <= plotting.PROJECTOR.max_height
+    assert plotting.text_px_of(img) == plotting.PROJECTOR.text_px
+
+
+def test_old_captions_would_have_collided():
+    """The check above can fail: two captions drawn closer than their width merge into one group."""
+    from PIL import ImageDraw
+
+    canvas = Image.new("RGB", (300, 40), "white")
+    d = ImageDraw.Draw(canvas)
+    d.text((0, 5), "head 0: 50% of patches", fill="black", font=plotting.font(17))
+    d.text((150, 5), "head 1: 25% of patches", fill="black", font=plotting.font(17))
+    assert ink_runs(np.asarray(canvas)) == 1
+
+
+def test_matplotlib_figures_record_their_smallest_text_and_fit_the_projector():
+    img = plotting.heatmap(np.arange(4.0).reshape(2, 2), "2×2 map", "patch column", "patch row", "value")
+    assert img.width <= 790 and img.height <= 660
+    assert plotting.text_px_of(img) == pytest.approx(20, abs=0.01)  # the cells' numbers and the ticks: 20 px
+    buf = io.BytesIO()
+    img.save(buf, "png", pnginfo=__import__("gradio").processing_utils.get_pil_metadata(img))  # as gradio sends it
+    assert Image.open(io.BytesIO(buf.getvalue())).info["vitviz:text_px"] == "20.00"
+    with plotting.styled(compact=True):
+        small = plotting.heatmap(np.arange(4.0).reshape(2, 2), "2×2 map", "patch column", "patch row", "value")
+    assert plotting.text_px_of(small) == pytest.approx(14, abs=0.01)
+
+
+def test_small_heatmaps_have_whole_number_ticks_and_numbers_in_cells(monkeypatch):
+    """The 2×2 position map once had ±0.5 ticks and no numbers: capture the figure's texts as drawn."""
+    seen: list[list[str]] = []
+    original = plotting.smallest_text_px
+
+    def spy(fig):
+        seen.append([t.get_text() for t in fig.findobj(__import__("matplotlib").text.Text) if t.get_visible()])
+        return original(fig)
+
+    monkeypatch.setattr(plotting, "smallest_text_px", spy)
+    plotting.heatmap(np.array([[1.0, 0.5], [0.25, 0.0]]), "t", "x", "y", "v")
+    texts = seen[-1]
+    assert {"1.00", "0.50", "0.25", "0.00"} <= set(texts)
+    assert not any(t in texts for t in ("−0.5", "0.5", "-0.5", "1.5")), texts  # cell indices only
+    assert {"0", "1"} <= set(texts)
+
+
+def test_a_figure_too_large_is_shrunk_and_says_its_text_shrank():
+    img = plotting.fit_image(Image.new("RGB", (1580, 400), "white"), 20.0)
+    assert img.size == (790, 200) and plotting.text_px_of(img) == 10.0
+
+
+def test_model_availability_is_decided_quickly_and_once(monkeypatch):
+    """Without the offline flag and without a network, the lists learn what needs a download in under 2 s."""
+    from vitviz import loaders, models, registry
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(loaders, "HUB_HOST", "hub.invalid")  # as unreachable as the hub is here
+    monkeypatch.setattr(loaders, "_reach_cache", None)
+    models.clear_cache()
+    t0 = time.perf_counter()
+    first = models.available_now()
+    took = time.perf_counter() - t0
+    try:
+        assert took < 2.0
+        assert first[registry.OFFLINE_KEY] and not first["DINO ViT-S/8"]
+        assert models.choice_label("DINO ViT-S/8") == "DINO ViT-S/8: needs download"
+        t0 = time.perf_counter()
+        assert models.available_now() == first and time.perf_counter() - t0 < 0.01  # decided once
+    finally:
+        models.clear_cache()
