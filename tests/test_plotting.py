@@ -104,3 +104,11 @@ def test_model_availability_is_decided_quickly_and_once(monkeypatch):
         assert models.available_now() == first and time.perf_counter() - t0 < 0.01  # decided once
     finally:
         models.clear_cache()
+
+
+def test_colour_bar_words_stay_apart():
+    """'low', the bar and 'high' on one line, the label under it: the classify figure once printed them on top of
+    each other."""
+    strip = np.asarray(plotting.colorbar_strip("inferno", 560, "attention (each map scaled to its own range)", 20))
+    bar_line, label = bands(strip, blank=2)
+    assert ink_runs(bar_line, gap=5) == 3 and ink_runs(label) == 1

@@ -379,15 +379,22 @@ def mask_edges(mask: np.ndarray, h: int, w: int, thickness: int = 2) -> np.ndarr
 
 @lru_cache(maxsize=16)
 def colorbar_strip(cmap: str, width: int, label: str, text_px: int = 16, height: int = 18) -> Image.Image:
-    """A horizontal colour bar from low to high with its label (``text_px`` high), as a PIL image."""
+    """A horizontal colour bar from low to high, 'low' and 'high' at its ends and ``label`` centred underneath
+    (text ``text_px`` high; the label wraps to ``width``), as a PIL image."""
     f = font(text_px)
-    bar = colorize(np.tile(np.linspace(0, 1, width), (height, 1)), cmap, 0.0, 1.0)
-    out = Image.new("RGB", (width, height + text_px + 10), "white")
-    out.paste(Image.fromarray(bar), (0, 0))
+    low, high = f.getlength("low") + 8, f.getlength("high") + 8
+    bar_w = max(40, int(width - low - high))
+    lines = _wrap(label, f, width).split("\n")
+    line_h = round(text_px * 1.25)
+    top = max(height, line_h)
+    out = Image.new("RGB", (width, top + 6 + line_h * len(lines)), "white")
+    bar = colorize(np.tile(np.linspace(0, 1, bar_w), (height, 1)), cmap, 0.0, 1.0)
+    out.paste(Image.fromarray(bar), (int(low), (top - height) // 2))
     d = ImageDraw.Draw(out)
-    d.text((0, height + 4), "low", fill="black", font=f)
-    d.text((width // 2, height + 4), label, fill="black", font=f, anchor="ma")
-    d.text((width, height + 4), "high", fill="black", font=f, anchor="ra")
+    d.text((0, top // 2), "low", fill="black", font=f, anchor="lm")
+    d.text((width, top // 2), "high", fill="black", font=f, anchor="rm")
+    for i, line in enumerate(lines):
+        d.text((width // 2, top + 6 + i * line_h), line, fill="black", font=f, anchor="ma")
     return out
 
 
@@ -428,7 +435,7 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     longest_word = max((f_cap.getlength(w) for t in titles for w in t.replace("\n", " ").split()), default=0)
     widest_line = max((f_cap.getlength(line) for t in titles for line in t.split("\n")), default=0)
     h0, w0 = images[0].shape[:2]
-    bar_h = (18 + st.text_px + 10 + pad) if cmap else 0
+    bar_h = (colorbar_strip(cmap, min(st.max_width - 2 * pad, 560), bar_label, st.text_px).height + pad) if cmap else 0
     for size in range(panel_px, 59, -10):  # the largest panels whose grid fits the style's box
         pw, ph = panel_size(h0, w0, size)
         c = max(1, min(cols, n, (st.max_width - pad) // (pw + pad)))
@@ -437,7 +444,8 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
         c = max(1, min(c, (st.max_width - pad) // (col_w + pad)))
         rows = (n + c - 1) // c
         grid_w = c * (col_w + pad) + pad
-        width = max(grid_w, min(st.max_width, int(f_title.getlength(title)) + 2 * pad), 500 if cmap else 0)
+        width = max(grid_w, min(st.max_width, int(f_title.getlength(title)) + 2 * pad),
+                    min(st.max_width, 560 + 2 * pad) if cmap else 0)
         wrapped_title = _wrap(title, f_title, width - 2 * pad)
         head = 14 + (wrapped_title.count("\n") + 1) * round(st.title_px * 1.25)
         lines = max((_wrap(t, f_cap, col_w).count("\n") + 1 for t in titles), default=1)
@@ -446,7 +454,7 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
         if height <= st.max_height:
             break
     x_off = (width - grid_w) // 2  # centre the panels on a wider canvas
-    bar = colorbar_strip(cmap, min(width - 2 * pad, 480), bar_label, st.text_px) if cmap else None
+    bar = colorbar_strip(cmap, min(st.max_width - 2 * pad, 560), bar_label, st.text_px) if cmap else None
     out = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(out)
     draw.multiline_text((width // 2, 10), wrapped_title, fill="black", font=f_title, anchor="ma", align="center",
