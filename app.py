@@ -626,7 +626,8 @@ def run_shuffle(src, model_key, seed):
 
     seed = budget.number(seed, "shuffle seed", 0, 2**31 - 1, integer=True)
     r = classify.shuffle_experiment(models.get_model(model_key), load(src), seed)
-    return r.scrambled, classify_view.shuffle_markdown(r)
+    h, w = r.scrambled.shape[:2]  # the model's input (64 px for the offline model): enlarged, patch edges kept
+    return plotting.upscale(r.scrambled, plotting.display_scale(h, w, 384)), classify_view.shuffle_markdown(r)
 
 
 def run_tradeoff():

@@ -106,3 +106,46 @@ def test_layout(browser, app_url, tab, projector, size, tmp_path):
         assert small == [], small[:8]
     finally:
         ctx.close()
+
+
+OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figure a tab can show is audited
+    "patches": (["The 8×8 toy, step by step", "The clicked patch, drawn on the server"], []),
+    "attention": (["Figures drawn on the server", "Training timeline of the offline model"], ["Show the timeline"]),
+    "classify": (["Experiment: patch size trade-off"], ["Shuffle and compare"]),
+}
+
+
+@pytest.mark.parametrize("tab", list(OPEN_UP))
+def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_path):
+    """At 1280×720 in projector mode, with every accordion of the tab open and its figures drawn."""
+    ctx, page = open_page(browser, f"{app_url}?tab={tab}&projector=1", VIEWPORTS["projector"])
+    try:
+        page.locator(OPENS_WITH[tab]).first.wait_for(state="visible", timeout=120_000)
+        settle(page)
+        panel = page.locator(".tabitem:visible").first
+        accordions, buttons = OPEN_UP[tab]
+        for name in accordions:
+            panel.get_by_text(name).first.click()
+        for name in buttons:
+            panel.get_by_role("button", name=name).click()
+        if tab == "patches":  # a patch clicked in the grid draws its vectors
+            page.locator("#patch-grid img").click(position={"x": 40, "y": 40})
+        settle(page)
+        report = page.evaluate(AUDIT)
+        page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
+        ids = {f["id"] for f in report["figures"]}
+        expected = {"patches": {"toy-step", "patch-vectors"}, "classify": {"shuffled"},
+                    "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads"}}[tab]
+        assert expected <= ids, ids
+        assert report["overlaps"] == [] and report["onFigures"] == []
+        for f in report["figures"]:
+            assert f["shownH"] <= 720.5, f"{f['id']} is {f['shownH']:.0f} px tall"
+            px = figure_text_px(f["src"])
+            if px is not None:
+                assert px * f["scale"] >= 18 - 0.05, f"{f['id']}: text shown at {px * f['scale']:.1f} px"
+            if f["id"] == "shuffled":
+                assert f["shownH"] >= 200  # it once showed 64 px tall
+        small = [t for t in report["texts"] if t["px"] < PAGE_MIN_PX[True] and t["text"] not in EXEMPT]
+        assert small == [], small[:8]
+    finally:
+        ctx.close()

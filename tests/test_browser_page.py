@@ -186,3 +186,28 @@ def test_the_audit_catches_overlapping_small_text_and_text_over_figures(browser,
         assert {"text": "planted one", "px": 10} in report["texts"]
     finally:
         ctx.close()
+
+
+def test_controls_that_do_not_apply_are_hidden_and_cost_numbers_stay_whole(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        page.goto(f"{app_url}?tab=positions&pe=learned: vitviz tiny, training timeline")
+        page.locator("#pe-mosaic img").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        panel = page.locator(".tabitem:visible").first
+        label = lambda text: panel.locator("[data-testid=block-info]", has_text=text).first  # noqa: E731
+        assert label("training timeline: checkpoint").is_visible()
+        for hidden in ("grid rows", "grid columns", "embedding size D (sinusoidal)"):
+            assert label(hidden).count() == 0 or not label(hidden).is_visible(), hidden
+        page.goto(f"{app_url}?tab=patches&patch=4")  # the widest cost table: numbers once broke mid-way
+        page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        lines = page.locator("#cost-table td, #cost-table th").evaluate_all(
+            "cells => cells.slice(1).map((c) => { const r = document.createRange(); r.selectNodeContents(c);"
+            " return [c.textContent.trim(), new Set([...r.getClientRects()].map((q) => Math.round(q.top))).size]; })")
+        assert "ViT-B/4" in page.locator("#cost-table").inner_text()
+        numbers = [(t, n) for t, n in lines if t[:1].isdigit()]
+        assert numbers and all(n == 1 for _, n in numbers), [x for x in numbers if x[1] != 1]
+    finally:
+        ctx.close()

@@ -112,3 +112,12 @@ def test_colour_bar_words_stay_apart():
     strip = np.asarray(plotting.colorbar_strip("inferno", 560, "attention (each map scaled to its own range)", 20))
     bar_line, label = bands(strip, blank=2)
     assert ink_runs(bar_line, gap=5) == 3 and ink_runs(label) == 1
+
+
+def test_a_tall_resampled_table_stays_within_a_projector_screen():
+    """Resampling a position table to 30×12 once made a 3,600 px tall mosaic (a 4,800 px page)."""
+    from vitviz import posembed
+    from vitviz.views import posembed as view
+
+    v = view.render(posembed.sincos_2d(14, 14, 64).reshape(14, 14, 64), "2D sinusoidal", resample_to=(30, 12))
+    assert v.resampled.height <= 720 and v.mosaic.height <= 720

@@ -14,6 +14,7 @@ image component and map clicks back to pixels.
 from __future__ import annotations
 
 import io
+import textwrap
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -311,14 +312,15 @@ def bars(values: dict[str, float], title: str, xlabel: str, highlight: Sequence[
 def vector_strip(vectors: Sequence[np.ndarray], names: Sequence[str], title: str) -> Image.Image:
     """Each vector as a one-row heatmap strip (signed colormap), stacked, with a colorbar."""
     st = style()
-    rows = 1.3 + 0.4 * (st is not COMPACT)
-    with figure(len(vectors), 1, figsize=(fig_width(9), 1.5 + rows * len(vectors)), squeeze=False) as (fig, axes):
+    rows = 1.3 + 0.7 * (st is not COMPACT)
+    width = min(9.0, (st.max_width - 240) / DPI)  # room for the colour bars' labels inside the style's width
+    with figure(len(vectors), 1, figsize=(width, 1.5 + rows * len(vectors)), squeeze=False) as (fig, axes):
         for ax, vec, name in zip(axes[:, 0], vectors, names):
             vec = np.asarray(vec, dtype=np.float64).ravel()
             lim = float(np.abs(vec).max()) or 1.0
             im = ax.imshow(vec[None, :], cmap=DIVERGING, vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
             ax.set_yticks([])
-            ax.set_title(name, loc="left")
+            ax.set_title(textwrap.fill(name, int(width * DPI / (0.56 * st.label_px))), loc="left")  # fits the width
             ax.set_xlabel("vector index")
             fig.colorbar(im, ax=ax, label="value", fraction=0.04, pad=0.01)
         fig.suptitle(title, fontweight="bold")

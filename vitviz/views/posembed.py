@@ -87,6 +87,10 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
     rr, rc = resample_to or (r, c)
     res = posembed.resample_grid(grid, rr, rc)
     resampled, _ = plotting.mosaic(tiles(res, kind), cmap)
+    if resampled.height > 600 or resampled.width > 720:  # even one pixel per cell is too large: shown smaller
+        k = min(600 / resampled.height, 720 / resampled.width)
+        resampled = resampled.resize((max(1, round(resampled.width * k)), max(1, round(resampled.height * k))),
+                                     Image.BOX)
     summary = (f"**{name}**: a {r}×{c} grid of {d}-dimensional vectors. Tile (r, c) of the mosaic shows how "
                f"similar position (r, c) is to every other position ({kind}); click a tile to enlarge it. "
                f"Resampled bicubically to {rr}×{rc} (what timm does when the input resolution changes).")
