@@ -100,3 +100,14 @@ def app_url():
     demo.launch(**kwargs)
     yield f"http://127.0.0.1:{port}/"
     demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per browser test module (those modules skip or fail first when it is missing)."""
+    from browser_support import ARGS, CHROMIUM, sync_api
+
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()

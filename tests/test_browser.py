@@ -2,21 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
-
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    if os.environ.get("CI"):
-        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
-    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
+from browser_support import sync_api
 
 TABS = [  # tab, example to click, what must appear
     ("Patches", 0, "#patch-grid img"),
@@ -27,16 +14,8 @@ TABS = [  # tab, example to click, what must appear
 
 
 @pytest.fixture(scope="module")
-def browser_factory():
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(scope="module")
-def page(browser_factory, app_url):
-    pg = browser_factory.new_page(viewport={"width": 1400, "height": 1000})
+def page(browser, app_url):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     pg.goto(app_url)
     pg.get_by_role("tab", name="Patches", exact=True).wait_for(timeout=30_000)
     yield pg
@@ -71,9 +50,9 @@ def test_clicking_a_patch_shows_its_vectors(page):
     assert vec.evaluate("el => el.naturalWidth") > 100
 
 
-def test_dark_mode_gets_the_light_page_without_a_reload(browser_factory, app_url):
+def test_dark_mode_gets_the_light_page_without_a_reload(browser, app_url):
     """A browser that prefers dark gets the light page straight away: no reload, no dark class, light colours."""
-    ctx = browser_factory.new_context(color_scheme="dark", viewport={"width": 1280, "height": 720})
+    ctx = browser.new_context(color_scheme="dark", viewport={"width": 1280, "height": 720})
     page = ctx.new_page()
     loads = []
     page.on("load", lambda _: loads.append(1))

@@ -4,29 +4,13 @@ from __future__ import annotations
 
 import pytest
 from conftest import EXAMPLES
-from test_browser import ARGS, CHROMIUM, sync_api
+from browser_support import idle, sync_api
 
 from vitviz import analysis, attention, images, models
 
 SIGNATURE = """(cv) => { const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
   let h = 0; for (let i = 0; i < d.length; i += 3) h = (h * 31 + d[i]) >>> 0; return h; }"""
 CAPTION = "#attention-explorer .vx-big figcaption"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-def _idle(page) -> None:
-    """Wait until the page has no event in progress (the tab's own example and the clicked one both answered)."""
-    for _ in range(2):
-        page.wait_for_function("() => !document.body.innerText.includes('processing |') && "
-                               "!document.querySelector('.pending')", timeout=120_000)
-        page.wait_for_timeout(600)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +22,7 @@ def explorer(app_url, browser):
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(0).click()
     page.locator("#attention-explorer .vx-big canvas").wait_for(state="visible", timeout=120_000)
     page.wait_for_function(f"() => document.querySelector('{CAPTION}').dataset.count > 0", timeout=60_000)
-    _idle(page)
+    idle(page)
     calls: list[str] = []
     page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
     yield page, calls
@@ -184,7 +168,7 @@ def _open(page, app_url: str, tab: str, example: int, selector: str):
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(example).click()
     cv = page.locator(selector).first
     cv.wait_for(state="visible", timeout=60_000)
-    _idle(page)
+    idle(page)
     cv.scroll_into_view_if_needed()
     return cv.bounding_box()
 

@@ -6,22 +6,13 @@ text (its recorded size × the scale it is shown at) and 20 px for the page's te
 from __future__ import annotations
 
 import io
-import os
-import shutil
 from pathlib import Path
 
 import httpx
 import pytest
+from browser_support import idle
 from PIL import Image
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    if os.environ.get("CI"):
-        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
-    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
 
 AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
 VIEWPORTS = {"projector": (1280, 720), "desktop": (1920, 1080), "phone": (390, 844)}
@@ -36,14 +27,6 @@ PAGE_MIN_PX = {True: 20, False: 14}
 EXEMPT = {"Use via API", "Built with Gradio", "Settings", "·"}
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
 SCROLL_THROUGH = """async () => {  // pictures load lazily: pass every one once, then back to the top
   for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
     scrollTo(0, y); await new Promise((r) => setTimeout(r, 80)); }
@@ -52,12 +35,9 @@ SCROLL_THROUGH = """async () => {  // pictures load lazily: pass every one once,
 }"""
 
 
-def settle(page, timeout=120_000):
+def settle(page):
     """Wait until no event is processing and the page has drawn the answer (every picture loaded)."""
-    idle = "() => !document.body.innerText.includes('processing |') && !document.querySelector('.pending')"
-    for _ in range(2):
-        page.wait_for_function(idle, timeout=timeout)
-        page.wait_for_timeout(700)
+    idle(page)
     page.evaluate(SCROLL_THROUGH)
 
 

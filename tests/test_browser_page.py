@@ -4,22 +4,13 @@ audit itself (it must catch overlapping and small text, or the layout tests prov
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
+from browser_support import idle, sync_api
 
 from vitviz import models, registry
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
-if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-    if os.environ.get("CI"):
-        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
-    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
 
 AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
 EXPLORER = "#attention-explorer .vx"
@@ -29,19 +20,12 @@ STATE = f"""() => {{ const S = document.querySelector('{EXPLORER}').__vx, c = do
            picture: document.querySelector('{EXPLORER} .vx-big canvas').toDataURL() }}; }}"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-def idle(page) -> None:
-    for _ in range(2):
-        page.wait_for_function("() => !document.body.innerText.includes('processing |') && "
-                               "!document.querySelector('.pending')", timeout=120_000)
-        page.wait_for_timeout(600)
+@pytest.fixture
+def page(browser):
+    """A page of its own at 1280×720 (a fresh browser context: no link, storage or cache from another test)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    yield ctx.new_page()
+    ctx.close()
 
 
 def test_a_permalink_restores_the_view_in_a_fresh_browser(browser, app_url):
@@ -85,36 +69,26 @@ def test_a_permalink_restores_the_view_in_a_fresh_browser(browser, app_url):
         fresh.close()
 
 
-def test_a_link_to_an_upload_says_the_picture_cannot_travel(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
+def test_a_link_to_an_upload_says_the_picture_cannot_travel(page, app_url):
     page.goto(f"{app_url}?tab=classify&image=upload-0123456789ab")
-    try:
-        sync_api.expect(page.locator("#link-notice")).to_contain_text("cannot travel in a link", timeout=60_000)
-        page.locator("#classify-maps img").wait_for(state="visible", timeout=120_000)  # the rest still opens
-    finally:
-        ctx.close()
+    sync_api.expect(page.locator("#link-notice")).to_contain_text("cannot travel in a link", timeout=60_000)
+    page.locator("#classify-maps img").wait_for(state="visible", timeout=120_000)  # the rest still opens
 
 
-def test_a_bad_upload_is_cleared_with_a_message(browser, app_url, tmp_path):
+def test_a_bad_upload_is_cleared_with_a_message(page, app_url, tmp_path):
     junk = tmp_path / "notes.png"
     junk.write_bytes(b"this is not a picture")
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
     page.goto(f"{app_url}?tab=patches")
     page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
     idle(page)
-    try:
-        upload = page.locator(".tabitem:visible").first.locator("input[type=file]").first
-        upload.set_input_files(str(junk))
-        sync_api.expect(page.locator(".toast-body").first).to_contain_text("not", timeout=30_000)
-        idle(page)
-        picture = page.locator(".tabitem:visible").first.locator("[data-testid=image]").first
-        assert picture.locator("img").count() == 0  # no broken picture left behind
-        assert page.locator(".tabitem:visible .error").count() == 0  # and no "Error" badge
-        assert "image=" not in page.url
-    finally:
-        ctx.close()
+    upload = page.locator(".tabitem:visible").first.locator("input[type=file]").first
+    upload.set_input_files(str(junk))
+    sync_api.expect(page.locator(".toast-body").first).to_contain_text("not", timeout=30_000)
+    idle(page)
+    picture = page.locator(".tabitem:visible").first.locator("[data-testid=image]").first
+    assert picture.locator("img").count() == 0  # no broken picture left behind
+    assert page.locator(".tabitem:visible .error").count() == 0  # and no "Error" badge
+    assert "image=" not in page.url
 
 
 def test_on_a_phone_the_result_comes_into_view(browser, app_url):
@@ -135,79 +109,64 @@ def test_on_a_phone_the_result_comes_into_view(browser, app_url):
         ctx.close()
 
 
-def test_model_lists_say_what_needs_a_download_and_registers_explain_themselves(browser, app_url):
+def test_model_lists_say_what_needs_a_download_and_registers_explain_themselves(page, app_url):
     """Offline (HF_HUB_OFFLINE=1 in the tests), only the embedded model can be had: the lists say so before a click."""
     models.clear_cache()
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
     page.goto(f"{app_url}?tab=attention")
-    try:
-        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
-        idle(page)
-        model = page.get_by_label("model", exact=True)
-        assert model.input_value() == registry.OFFLINE_KEY  # opens on the model that can answer
-        model.click()
-        options = page.locator("[role=option]").all_inner_texts()
-        assert "DINO ViT-S/8: needs download" in options
-        assert [o for o in options if registry.OFFLINE_KEY in o and "needs" not in o], options
-        page.keyboard.press("Escape")
-        page.get_by_text("Registers: DINOv2 with and without").click()
-        button = page.get_by_role("button", name="Compare on this image")
-        assert button.is_disabled()
-        sync_api.expect(page.get_by_text("Not available here:")).to_be_visible()
-        assert "scene_star" in page.url  # a generated scene it knows, not the cat
-    finally:
-        ctx.close()
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    model = page.get_by_label("model", exact=True)
+    assert model.input_value() == registry.OFFLINE_KEY  # opens on the model that can answer
+    model.click()
+    options = page.locator("[role=option]").all_inner_texts()
+    assert "DINO ViT-S/8: needs download" in options
+    assert [o for o in options if registry.OFFLINE_KEY in o and "needs" not in o], options
+    page.keyboard.press("Escape")
+    page.get_by_text("Registers: DINOv2 with and without").click()
+    button = page.get_by_role("button", name="Compare on this image")
+    assert button.is_disabled()
+    sync_api.expect(page.get_by_text("Not available here:")).to_be_visible()
+    assert "scene_star" in page.url  # a generated scene it knows, not the cat
 
 
-def test_the_audit_catches_overlapping_small_text_and_text_over_figures(browser, app_url):
+def test_the_audit_catches_overlapping_small_text_and_text_over_figures(page, app_url):
     """Plant two overlapping 10 px labels, one of them over a figure: the audit must report all three problems."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
     page.goto(f"{app_url}?tab=patches")
     page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
     idle(page)
-    try:
-        clean = page.evaluate(AUDIT)
-        assert clean["overlaps"] == [] and clean["onFigures"] == []
-        page.evaluate("""() => {
-          const img = document.querySelector('#patch-grid img'), b = img.getBoundingClientRect();
-          const panel = document.querySelector('#patch-grid');
-          for (const [t, dx] of [['planted one', 0], ['planted two', 20]]) {
-            const s = document.createElement('span');
-            s.textContent = t;
-            Object.assign(s.style, { position: 'absolute', left: (b.width / 2 + dx) + 'px', top: '60px', fontSize: '10px' });
-            panel.style.position = 'relative';
-            panel.append(s);
-          } }""")
-        report = page.evaluate(AUDIT)
-        assert ["planted one", "planted two"] == report["overlaps"][0][:2]
-        assert ["planted one", "patch-grid"] in report["onFigures"]
-        assert {"text": "planted one", "px": 10} in report["texts"]
-    finally:
-        ctx.close()
+    clean = page.evaluate(AUDIT)
+    assert clean["overlaps"] == [] and clean["onFigures"] == []
+    page.evaluate("""() => {
+      const img = document.querySelector('#patch-grid img'), b = img.getBoundingClientRect();
+      const panel = document.querySelector('#patch-grid');
+      for (const [t, dx] of [['planted one', 0], ['planted two', 20]]) {
+        const s = document.createElement('span');
+        s.textContent = t;
+        Object.assign(s.style, { position: 'absolute', left: (b.width / 2 + dx) + 'px', top: '60px', fontSize: '10px' });
+        panel.style.position = 'relative';
+        panel.append(s);
+      } }""")
+    report = page.evaluate(AUDIT)
+    assert ["planted one", "planted two"] == report["overlaps"][0][:2]
+    assert ["planted one", "patch-grid"] in report["onFigures"]
+    assert {"text": "planted one", "px": 10} in report["texts"]
 
 
-def test_controls_that_do_not_apply_are_hidden_and_cost_numbers_stay_whole(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
-    try:
-        page.goto(f"{app_url}?tab=positions&pe=learned: vitviz tiny, training timeline")
-        page.locator("#pe-mosaic img").wait_for(state="visible", timeout=120_000)
-        idle(page)
-        panel = page.locator(".tabitem:visible").first
-        label = lambda text: panel.locator("[data-testid=block-info]", has_text=text).first  # noqa: E731
-        assert label("training timeline: checkpoint").is_visible()
-        for hidden in ("grid rows", "grid columns", "embedding size D (sinusoidal)"):
-            assert label(hidden).count() == 0 or not label(hidden).is_visible(), hidden
-        page.goto(f"{app_url}?tab=patches&patch=4")  # the widest cost table: numbers once broke mid-way
-        page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
-        idle(page)
-        lines = page.locator("#cost-table td, #cost-table th").evaluate_all(
-            "cells => cells.slice(1).map((c) => { const r = document.createRange(); r.selectNodeContents(c);"
-            " return [c.textContent.trim(), new Set([...r.getClientRects()].map((q) => Math.round(q.top))).size]; })")
-        assert "ViT-B/4" in page.locator("#cost-table").inner_text()
-        numbers = [(t, n) for t, n in lines if t[:1].isdigit()]
-        assert numbers and all(n == 1 for _, n in numbers), [x for x in numbers if x[1] != 1]
-    finally:
-        ctx.close()
+def test_controls_that_do_not_apply_are_hidden_and_cost_numbers_stay_whole(page, app_url):
+    page.goto(f"{app_url}?tab=positions&pe=learned: vitviz tiny, training timeline")
+    page.locator("#pe-mosaic img").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    panel = page.locator(".tabitem:visible").first
+    label = lambda text: panel.locator("[data-testid=block-info]", has_text=text).first  # noqa: E731
+    assert label("training timeline: checkpoint").is_visible()
+    for hidden in ("grid rows", "grid columns", "embedding size D (sinusoidal)"):
+        assert label(hidden).count() == 0 or not label(hidden).is_visible(), hidden
+    page.goto(f"{app_url}?tab=patches&patch=4")  # the widest cost table: numbers once broke mid-way
+    page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    lines = page.locator("#cost-table td, #cost-table th").evaluate_all(
+        "cells => cells.slice(1).map((c) => { const r = document.createRange(); r.selectNodeContents(c);"
+        " return [c.textContent.trim(), new Set([...r.getClientRects()].map((q) => Math.round(q.top))).size]; })")
+    assert "ViT-B/4" in page.locator("#cost-table").inner_text()
+    numbers = [(t, n) for t, n in lines if t[:1].isdigit()]
+    assert numbers and all(n == 1 for _, n in numbers), [x for x in numbers if x[1] != 1]

@@ -1,0 +1,27 @@
+"""What the browser tests share: Debian's Chromium through Playwright (skipped without it, required in CI)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+HOW = "Install Debian's chromium (sudo apt-get install chromium) to run the browser tests."
+
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    if os.environ.get("CI"):
+        pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
+    pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
+
+
+def idle(page, rounds: int = 2) -> None:
+    """Wait until the page has no event in progress (an answer can queue one more run right after it)."""
+    for _ in range(rounds):
+        page.wait_for_function("() => !document.body.innerText.includes('processing |') && "
+                               "!document.querySelector('.pending')", timeout=120_000)
+        page.wait_for_timeout(600)
