@@ -62,6 +62,18 @@ class NumberChoice(gr.Radio):
         return super().preprocess(payload)
 
 
+class LayerSlider(gr.Slider):
+    """The layer slider: its range follows the model shown, so a request sent just before the range shrank
+    (layer 12 of a model that turned out to have 4) is clamped, as the library clamps layers, not refused."""
+
+    is_template = True  # reuse the front end of gr.Slider
+
+    def preprocess(self, payload):  # noqa: D102
+        if isinstance(payload, (int, float)) and self.minimum is not None and self.maximum is not None:
+            payload = min(max(payload, self.minimum), self.maximum)
+        return super().preprocess(payload)
+
+
 def load(src):
     """The upload as an RGB array, shrunk while decoding to what the largest view uses."""
     return images.load_rgb(src, images.INTAKE_SHORT_SIDE)
@@ -536,7 +548,7 @@ def attention_tab() -> dict:
             dist = figure("attn-distance")
     with gr.Accordion("Figures drawn on the server (to download, and what the /attention API returns)", open=False):
         with gr.Row():
-            layer = gr.Slider(1, 12, value=12, step=1, label="layer (1 = first)")
+            layer = LayerSlider(1, 12, value=12, step=1, label="layer (1 = first)")
             keep = gr.Slider(0.1, 0.95, value=0.6, step=0.05, label="keep this share of attention mass")
             alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="overlay opacity")
             cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="inferno", label="colormap")
@@ -702,6 +714,7 @@ def model_choices(task: str) -> list[tuple[str, str]]:
 
 
 def _link_number(q: dict, name: str, lo: float, hi: float, default, integer: bool = True):
+    """A number from the link's query, checked like any input; ``default`` when absent or unusable."""
     try:
         return budget.number(q[name], name, lo, hi, integer=integer)
     except (KeyError, ValueError):
@@ -737,8 +750,8 @@ def on_load(request: gr.Request):
     first = {t: defaults.pop(t) if t == tab else gr.skip() for t in ("patches", "attention", "classify")}
     return (gr.Tabs(selected=tab) if "tab" in q else gr.skip(), True if q.get("projector") == "1" else gr.skip(),
             gr.Markdown(notice, visible=bool(notice)),
-            first["patches"], _link_number(q, "patch", 1, 64, gr.skip()) if q.get("patch") in
-            {str(p) for p in PATCH_SIZES} else gr.skip(), _link_number(q, "res", 8, 640, gr.skip()),
+            first["patches"], int(q["patch"]) if q.get("patch") in {str(p) for p in PATCH_SIZES} else gr.skip(),
+            _link_number(q, "res", 8, 640, gr.skip()),
             q["pe"] if q.get("pe") in PE_SOURCES else gr.skip(),
             first["attention"], gr.Dropdown(choices=model_choices("attention"), value=chosen["attention"]),
             _link_number(q, "side", 64, 512, gr.skip()), _link_number(q, "layer", 1, 64, gr.skip()),

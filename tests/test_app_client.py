@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import gradio as gr
 import pytest
 from conftest import EXAMPLES
 from gradio_client import Client, handle_file
@@ -214,3 +215,15 @@ def test_mcp_server_behind_a_flag(monkeypatch):
         assert {"run_attention", "run_classify", "bundle_attention"} <= tools
     finally:
         demo.close()
+
+
+def test_a_layer_asked_for_just_before_the_range_shrank_is_clamped_not_refused():
+    """Seen in CI: the page opened on the 4-layer offline model while a request still carried layer 12; gradio's
+    slider refused it ('Value 12 is greater than maximum value 4') and left an Error badge on the page."""
+    import app
+
+    slider = app.LayerSlider(1, 12, value=12, step=1)
+    slider.maximum = 4  # what layer_slider's update does for the offline model
+    assert slider.preprocess(12) == 4 and slider.preprocess(3) == 3 and slider.preprocess(0) == 1
+    with pytest.raises(gr.Error):
+        gr.Slider(1, 4, step=1).preprocess(12)  # the stock slider, for comparison
