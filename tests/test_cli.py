@@ -178,7 +178,7 @@ def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
 
     client = Client(app_url, verbose=False)
     args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 0.55, 0.7, "cividis", "max", 0.2)
-    _, heads, _, roll, box, crop, _ = client.predict(*args, api_name="/attention")
+    _, heads, _, roll, box, crop, distance = client.predict(*args, api_name="/attention")
     with zipfile.ZipFile(client.predict(*args, api_name="/bundle_attention")) as z:
         z.extractall(tmp_path)
 
@@ -186,6 +186,6 @@ def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
         with Image.open(png) as im:
             return np.asarray(im.convert("RGB"))
 
-    for shown, name in ((heads, "heads"), (roll, "rollout"), (box, "box"), (crop, "crop")):
+    for shown, name in ((heads, "heads"), (roll, "rollout"), (box, "box"), (crop, "crop"), (distance, "distance")):
         with Image.open(shown) as page:
             assert np.array_equal(np.asarray(page.convert("RGB")), as_page_shows(tmp_path / "figures" / f"{name}.png")), name

@@ -42,7 +42,9 @@ def _attention(p: dict, rgb: np.ndarray) -> Made:
                **attention_view.numbers(a, p["layer"], keep),
                "mean_attention_distance_px": [{"layer": layer, "head": head, "distance": d}
                                               for layer, head, d in attention_view.distance_table(a)]}
-    return {"heads": heads.heads, "rollout": rollout, "box": heads.box, "crop": heads.crop}, numbers
+    figures = {"heads": heads.heads, "rollout": rollout, "box": heads.box, "crop": heads.crop,
+               "distance": attention_view.render_distance(a)}
+    return figures, numbers
 
 
 def _patches(p: dict, rgb: np.ndarray) -> Made:
