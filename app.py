@@ -252,6 +252,14 @@ def run_toy(step):
     return image, f"**Step {step} of {len(figures)}.** {caption}"
 
 
+@friendly
+def run_filters(model_key, progress=gr.Progress()):
+    """The principal components of a registry model's patch filters (the embedded model's offline)."""
+    loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
+    image, text = patches_view.render_filters(loaded)
+    return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
+
+
 def patches_tab() -> dict:
     with gr.Row():
         with gr.Column(scale=1):
@@ -286,6 +294,18 @@ def patches_tab() -> dict:
                              "embeddings → + position → [CLS] → position similarity)")
         toy_caption = gr.Markdown()
         toy = figure("toy-step")
+    with gr.Accordion("What a trained patch projection learned: its filters' principal components",
+                      open=False) as filt_box:
+        explain("Each embedding dimension has its own P×P×3 filter: the patch's pixels, weighted and summed. "
+                "Principal components show what the filters share. The ViT paper found colour blobs and stripes "
+                "at several frequencies, like a CNN's first layer; that comes from training, not from the design.")
+        with gr.Row():
+            filt_model = gr.Dropdown(registry.keys("attention") + [k for k in registry.keys("classify")
+                                                                   if k not in registry.keys("attention")],
+                                     value=registry.OFFLINE_KEY, label="model")
+            filt_btn = gr.Button("Show its filters", scale=0, min_width=220)
+        filt_note = gr.Markdown()
+        filters = figure("patch-filters")
     key = gr.Textbox(visible="hidden", elem_id="patches-image-key")
     inputs = [src, patch, resolution, policy, size_name]
     outputs = [grid, summary, costs, chart, equivalence, vectors]
@@ -302,6 +322,10 @@ def patches_tab() -> dict:
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
     wire_download(dl_button, dl_file, bundle_patches, inputs, "bundle_patches")
     toy_step.change(run_toy, toy_step, [toy, toy_caption], api_name="toy")
+    filt_btn.click(run_filters, filt_model, [filters, filt_note], api_name="patch_filters", concurrency_id="model",
+                   concurrency_limit=MODEL_CONCURRENCY)
+    filt_box.expand(run_filters, filt_model, [filters, filt_note], api_visibility="private", concurrency_id="model",
+                    concurrency_limit=MODEL_CONCURRENCY)
     toy_box.expand(run_toy, toy_step, [toy, toy_caption], api_visibility="private")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
                     [src, patch, resolution, policy], api_visibility="private")
@@ -342,6 +366,16 @@ def click_tile(source, rows, cols, dim, kind, step_index, cmap, evt: gr.SelectDa
     grid, _, _ = posembed_view.grid_for(source, rows, cols, dim, step_index)
     row, col = posembed_view.tile_at(grid, kind, evt.index[0], evt.index[1])
     return posembed_view.tile_figure(grid, kind, row, col, cmap)
+
+
+@friendly
+def run_rotary(dim, reach, base, cmap):
+    dim = budget.number(dim, "size D", 4, 512, integer=True)
+    if dim % 4:
+        raise ValueError(f"2D rotary encoding splits D into row and column halves of pairs: D must be a multiple "
+                         f"of 4, not {dim}.")
+    return posembed_view.render_rotary(dim, budget.number(reach, "offsets shown", 1, 12, integer=True),
+                                       budget.number(base, "base", 2, 100000), cmap)
 
 
 def pe_controls(source):
@@ -387,6 +421,17 @@ def posembed_tab(tab: gr.Tab) -> dict:
             matrix = figure("pe-matrix")
             sim = figure("pe-sim")
             resampled = figure("pe-resampled", "The table resampled bicubically (as timm does for a new resolution)")
+    with gr.Accordion("Relative positions: 2D rotary encoding (RoPE)", open=False) as rope_box:
+        explain("Rotary encoding adds nothing to the tokens. It turns each query and key in small 2D planes by "
+                "angles proportional to its row (half the dimensions) and column (the other half), so the score "
+                "q·k depends only on how far apart the two patches are. The map puts one vector at the centre "
+                "and at every nearby key: the score falls off with the row and column offset, the same in every "
+                "place of the image.")
+        with gr.Row():
+            rope_dim = gr.Slider(8, 128, value=32, step=4, label="size D (a multiple of 4)")
+            rope_reach = gr.Slider(1, 12, value=6, step=1, label="offsets shown (±)")
+            rope_base = gr.Slider(10, 10000, value=100, step=10, label="base of the frequencies")
+        rope = figure("pe-rotary")
     inputs = [source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap]
     outputs = [summary, mosaic, tile, matrix, sim, resampled]
     map_in = [source, rows, cols, dim, kind, step_index, cmap]
@@ -398,6 +443,10 @@ def posembed_tab(tab: gr.Tab) -> dict:
           inputs, outputs, api_visibility="private", trigger_mode="always_last").success(  # one run per burst
         run_pe_map, map_in, pe_map, api_visibility="private").then(None, None, None, js=reveal("#pe-summary"))
     source.change(pe_controls, source, [rows, cols, dim, step_index], api_visibility="private", queue=False)
+    rope_in = [rope_dim, rope_reach, rope_base, cmap]
+    gr.on([c.change for c in (rope_dim, rope_reach, rope_base)], run_rotary, rope_in, rope, api_name="rotary",
+          trigger_mode="always_last")
+    rope_box.expand(run_rotary, rope_in, rope, api_visibility="private")
     source.change(None, source, None, js=remember("pe"))
     wire_download(dl_button, dl_file, bundle_posembed, inputs, "bundle_position_embeddings")
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")

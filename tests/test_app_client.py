@@ -227,3 +227,18 @@ def test_a_layer_asked_for_just_before_the_range_shrank_is_clamped_not_refused()
     assert slider.preprocess(12) == 4 and slider.preprocess(3) == 3 and slider.preprocess(0) == 1
     with pytest.raises(gr.Error):
         gr.Slider(1, 4, step=1).preprocess(12)  # the stock slider, for comparison
+
+
+def test_patch_filters_and_rotary_endpoints(client):
+    """The two newer views answer through their endpoints with figures at projector sizes, and explain bad input."""
+    from PIL import Image
+
+    picture, note = client.predict(registry.OFFLINE_KEY, api_name="/patch_filters")
+    tiny = loaders.tiny_info()["kwargs"]
+    assert f"is {tiny['embed_dim']} filters of 8×8×3 numbers" in note
+    rope = client.predict(16, 3, 100, "viridis", api_name="/rotary")
+    for path in (picture, rope):
+        with Image.open(path) as im:
+            assert im.width <= 790 and im.height <= 660 and float(im.info["vitviz:text_px"]) >= 20
+    with pytest.raises(Exception, match="multiple of 4"):
+        client.predict(30, 3, 100, "viridis", api_name="/rotary")

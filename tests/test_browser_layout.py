@@ -89,7 +89,9 @@ def test_layout(browser, app_url, tab, projector, size, tmp_path):
 
 
 OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figure a tab can show is audited
-    "patches": (["The 8×8 toy, step by step", "The clicked patch, drawn on the server"], []),
+    "patches": (["The 8×8 toy, step by step", "The clicked patch, drawn on the server",
+                 "What a trained patch projection learned"], []),
+    "positions": (["Relative positions: 2D rotary encoding"], []),
     "attention": (["Figures drawn on the server", "Training timeline of the offline model"], ["Show the timeline"]),
     "classify": (["Experiment: patch size trade-off"], ["Shuffle and compare"]),
 }
@@ -114,7 +116,8 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
         report = page.evaluate(AUDIT)
         page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
         ids = {f["id"] for f in report["figures"]}
-        expected = {"patches": {"toy-step", "patch-vectors"}, "classify": {"shuffled"},
+        expected = {"patches": {"toy-step", "patch-vectors", "patch-filters"}, "classify": {"shuffled"},
+                    "positions": {"pe-rotary"},
                     "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads"}}[tab]
         assert expected <= ids, ids
         assert report["overlaps"] == [] and report["onFigures"] == []

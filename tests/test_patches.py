@@ -109,3 +109,32 @@ def test_cost_calculator_matches_flop_counter(size, patch, h, w):
         assert mine[part] == measured[part], part
     assert mine["attention scores QKᵀ"] + mine["attention × V"] == measured["attention"]
     assert sum(mine.values()) == measured["total"]
+
+
+def test_filter_components_equal_an_independent_pca():
+    """The patch filters' principal components against torch.pca_lowrank (up to sign) and the covariance's
+    eigenvalues (the variance shares)."""
+    import torch
+
+    g = torch.Generator().manual_seed(3)
+    weight = torch.randn(64, 3, 8, 8, generator=g) * torch.linspace(0.2, 2.0, 192).reshape(3, 8, 8)
+    comps, share = patches.filter_components(weight, k=5)
+    assert comps.shape == (5, 3, 8, 8) and share.shape == (5,)
+    _, _, v = torch.pca_lowrank(weight.reshape(64, -1).double(), q=20, center=True, niter=30)
+    for i in range(5):
+        ref = v[:, i].numpy()
+        assert min(np.abs(comps[i].ravel() - ref).max(), np.abs(comps[i].ravel() + ref).max()) < 1e-6
+    flat = weight.reshape(64, -1).double().numpy()
+    eig = np.sort(np.linalg.eigvalsh(np.cov(flat, rowvar=False)))[::-1]
+    np.testing.assert_allclose(share, eig[:5] / eig.sum(), rtol=1e-9)
+    assert np.all(np.diff(share) <= 0)
+
+
+def test_embedding_weight_is_the_patch_projection_for_both_families(dino_s8_dir):
+    from vitviz import loaders, registry
+
+    hf = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
+    assert tuple(patches.embedding_weight(hf.model).shape) == (384, 3, 8, 8)
+    tiny = loaders.load_embedded()
+    w = patches.embedding_weight(tiny.model)
+    assert w.shape[-1] == tiny.spec.patch and w.shape[1] == 3

@@ -108,3 +108,21 @@ def test_sinusoidal_2d_is_grid_like():
     near = posembed.neighbourhood(posembed.sincos_2d(14, 14, 64).reshape(14, 14, 64))
     # 0.98 for neighbours, 0.78 for any pair, and rings are nothing special
     assert near["next_door"] > near["all"] + 0.15 and abs(near["same_ring"] - near["all"]) < 0.05
+
+
+def test_rotary_scores_depend_only_on_the_offset_and_match_the_hand_formula():
+    """For equal vectors, each rotated pair (a, b) contributes (a² + b²)·cos(Δ·θᵢ). With x = 1/√D everywhere that
+    is (2/D)·[Σᵢ cos(dr·θᵢ) + Σᵢ cos(dc·θᵢ)], θᵢ = base^(−2i/(D/2))."""
+    dim, reach, base = 16, 4, 100.0
+    table = posembed.rope_offset_scores(dim, reach, base)
+    theta = base ** (-np.arange(0, dim // 2, 2) / (dim // 2))
+    off = np.arange(-reach, reach + 1)
+    by_hand = (2 / dim) * (np.cos(off[:, None, None] * theta).sum(-1) + np.cos(off[None, :, None] * theta).sum(-1))
+    np.testing.assert_allclose(table, by_hand, atol=1e-12)
+    assert table[reach, reach] == pytest.approx(1.0)  # a unit vector against itself
+    # any query place: rotate a seeded vector at two different places, compare dot products by offset
+    x = np.random.default_rng(0).standard_normal(dim)
+    rows, cols = np.array([2, 7, 3, 8]), np.array([5, 1, 9, 5])  # pairs (0, 1) and (2, 3) share the offset (5, -4)
+    r = posembed.rope_2d(np.tile(x, (4, 1)), rows, cols, base)
+    assert r[0] @ r[1] == pytest.approx(r[2] @ r[3], abs=1e-12)
+    assert posembed.rope_offset_scores(dim, reach, base, seed=0)[reach, reach] == pytest.approx(1.0)

@@ -155,3 +155,35 @@ def toy_walkthrough(d_model: int = 8, seed: int = 42, scale: float = 0.3) -> dic
     tokens = np.concatenate([np.zeros((1, d_model)), e_pe])
     return {"image": image, "patches": flat.reshape(4, 4, 4), "flat": flat, "W": w, "E": e, "PE": pe,
             "E_pe": e_pe, "tokens": tokens}
+
+
+def embedding_weight(model: torch.nn.Module) -> torch.Tensor:
+    """The patch projection of a ViT, (D, C, P, P): its first Conv2d (timm's ``patch_embed.proj``,
+    transformers' ``embeddings.patch_embeddings.projection``)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Conv2d):
+            return module.weight.detach()
+    raise ValueError("This model has no convolutional patch projection to show.")
+
+
+def filter_components(weight: torch.Tensor, k: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    """Principal components of the D patch filters, as the ViT paper shows them.
+
+    Args:
+        weight: (D, C, P, P) patch projection; each of its D rows is one filter.
+        k: how many components (at most min(D, C·P·P)).
+
+    Returns:
+        (components (k, C, P, P), share of the filters' variance each explains (k,)); a component's
+        sign is arbitrary, so each is flipped to make its largest entry positive.
+    """
+    d = weight.shape[0]
+    flat = weight.reshape(d, -1).double()
+    centred = flat - flat.mean(dim=0, keepdim=True)
+    _, s, vt = torch.linalg.svd(centred, full_matrices=False)
+    k = min(k, vt.shape[0])
+    comps = vt[:k]
+    sign = torch.sign(comps.gather(1, comps.abs().argmax(dim=1, keepdim=True)))
+    var = s ** 2
+    share = var[:k] / var.sum().clamp_min(1e-30)
+    return (comps * sign).reshape(k, *weight.shape[1:]).numpy(), share.numpy()

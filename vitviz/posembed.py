@@ -110,3 +110,44 @@ def resample_grid(grid: np.ndarray, rows: int, cols: int, mode: str = "bicubic")
     out = resample_abs_pos_embed(pos, new_size=[rows, cols], old_size=[r, c], num_prefix_tokens=0,
                                  interpolation=mode, antialias=True)
     return out.reshape(rows, cols, d).numpy()
+
+
+def rope_2d(x: np.ndarray, rows: np.ndarray, cols: np.ndarray, base: float = 100.0) -> np.ndarray:
+    """2D rotary position encoding: rotate each query or key by its row and column.
+
+    Args:
+        x: (N, D) vectors, D a multiple of 4. The first D/2 dimensions are rotated by the row,
+            the last D/2 by the column, in pairs (2i, 2i+1) by angle pos·θᵢ with θᵢ = base^(−2i/(D/2)).
+        rows, cols: (N,) positions.
+
+    Returns:
+        (N, D) rotated vectors. Their dot products depend on positions only through the offset.
+    """
+    n, d = x.shape
+    if d % 4:
+        raise ValueError(f"2D rotary encoding needs a size divisible by 4, not {d}.")
+    half = d // 2
+    theta = base ** (-np.arange(0, half, 2, dtype=np.float64) / half)  # (half/2,)
+    out = np.array(x, dtype=np.float64)
+    for start, pos in ((0, np.asarray(rows, np.float64)), (half, np.asarray(cols, np.float64))):
+        angle = pos[:, None] * theta[None, :]  # (N, half/2)
+        a, b = out[:, start:start + half:2].copy(), out[:, start + 1:start + half:2].copy()
+        out[:, start:start + half:2] = a * np.cos(angle) - b * np.sin(angle)
+        out[:, start + 1:start + half:2] = a * np.sin(angle) + b * np.cos(angle)
+    return out
+
+
+def rope_offset_scores(dim: int, reach: int, base: float = 100.0, seed: int | None = None) -> np.ndarray:
+    """q·k of one vector placed at a query and at every key up to ``reach`` rows and columns away, (2R+1, 2R+1).
+
+    Entry (R + dr, R + dc) is the key at offset (dr, dc). The vector is all ones / √dim (``seed``: a seeded
+    random unit vector instead); the query sits at (reach, reach) of a grid, and any other place gives the same
+    table, since rotary scores depend only on the offset.
+    """
+    x = np.ones(dim) if seed is None else np.random.default_rng(seed).standard_normal(dim)
+    x = x / np.linalg.norm(x)
+    side = 2 * reach + 1
+    r, c = np.divmod(np.arange(side * side), side)
+    keys = rope_2d(np.tile(x, (side * side, 1)), r, c, base)
+    query = rope_2d(x[None, :], np.array([reach]), np.array([reach]), base)[0]
+    return (keys @ query).reshape(side, side)

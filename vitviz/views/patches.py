@@ -177,3 +177,25 @@ def _toy_figures(style: plotting.Style) -> tuple[tuple[Image.Image, str], ...]:
             ticks=names, annotate=True), "4.00 self, 3.54 one coordinate apart, 3.08 diagonal"),
     ]
     return tuple(figs)
+
+
+def render_filters(loaded, k: int = 8) -> tuple[Image.Image, str]:
+    """The first ``k`` principal components of a model's patch filters as P×P colour pictures, and a summary.
+
+    Each component is stretched to its own range (mid-grey is zero when its entries are balanced).
+    """
+    weight = patches.embedding_weight(loaded.model)
+    comps, share = patches.filter_components(weight, k)
+    pictures = []
+    for c in comps:  # (C, P, P) -> (P, P, 3) uint8, enlarged with sharp pixel edges
+        rgb = (plotting.normalise(np.transpose(c, (1, 2, 0))) * 255).round().astype(np.uint8)
+        pictures.append(np.asarray(plotting.upscale(rgb, plotting.display_scale(*rgb.shape[:2], 120))))
+    d, _, p, _ = weight.shape
+    titles = [f"PC{i + 1}\n{s:.1%}" for i, s in enumerate(share)]
+    figure = plotting.panels(pictures, titles, f"{loaded.spec.key}: what its {d} patch filters have in common",
+                             cols=4, panel_px=140)
+    text = (f"The patch projection is {d} filters of {p}×{p}×3 numbers, one per embedding dimension. Their first "
+            f"{len(share)} principal components explain **{share.sum():.0%}** of how the filters differ "
+            f"(PC1 alone {share[0]:.0%}). In the ViT paper, trained filters look like smooth colour blobs and "
+            "stripes at several frequencies, much like a CNN's first layer; random filters look like noise.")
+    return figure, text

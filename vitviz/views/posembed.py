@@ -101,3 +101,13 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
                     f"**{near['same_ring']:.2f}**. A grid-like table makes neighbours the most alike; one that "
                     "mostly learned how far a patch is from the centre makes the rings most alike.")
     return PosEmbedView(matrix, sim, mosaic, pitch, resampled, summary)
+
+
+def render_rotary(dim: int, reach: int, base: float = 100.0, cmap: str = "viridis") -> Image.Image:
+    """The 2D rotary score table of :func:`vitviz.posembed.rope_offset_scores` as a heatmap over offsets."""
+    table = posembed.rope_offset_scores(dim, reach, base)
+    offsets = [str(o) for o in range(-reach, reach + 1)]
+    ticks = offsets if len(offsets) <= 9 else [o if int(o) % 2 == 0 else "" for o in offsets]
+    return plotting.heatmap(table, f"2D rotary: q·k of one vector, D = {dim}", "column offset of the key",
+                            "row offset of the key", "q·k (1 at offset 0)", cmap=cmap, ticks=ticks, yticks=ticks,
+                            annotate=len(offsets) <= 7)
