@@ -146,12 +146,10 @@ def example_paths(names: list[str]) -> list[str]:
     return [str(EXAMPLES / n) for n in names]
 
 
-def _example_keys() -> dict[str, str]:
+@functools.lru_cache(maxsize=1)
+def example_keys() -> dict[str, str]:
     """Fingerprint of each shipped example -> its name in a link (the file name without extension)."""
     return {images.fingerprint(path): path.stem for path in sorted(EXAMPLES.iterdir()) if path.suffix in (".png", ".jpg")}
-
-
-EXAMPLE_KEYS = functools.lru_cache(maxsize=1)(_example_keys)
 
 
 def image_key(src) -> str:
@@ -159,7 +157,7 @@ def image_key(src) -> str:
     if src is None:
         return ""
     fp = images.fingerprint(src)
-    return EXAMPLE_KEYS().get(fp, f"upload-{fp}")
+    return example_keys().get(fp, f"upload-{fp}")
 
 
 def example_for(key: str | None) -> str | None:
@@ -186,13 +184,11 @@ def accept(src):
     return gr.skip(), image_key(src)
 
 
-def quiet(fn, outputs: int = 1):
+def quiet(fn):
     """For events a change triggers: with no picture yet there is nothing to do (every output is left as it is)."""
     @functools.wraps(fn)
     def wrapper(src, *args, **kwargs):
-        if src is None:
-            return gr.skip() if outputs == 1 else (gr.skip(),) * outputs
-        return fn(src, *args, **kwargs)
+        return gr.skip() if src is None else fn(src, *args, **kwargs)  # one skip() leaves every output alone
     return wrapper
 
 
@@ -313,10 +309,10 @@ def patches_tab() -> dict:
     go.click(run_patches, inputs, outputs, api_name="patches").success(
         run_patch_inspector, fit_in, inspector, api_visibility="private")
     src.change(accept, src, [src, key], api_visibility="private", concurrency_limit=None).success(
-        quiet(run_patches, len(outputs)), inputs, outputs, api_visibility="private", trigger_mode="always_last").success(
+        quiet(run_patches), inputs, outputs, api_visibility="private", trigger_mode="always_last").success(
         quiet(run_patch_inspector), fit_in, inspector, api_visibility="private").then(
         None, None, None, js=reveal("#patch-summary"))
-    gr.on([c.change for c in (patch, policy, size_name, resolution)], quiet(run_patches, len(outputs)), inputs, outputs,
+    gr.on([c.change for c in (patch, policy, size_name, resolution)], quiet(run_patches), inputs, outputs,
           api_visibility="private", trigger_mode="always_last").success(
         quiet(run_patch_inspector), fit_in, inspector, api_visibility="private")
     grid.select(click_patch, inputs, [grid, vectors], api_visibility="private")
@@ -636,7 +632,7 @@ def attention_tab() -> dict:
     def analyse_on(trigger, public: bool = False):
         """Run the forward (or reuse it); then the explorer's data and the layer slider's range (UI only)."""
         named = dict(api_name="attention") if public else dict(api_visibility="private")
-        run, explore = (run_attention, run_explorer) if public else (quiet(run_attention, 7), quiet(run_explorer))
+        run, explore = (run_attention, run_explorer) if public else (quiet(run_attention), quiet(run_explorer))
         done = trigger(run, inputs, outputs, **model, **named)
         shown = done.success(explore, [src, model_key, resolution, keep, alpha, cmap], explorer_view, **model,
                              **(dict(api_name="explorer") if public else dict(api_visibility="private")))
@@ -649,15 +645,15 @@ def attention_tab() -> dict:
     analyse_on(lambda *a, **k: model_key.change(*a, **k, trigger_mode="always_last"))
     analyse_on(resolution.release)
     for comp in (layer, keep, alpha):
-        comp.release(quiet(rerender_heads, 4), head_in, [heads, table, box, crop], api_visibility="private", **model)
-    cmap.change(quiet(rerender_heads, 4), head_in, [heads, table, box, crop], api_visibility="private", **model)
+        comp.release(quiet(rerender_heads), head_in, [heads, table, box, crop], api_visibility="private", **model)
+    cmap.change(quiet(rerender_heads), head_in, [heads, table, box, crop], api_visibility="private", **model)
     roll_in = [src, model_key, resolution, alpha, cmap, fusion, discard]
     fusion.change(quiet(rerender_rollout), roll_in, roll, api_visibility="private", **model)
     discard.release(quiet(rerender_rollout), roll_in, roll, api_visibility="private", **model)
     box.select(click_query, [src, model_key, resolution, layer, alpha, cmap], query, api_visibility="private", **model)
     reg_btn.click(run_registers, [src, resolution, alpha, cmap], [reg_note, reg_img], api_name="registers", **model)
     tl_btn.click(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_name="timeline", **model)
-    step_index.release(quiet(run_timeline, 2), [src, step_index, alpha, cmap], [tl_strip, tl_heads],
+    step_index.release(quiet(run_timeline), [src, step_index, alpha, cmap], [tl_strip, tl_heads],
                        api_visibility="private", **model)
     key.change(None, key, None, js="(k) => window.vitvizLink?.image('attention', k)")
     model_key.change(None, model_key, None, js=remember("model"))
@@ -736,9 +732,9 @@ def classify_tab() -> dict:
     outputs = [notice, top5, maps, facts]
     go.click(run_classify, [src, model_key], outputs, api_name="classify", **model)
     src.change(accept, src, [src, key], api_visibility="private", concurrency_limit=None).success(
-        quiet(run_classify, 4), [src, model_key], outputs, api_visibility="private", **model).then(
+        quiet(run_classify), [src, model_key], outputs, api_visibility="private", **model).then(
         None, None, None, js=reveal("#classify-notice"))
-    model_key.change(quiet(run_classify, 4), [src, model_key], outputs, api_visibility="private",
+    model_key.change(quiet(run_classify), [src, model_key], outputs, api_visibility="private",
                      trigger_mode="always_last", **model)
     wire_download(dl_button, dl_file, bundle_classify, [src, model_key], "bundle_classify", **model)
     sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle", **model)
@@ -762,53 +758,62 @@ def model_choices(task: str) -> list[tuple[str, str]]:
     return [(models.choice_label(k), k) for k in registry.keys(task)]
 
 
-def _link_number(q: dict, name: str, lo: float, hi: float, default, integer: bool = True):
-    """A number from the link's query, checked like any input; ``default`` when absent or unusable."""
-    try:
-        return budget.number(q[name], name, lo, hi, integer=integer)
-    except (KeyError, ValueError):
-        return default
+def page_opener(c: dict):
+    """The page-load callback for the components ``c`` (tabs, projector, notice, and each tab's parts)."""
 
+    def on_load(request: gr.Request) -> dict:
+        """Open the page as its link says (tab, picture, model, settings), or on a computed example.
 
-def on_load(request: gr.Request):
-    """Open the page as its link says (tab, picture, model, settings), or on a computed example.
+        Only the open tab gets its picture now (which starts its work); the others get theirs when first
+        opened (:func:`open_tab`). Model lists learn once per process which models need a download. Only
+        what the link sets is returned; every other component keeps its value.
+        """
+        q = dict(request.query_params) if request is not None else {}
+        tab = q.get("tab") if q.get("tab") in TABS else "patches"
+        available = models.available_now()
+        offline = {task: not available.get(DEFAULT_MODELS[task], False) for task in DEFAULT_MODELS}
+        defaults = {"patches": str(EXAMPLES / "cat.png"), **{
+            task: str(EXAMPLES / (OFFLINE_SCENE if offline[task] else "cat.png")) for task in DEFAULT_MODELS}}
+        out = {}
+        wanted = q.get("image")
+        if wanted and tab in defaults:
+            if example_for(wanted):
+                defaults[tab] = example_for(wanted)
+            elif wanted.startswith("upload-"):
+                out[c["notice"]] = gr.Markdown(
+                    f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, so "
+                    "it opens on an example instead: upload the picture again to see it. Every other setting in "
+                    "the link is restored.", visible=True)
+        if tab in defaults:
+            out[c[tab]["src"]] = defaults.pop(tab)
+        if "tab" in q:
+            out[c["tabs"]] = gr.Tabs(selected=tab)
+        if q.get("projector") == "1":
+            out[c["projector"]] = True
+        if q.get("patch") in {str(p) for p in PATCH_SIZES}:
+            out[c["patches"]["patch"]] = int(q["patch"])
+        if q.get("pe") in PE_SOURCES:
+            out[c["positions"]["source"]] = q["pe"]
+        for task, param in (("attention", "model"), ("classify", "classifier")):
+            chosen = q[param] if q.get(param) in registry.keys(task) else (
+                registry.OFFLINE_KEY if offline[task] else DEFAULT_MODELS[task])
+            out[c[task]["model"]] = gr.Dropdown(choices=model_choices(task), value=chosen)
+        for component, name, lo, hi, integer in ((c["patches"]["resolution"], "res", 8, 640, True),
+                                                 (c["attention"]["resolution"], "side", 64, 512, True),
+                                                 (c["attention"]["layer"], "layer", 1, 64, True),
+                                                 (c["attention"]["keep"], "keep", 0.1, 0.95, False)):
+            try:
+                out[component] = budget.number(q[name], name, lo, hi, integer=integer)
+            except (KeyError, ValueError):
+                pass
+        registers_ok = all(available.get(k, False) for k in attention_view.REGISTER_PAIR)
+        out[c["attention"]["registers"]] = gr.Button(interactive=registers_ok)
+        if not registers_ok:
+            out[c["attention"]["registers_note"]] = "Not available here: " + attention_view.REGISTERS_UNAVAILABLE
+        out[c["opened"]], out[c["defaults"]] = tab, defaults
+        return out
 
-    Only the open tab gets its picture now (which starts its work); the others get theirs when
-    first opened (:func:`open_tab`). Model lists learn once per process which models need a download.
-    """
-    q = dict(request.query_params) if request is not None else {}
-    tab = q.get("tab") if q.get("tab") in TABS else "patches"
-    available = models.available_now()
-    offline = {task: not available.get(DEFAULT_MODELS[task], False) for task in DEFAULT_MODELS}
-    defaults = {"patches": str(EXAMPLES / "cat.png"),
-                **{task: str(EXAMPLES / (OFFLINE_SCENE if offline[task] else "cat.png")) for task in DEFAULT_MODELS}}
-    notice = ""
-    wanted = q.get("image")
-    if wanted and tab in defaults:
-        if example_for(wanted):
-            defaults[tab] = example_for(wanted)
-        elif wanted.startswith("upload-"):
-            notice = (f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, "
-                      "so it opens on an example instead: upload the picture again to see it. Every other setting "
-                      "in the link is restored.")
-    chosen = {task: q.get(param) if q.get(param) in registry.keys(task) else
-              (registry.OFFLINE_KEY if offline[task] else DEFAULT_MODELS[task])
-              for task, param in (("attention", "model"), ("classify", "classifier"))}
-    pair = attention_view.REGISTER_PAIR
-    registers_ok = all(available.get(k, False) for k in pair)
-    first = {t: defaults.pop(t) if t == tab else gr.skip() for t in ("patches", "attention", "classify")}
-    return (gr.Tabs(selected=tab) if "tab" in q else gr.skip(), True if q.get("projector") == "1" else gr.skip(),
-            gr.Markdown(notice, visible=bool(notice)),
-            first["patches"], int(q["patch"]) if q.get("patch") in {str(p) for p in PATCH_SIZES} else gr.skip(),
-            _link_number(q, "res", 8, 640, gr.skip()),
-            q["pe"] if q.get("pe") in PE_SOURCES else gr.skip(),
-            first["attention"], gr.Dropdown(choices=model_choices("attention"), value=chosen["attention"]),
-            _link_number(q, "side", 64, 512, gr.skip()), _link_number(q, "layer", 1, 64, gr.skip()),
-            _link_number(q, "keep", 0.1, 0.95, gr.skip(), integer=False),
-            gr.Button(interactive=registers_ok),
-            "" if registers_ok else "Not available here: " + attention_view.REGISTERS_UNAVAILABLE,
-            first["classify"], gr.Dropdown(choices=model_choices("classify"), value=chosen["classify"]),
-            tab, defaults)
+    return on_load
 
 
 def open_tab(name: str):
@@ -823,7 +828,7 @@ def open_tab(name: str):
 
 def open_positions(opened, *args):
     """UI only: the page opened on the Position-embeddings tab draws it straight away."""
-    return run_posembed(*args) if opened == "positions" else (gr.skip(),) * 6
+    return run_posembed(*args) if opened == "positions" else gr.skip()
 
 
 def open_positions_map(opened, *args):
@@ -904,16 +909,17 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Classify", id="classify") as t_classify:
                 cl = classify_tab()
         opened, defaults = gr.State(), gr.State({})
-        demo.load(on_load, None, [tabs, projector, link_notice, pt["src"], pt["patch"], pt["resolution"],
-                                  pe["source"], at["src"], at["model"], at["resolution"], at["layer"], at["keep"],
-                                  at["registers"], at["registers_note"], cl["src"], cl["model"], opened, defaults],
-                  api_visibility="private").then(
+        parts = {"tabs": tabs, "projector": projector, "notice": link_notice, "opened": opened, "defaults": defaults,
+                 "patches": pt, "positions": pe, "attention": at, "classify": cl}
+        loads = [tabs, projector, link_notice, opened, defaults, pt["src"], pt["patch"], pt["resolution"],
+                 pe["source"], at["src"], at["model"], at["resolution"], at["layer"], at["keep"], at["registers"],
+                 at["registers_note"], cl["src"], cl["model"]]
+        demo.load(page_opener(parts), None, loads, api_visibility="private").then(
             open_positions, [opened] + pe["inputs"], pe["outputs"], api_visibility="private").success(
             open_positions_map, [opened] + pe["map_in"], pe["map"], api_visibility="private")
-        for tab, name, parts in ((t_patches, "patches", pt), (t_attention, "attention", at),
-                                 (t_classify, "classify", cl)):
-            tab.select(open_tab(name), [parts["src"], defaults], [parts["src"], defaults], api_visibility="private",
-                       queue=False)
+        for tab, name in ((t_patches, "patches"), (t_attention, "attention"), (t_classify, "classify")):
+            src = parts[name]["src"]
+            tab.select(open_tab(name), [src, defaults], [src, defaults], api_visibility="private", queue=False)
         for tab, name in zip((t_patches, t_positions, t_attention, t_classify), TABS):
             tab.select(None, None, None, js=f"() => window.vitvizLink?.tab({name!r})")
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
