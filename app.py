@@ -74,9 +74,20 @@ class LayerSlider(gr.Slider):
         return super().preprocess(payload)
 
 
+@functools.lru_cache(maxsize=8)
+def _decoded(src: str | bytes):
+    rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
+    rgb.flags.writeable = False  # shared by the requests that use this file: nobody may change it
+    return rgb
+
+
 def load(src):
-    """The upload as an RGB array, shrunk while decoding to what the largest view uses."""
-    return images.load_rgb(src, images.INTAKE_SHORT_SIDE)
+    """The upload as a read-only RGB array, shrunk while decoding to what the largest view uses.
+
+    Decoded once per file (uploads are immutable files in gradio's cache): the check that clears
+    a bad picture (:func:`accept`) and the tab's work that follows share the decoding.
+    """
+    return _decoded(src) if isinstance(src, (str, bytes)) else images.load_rgb(src, images.INTAKE_SHORT_SIDE)
 
 
 BUNDLES = Path(tempfile.gettempdir()) / "vitviz-bundles"
