@@ -242,3 +242,14 @@ def test_patch_filters_and_rotary_endpoints(client):
             assert im.width <= 790 and im.height <= 660 and float(im.info["vitviz:text_px"]) >= 20
     with pytest.raises(Exception, match="multiple of 4"):
         client.predict(30, 3, 100, "viridis", api_name="/rotary")
+
+
+def test_an_upload_is_decoded_once_and_shared_read_only():
+    """accept() checks a picture and the tab's work then uses it: one decoding, which no request may change."""
+    import app
+
+    path = str(EXAMPLES / "coffee.png")
+    first, again = app.load(path), app.load(path)
+    assert first is again and not first.flags.writeable
+    with pytest.raises(ValueError):
+        first[0, 0, 0] = 1

@@ -98,8 +98,7 @@ def projector_style(fig: Figure) -> None:
     """The style's sizes on every text of ``fig``: bold axes titles, labels, ticks, and a floor for the rest."""
     st = style()
     for ax in fig.axes:
-        for title in (ax.title, ax._left_title, ax._right_title):
-            title.set_fontsize(st.pt(st.title_px if title is ax.title else st.label_px))
+        ax.title.set_fontsize(st.pt(st.title_px))  # (side titles, set with loc=, get the floor below)
         ax.title.set_fontweight("bold")
         ax.xaxis.label.set_fontsize(st.pt(st.label_px))
         ax.yaxis.label.set_fontsize(st.pt(st.label_px))
@@ -109,8 +108,6 @@ def projector_style(fig: Figure) -> None:
     for text in fig.findobj(matplotlib.text.Text):
         if text.get_fontsize() < st.pt(st.text_px):
             text.set_fontsize(st.pt(st.text_px))
-    if fig._suptitle is not None:
-        fig._suptitle.set_fontsize(st.pt(st.title_px))
 
 
 def smallest_text_px(fig: Figure) -> float | None:
@@ -320,10 +317,11 @@ def vector_strip(vectors: Sequence[np.ndarray], names: Sequence[str], title: str
             lim = float(np.abs(vec).max()) or 1.0
             im = ax.imshow(vec[None, :], cmap=DIVERGING, vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
             ax.set_yticks([])
-            ax.set_title(textwrap.fill(name, int(width * DPI / (0.56 * st.label_px))), loc="left")  # fits the width
+            ax.set_title(textwrap.fill(name, int(width * DPI / (0.56 * st.label_px))), loc="left",
+                         fontsize=st.pt(st.label_px))  # wrapped to the figure's width
             ax.set_xlabel("vector index")
             fig.colorbar(im, ax=ax, label="value", fraction=0.04, pad=0.01)
-        fig.suptitle(title, fontweight="bold")
+        fig.suptitle(title, fontweight="bold", fontsize=st.pt(st.title_px))
         projector_style(fig)
         fig.tight_layout()
         return to_image(fig)
