@@ -121,13 +121,17 @@ def test_a_failing_forward_releases_the_lock_and_the_hooks():
 
 
 def test_figures_drawn_from_threads_equal_sequential_ones():
-    """matplotlib through Figure objects: no pyplot state shared between threads."""
+    """matplotlib through Figure objects, and the figure style in a context variable: nothing shared between
+    threads."""
     rng = np.random.default_rng(1)
     mats = [rng.normal(size=(6, 6)) for _ in range(THREADS)]
 
-    def draw(i: int) -> bytes:
-        return plotting.heatmap(mats[i], f"matrix {i}", "x", "y", "value", annotate=i % 2 == 0,
-                                signed=i % 3 == 0).tobytes()
+    def draw(i: int) -> bytes:  # odd threads draw in the compact style: a style chosen here stays in this thread
+        with plotting.styled(compact=i % 2 == 1):
+            img = plotting.heatmap(mats[i], f"matrix {i}", "x", "y", "value", annotate=i % 2 == 0,
+                                   signed=i % 3 == 0)
+        assert plotting.text_px_of(img) == (14 if i % 2 else 20)
+        return img.tobytes()
 
     alone = [draw(i) for i in range(THREADS)]
     with ThreadPoolExecutor(THREADS) as pool:
