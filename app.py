@@ -865,13 +865,27 @@ def return_freed_memory() -> bool:
         return False
 
 
+def _encode(img, format: str) -> bytes:
+    """gradio's encoding, but PNG at zlib level 1: the figures' PNG took 82 ms at level 6 and takes 22 ms (a
+    636×649 heads figure, 20% larger file); the text chunks (the recorded text size) are kept."""
+    import io
+
+    from gradio import processing_utils
+
+    if format.lower() != "png":
+        return processing_utils.encode_pil_to_bytes(img, format)
+    buf = io.BytesIO()
+    img.save(buf, "png", pnginfo=processing_utils.get_pil_metadata(img), compress_level=1)
+    return buf.getvalue()
+
+
 def _save_pil_atomically(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
     """gradio's ``save_pil_to_cache``, but written under a temporary name and renamed into place."""
     import uuid
 
     from gradio import processing_utils
 
-    data = processing_utils.encode_pil_to_bytes(img, format)
+    data = _encode(img, format)
     folder = Path(cache_dir) / processing_utils.hash_bytes(data)
     folder.mkdir(exist_ok=True, parents=True)
     path = (folder / f"{name}.{format}").resolve()
