@@ -61,6 +61,23 @@ def clear_cache() -> None:
         _cache.clear()
 
 
+def _resolution(loaded: LoadedModel, resolution: int, shape: tuple[int, int]) -> int:
+    """The short side the picture will be fitted to, after checking the token budget from the shapes alone."""
+    if loaded.spec.family == "embedded":
+        resolution = loaded.resolution
+    p = loaded.spec.patch
+    resolution = max(int(resolution), p)
+    h, w = fitted_shape(*shape, resolution, p, "keep")
+    budget.check_attention(loaded.spec, (h // p, w // p), resolution)
+    return resolution
+
+
+def prepare(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> tuple[Fitted, int]:
+    """The picture fitted as :func:`analyse` fits it, and the short side used; ``ValueError`` over the budget."""
+    resolution = _resolution(loaded, resolution, rgb.shape[:2])
+    return fit_to_patches(rgb, resolution, loaded.spec.patch, "keep"), resolution
+
+
 def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
     """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached.
 
@@ -70,12 +87,7 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
         ValueError: when the fitted picture would be over the model's token budget
             (checked from the shapes alone, before resizing or any forward).
     """
-    if loaded.spec.family == "embedded":
-        resolution = loaded.resolution
-    p = loaded.spec.patch
-    resolution = max(int(resolution), p)
-    h, w = fitted_shape(*rgb.shape[:2], resolution, p, "keep")
-    budget.check_attention(loaded.spec, (h // p, w // p), resolution)
+    resolution = _resolution(loaded, resolution, rgb.shape[:2])
     key = (id(loaded.model), image_key(rgb), resolution)  # cached entries keep their model alive
     with _lock:
         if key in _cache:
@@ -87,7 +99,7 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
             if key in _cache:
                 return _cache[key]
         try:
-            fitted = fit_to_patches(rgb, resolution, p, "keep")
+            fitted = fit_to_patches(rgb, resolution, loaded.spec.patch, "keep")
             token = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
             maps = loaded.capture(loaded.normalise(fitted.image), fitted.grid)
             result = Analysis(loaded, fitted, maps, resolution, token)

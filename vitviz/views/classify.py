@@ -68,3 +68,33 @@ def tradeoff_markdown(rows: tuple[tuple, ...], size: str = "ViT-S", resolution: 
             f"square of that: P = 8 has {p8[3] / p32[3]:.0f}× the attention entries of P = 32 and runs "
             f"{p8[5] / max(p32[5], 1e-9):.0f}× slower here, while the parameter count barely moves. Small patches "
             "buy spatial detail with compute, not with parameters.")
+
+
+def render_relevance(loaded: LoadedModel, rgb: np.ndarray, rank: int = 1, cmap: str = "inferno",
+                     alpha: float = 0.6) -> tuple[Image.Image, str]:
+    """Class-specific relevance for the ``rank``-th class of the top 5 (1 = the top class), beside plain rollout."""
+    from vitviz import relevance
+
+    x = classify.preprocess(loaded, rgb)
+    p = loaded.spec.patch
+    grid = (x.shape[-2] // p, x.shape[-1] // p)
+    with loaded.exclusive():  # the logits first, to know which class is at this rank
+        logits, _ = loaded.forward(x)
+    if logits is None:
+        raise ValueError(f"{loaded.spec.key} has no classifier head: choose a classification model.")
+    order = np.argsort(-logits[0].numpy(), kind="stable")
+    rank = int(np.clip(rank, 1, min(5, order.size)))
+    target = int(order[rank - 1])
+    r = relevance.class_relevance(loaded, x, target)
+    name = loaded.labels[target] if loaded.labels else f"class {target}"
+    prefix = loaded.spec.prefix
+    rel, roll = r.relevance[prefix:].reshape(grid), r.rollout[prefix:].reshape(grid)
+    picture = classify.to_picture(loaded, x)
+    img = map_grid(picture, [rel, roll], [f"relevance for “{name}”", "plain rollout (any class)"],
+                   f"Class {rank} of the top 5: “{name}”", cmap, alpha)
+    share = float(rel.max() / rel.sum()) if rel.sum() > 0 else 0.0
+    text = (f"Relevance weights every layer's attention by how much it raised the score of **{name}** (the "
+            "gradient), keeps the positive part, and multiplies through the layers; rollout ignores the class. "
+            f"The most relevant patch holds {share:.1%} of the relevance. Neither map is proof of what the model "
+            "used: both summarise one pass through the network, and a region can matter without lighting up.")
+    return img, text

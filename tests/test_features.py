@@ -1,0 +1,70 @@
+"""Patch-feature PCA against torch.pca_lowrank and the covariance; the tokens against the models' own outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vitviz import features, loaders
+from vitviz.images import fit_to_patches
+
+
+def hooks_of(model: torch.nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_pca_equals_pca_lowrank_up_to_sign_and_the_covariance_eigenvalues():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(200, 24, generator=g, dtype=torch.float64) @ torch.randn(24, 24, generator=g, dtype=torch.float64)
+    x += 3.0  # an offset: PCA must centre
+    r = features.pca(x, 3)
+    _, _, v = torch.pca_lowrank(x, q=10, center=True, niter=10)
+    for i in range(3):
+        cos = float(np.dot(r.components[i], v[:, i].numpy()))
+        assert abs(abs(cos) - 1) < 1e-6, (i, cos)
+    eig = np.linalg.eigvalsh(np.cov(x.numpy(), rowvar=False))[::-1]
+    assert np.allclose(r.share, eig[:3] / eig.sum())
+    centred = x.numpy() - x.numpy().mean(0)
+    assert np.allclose(r.projections, centred @ r.components.T)  # coordinates on the components
+    assert np.allclose(r.projections.var(0, ddof=1), eig[:3])
+
+
+def test_constant_tokens_give_zero_share_and_black_not_nan():
+    r = features.pca(np.ones((16, 8)), 3)
+    assert np.all(r.share == 0)
+    rgb = features.to_rgb(r.projections, (4, 4))
+    assert rgb.shape == (4, 4, 3) and rgb.max() == 0
+
+
+def test_foreground_orientation_by_hand():
+    m = -np.ones((5, 5))
+    m[1:4, 1:4] = 2.0
+    assert (features.orient_foreground(m) > 0).sum() == 9
+    assert (features.orient_foreground(-m) > 0).sum() == 9  # the sign PCA happened to pick does not matter
+    assert np.array_equal(features.to_rgb(np.array([[0.0, 1, 2], [2, 1, 0]]), (1, 2))[0],
+                          [[0, 0, 255], [255, 0, 0]])
+
+
+def test_timm_tokens_equal_forward_intermediates(rgb_cat):
+    tiny = loaders.load_embedded()
+    fitted = fit_to_patches(rgb_cat, 64, 8, "keep")
+    tokens = features.layer_tokens(tiny, fitted, 2)
+    assert hooks_of(tiny.model) == 0
+    with torch.inference_mode():
+        _, inter = tiny.model.forward_intermediates(tiny.normalise(fitted.image), indices=[2], norm=False,
+                                                    output_fmt="NLC", return_prefix_tokens=True)
+    patches_, prefix = inter[0]
+    assert torch.allclose(tokens[1:], patches_[0], atol=1e-5) and torch.allclose(tokens[:1], prefix[0], atol=1e-5)
+
+
+def test_transformers_tokens_equal_hidden_states(dino_s8_dir, rgb_cat):
+    dino = loaders.load_hf(dino_s8_dir)
+    fitted = fit_to_patches(rgb_cat, 64, 8, "keep")
+    tokens = features.layer_tokens(dino, fitted, 5)
+    with torch.inference_mode():
+        out = dino.model(pixel_values=dino.normalise(fitted.image), output_hidden_states=True,
+                         interpolate_pos_encoding=True)
+    assert torch.allclose(tokens, out.hidden_states[6][0], atol=1e-5)  # hidden_states[0] is the embedding
+    with pytest.raises(ValueError, match="no layer 13"):
+        features.layer_tokens(dino, fitted, 12)

@@ -1,0 +1,78 @@
+"""Patch-feature PCA: a layer's patch tokens on their first three principal components, shown as colour.
+
+Tokens that the model represents alike get alike colours, so parts of one object
+often share a colour across the picture (the view the DINOv2 paper made
+famous). The first component often separates object from background; its sign
+is arbitrary, so we orient it so that the picture's border is mostly negative
+and call the positive side the foreground.
+
+Shapes: N patches of a (gh, gw) grid, D the token width, k components.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from vitviz import probes
+from vitviz.images import Fitted
+from vitviz.loaded import LoadedModel
+
+
+def layer_tokens(loaded: LoadedModel, fitted: Fitted, layer: int) -> torch.Tensor:
+    """(T, D) float32: the token stream after block ``layer`` (0-based), prefix tokens first."""
+    blocks = probes.blocks(loaded.model)
+    if not 0 <= layer < len(blocks):
+        raise ValueError(f"This model has layers 1 to {len(blocks)}; there is no layer {layer + 1}.")
+    with loaded.exclusive(), probes.capture({"out": (blocks[layer], "output")}) as seen:
+        loaded.forward(loaded.normalise(fitted.image))
+        return seen["out"][0].detach().float().clone()
+
+
+@dataclass
+class FeaturePCA:
+    """Principal components of N patch tokens.
+
+    Attributes:
+        components: (k, D) unit principal directions, largest variance first.
+        projections: (N, k) each patch's coordinates on them (tokens centred first).
+        share: (k,) fraction of the total variance each explains.
+    """
+
+    components: np.ndarray
+    projections: np.ndarray
+    share: np.ndarray
+
+
+def pca(tokens: torch.Tensor | np.ndarray, k: int = 3) -> FeaturePCA:
+    """The first ``k`` principal components of (N, D) tokens, by SVD of the centred matrix (float64)."""
+    x = torch.as_tensor(np.asarray(tokens), dtype=torch.float64)
+    k = min(k, *x.shape)
+    centred = x - x.mean(0, keepdim=True)
+    u, s, vh = torch.linalg.svd(centred, full_matrices=False)
+    total = float((s ** 2).sum())
+    share = (s[:k] ** 2 / total).numpy() if total > 0 else np.zeros(k)
+    return FeaturePCA(vh[:k].numpy(), (u[:, :k] * s[:k]).numpy(), share)
+
+
+def orient_foreground(first: np.ndarray) -> np.ndarray:
+    """A (gh, gw) first-component map with its sign chosen so the border patches average below the inside ones."""
+    g = np.asarray(first, dtype=np.float64)
+    border = np.ones(g.shape, bool)
+    if g.shape[0] > 2 and g.shape[1] > 2:
+        border[1:-1, 1:-1] = False
+    inside = g[~border] if (~border).any() else g
+    return -g if g[border].mean() > inside.mean() else g
+
+
+def to_rgb(projections: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """(gh, gw, 3) uint8: components 1-3 as red, green and blue, each stretched to its own range (constant: black)."""
+    gh, gw = grid
+    chans = []
+    for i in range(3):
+        c = projections[:, i] if i < projections.shape[1] else np.zeros(projections.shape[0])
+        lo, hi = float(c.min()), float(c.max())
+        chans.append(np.zeros_like(c) if hi - lo <= 1e-12 else (c - lo) / (hi - lo))
+    return (np.stack(chans, -1).reshape(gh, gw, 3) * 255).round().astype(np.uint8)

@@ -1,0 +1,102 @@
+"""Reading tensors from inside a model during one forward, with hooks that are always removed.
+
+``capture`` hooks named modules (their input or their output) for the duration
+of a ``with`` block; ``attention_parts`` names the parts of one attention layer
+of a timm or transformers ViT (projections, head count, scale), and
+``block_of`` a transformer block, so that the views can take a layer apart.
+Call these only with the model's lock held (:meth:`vitviz.loaded.LoadedModel.exclusive`):
+a hook sees every forward that runs while it is in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from vitviz.attention import attention_modules
+
+
+@contextmanager
+def capture(targets: dict[str, tuple[torch.nn.Module, str]]) -> Iterator[dict[str, torch.Tensor]]:
+    """Record, for each name, the first tensor of ``module``'s "input" or "output" in the forward run inside.
+
+    Yields a dict filled as the forward runs (the last forward wins). Every hook is removed on
+    exit, also when the body raises.
+    """
+    seen: dict[str, torch.Tensor] = {}
+    handles = []
+
+    def hook(name: str, where: str):
+        def record(_mod, inp, out):
+            value = inp if where == "input" else out
+            while isinstance(value, (tuple, list)):
+                value = value[0]
+            seen[name] = value
+        return record
+
+    try:
+        for name, (module, where) in targets.items():
+            if where not in ("input", "output"):
+                raise ValueError(f"capture {name!r}: 'input' or 'output', not {where!r}")
+            handles.append(module.register_forward_hook(hook(name, where)))
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@dataclass
+class AttentionParts:
+    """One attention layer's pieces, whichever library built it.
+
+    ``targets`` are what :func:`capture` needs to see the projected q, k, v (each (B, T, H·d),
+    or a joint "qkv" (B, T, 3·H·d) in timm) and "heads_out" (B, T, H·d): every head's weighted sum
+    of values, side by side, as the output projection receives it.
+    """
+
+    module: torch.nn.Module
+    heads: int
+    head_dim: int
+    scale: float
+    targets: dict[str, tuple[torch.nn.Module, str]]
+    joint_qkv: bool
+
+    def split(self, seen: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(q, k, v), each (H, T, d), for the first image of the captured forward (timm's q/k norms applied)."""
+        h, d = self.heads, self.head_dim
+        if self.joint_qkv:
+            qkv = seen["qkv"][0]
+            t = qkv.shape[0]
+            q, k, v = qkv.reshape(t, 3, h, d).permute(1, 2, 0, 3)
+            return self.module.q_norm(q), self.module.k_norm(k), v
+        t = seen["q"].shape[1]
+        return tuple(seen[n][0].reshape(t, h, d).transpose(0, 1) for n in ("q", "k", "v"))  # type: ignore[return-value]
+
+
+def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
+    """The parts of attention layer ``layer`` (0-based) of a timm or transformers ViT."""
+    mods = attention_modules(model)
+    if not 0 <= layer < len(mods):
+        raise ValueError(f"This model has attention layers 1 to {len(mods)}; there is no layer {layer + 1}.")
+    mod = mods[layer]
+    if hasattr(mod, "qkv"):  # timm: one joint projection; the heads' outputs go through `norm` (usually identity)
+        after = mod.norm if isinstance(getattr(mod, "norm", None), torch.nn.Module) else mod.proj
+        return AttentionParts(mod, mod.num_heads, mod.head_dim, float(mod.scale),
+                              {"qkv": (mod.qkv, "output"), "heads_out": (after, "input")}, True)
+    if hasattr(mod, "q_proj"):  # transformers 5: ViT, DINOv2 (with registers)
+        heads = int(getattr(mod, "num_attention_heads", None) or mod.config.num_attention_heads)
+        return AttentionParts(mod, heads, int(mod.head_dim), float(mod.scaling),
+                              {"q": (mod.q_proj, "output"), "k": (mod.k_proj, "output"), "v": (mod.v_proj, "output"),
+                               "heads_out": (mod.o_proj, "input")}, False)
+    raise ValueError(f"Cannot take the attention of {type(mod).__name__} apart.")
+
+
+def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks of a timm or transformers ViT, in order (each one's output is the token stream)."""
+    if hasattr(model, "blocks"):
+        return list(model.blocks)
+    layers = model.encoder.layer if hasattr(model, "encoder") else model.layers
+    return list(layers)

@@ -1,0 +1,40 @@
+"""The patch-feature PCA view: the picture, its tokens' first three components as colour, and the foreground."""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from vitviz import features, plotting
+from vitviz.images import Fitted
+from vitviz.loaded import LoadedModel
+
+
+def render(loaded: LoadedModel, fitted: Fitted, layer: int) -> tuple[Image.Image, str]:
+    """Figure and summary for the patch tokens after layer number ``layer`` (1 = first; clamped to the depth)."""
+    depth = loaded.depth
+    layer = int(np.clip(int(layer), 1, depth))
+    tokens = features.layer_tokens(loaded, fitted, layer - 1)
+    patches = tokens[loaded.spec.prefix:]
+    r = features.pca(patches, 3)
+    gh, gw = fitted.grid
+    rgb = fitted.image
+    size = plotting.panel_size(*rgb.shape[:2], 300)
+    picture = np.asarray(Image.fromarray(rgb).resize(size, Image.BILINEAR))
+    colour = np.asarray(Image.fromarray(features.to_rgb(r.projections, (gh, gw))).resize(size, Image.NEAREST))
+    first = features.orient_foreground(r.projections[:, 0].reshape(gh, gw))
+    fg = first > 0
+    shown = picture.copy()
+    dim = np.asarray(Image.fromarray((~fg).astype(np.uint8) * 255).resize(size, Image.NEAREST)) > 0
+    shown[dim] = (shown[dim] * 0.25).astype(np.uint8)  # background darkened
+    titles = ["the picture", f"PC1-3 as red, green, blue\n{r.share.sum():.0%} of the variance",
+              f"PC1 > 0: foreground\n{fg.mean():.0%} of the patches"]
+    image = plotting.panels([picture, colour, shown], titles,
+                            f"{loaded.spec.key}: patch tokens after layer {layer} of {depth}", cols=3, panel_px=240)
+    text = (f"Each of the {gh * gw} patch tokens ({tokens.shape[1]} numbers each) is placed on the three directions "
+            f"in which the tokens of this picture differ most: PC1 {r.share[0]:.0%}, PC2 {r.share[1]:.0%}, PC3 "
+            f"{r.share[2]:.0%} of their variance. Patches with alike colours are represented alike, wherever they "
+            "are. The sign of a component is arbitrary; PC1 is oriented so the picture's border is mostly "
+            "negative, and its positive side is called foreground (a guess that works when the object is not at "
+            "the border).")
+    return image, text
