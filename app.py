@@ -20,8 +20,11 @@ import gradio as gr
 from vitviz import (analysis, budget, bundle, explorer, images, loaders, models, patches, plotting, registry, resources, web)
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
+from vitviz.views import features as features_view
+from vitviz.views import heads as heads_view
 from vitviz.views import patches as patches_view
 from vitviz.views import posembed as posembed_view
+from vitviz.views import windows as windows_view
 
 EXAMPLES = resources.examples()
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
@@ -267,6 +270,18 @@ def run_filters(model_key, progress=gr.Progress()):
     return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
 
 
+@friendly
+def run_windows(src, patch, resolution, policy, size_name, window, row, col):
+    """Swin's windows and shifted windows on the fitted picture, and one attention layer's cost against the side."""
+    fitted = _fitted(src, patch, resolution, policy)
+    window = budget.number(window, "window side M", 1, 32, integer=True)
+    row, col = (budget.number(v, name, 0, 999, integer=True) for v, name in ((row, "query row"), (col, "query column")))
+    image, text = windows_view.render_windows(fitted, window, row, col)
+    dim = patches.VIT_SIZES[size_name].dim if size_name in patches.VIT_SIZES else 768
+    side = min(fitted.image.shape[:2])
+    return image, text, windows_view.render_costs(int(patch), dim, window, side)
+
+
 def patches_tab() -> dict:
     with gr.Row():
         with gr.Column(scale=1):
@@ -313,6 +328,19 @@ def patches_tab() -> dict:
             filt_btn = gr.Button("Show its filters", scale=0, min_width=220)
         filt_note = gr.Markdown()
         filters = figure("patch-filters")
+    with gr.Accordion("Windowed attention (Swin): windows, shifted windows, and what attention costs",
+                      open=False) as win_box:
+        explain("Global attention compares every patch with every other: N² scores, so doubling the picture's side "
+                "makes sixteen times as many. Swin lets a patch attend only inside its M×M window (N·M² scores: "
+                "linear in N) and shifts the windows by half a window in every second block, so information still "
+                "crosses the borders. The plot uses this tab's patch size and model width.")
+        with gr.Row():
+            win_m = gr.Slider(2, 14, value=7, step=1, label="window side M (patches)")
+            win_row = gr.Slider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
+            win_col = gr.Slider(0, 63, value=5, step=1, label="query column")
+        win_note = gr.Markdown()
+        win_fig = figure("swin-windows")
+        win_cost = figure("swin-cost")
     key = gr.Textbox(visible="hidden", elem_id="patches-image-key")
     inputs = [src, patch, resolution, policy, size_name]
     outputs = [grid, summary, costs, chart, equivalence, vectors]
@@ -334,6 +362,10 @@ def patches_tab() -> dict:
     filt_box.expand(run_filters, filt_model, [filters, filt_note], api_visibility="private", concurrency_id="model",
                     concurrency_limit=MODEL_CONCURRENCY)
     toy_box.expand(run_toy, toy_step, [toy, toy_caption], api_visibility="private")
+    win_in, win_out = inputs + [win_m, win_row, win_col], [win_fig, win_note, win_cost]
+    win_box.expand(quiet(run_windows), win_in, win_out, api_visibility="private")
+    gr.on([c.change for c in (win_m, win_row, win_col)], quiet(run_windows), win_in, win_out, api_name="windows",
+          trigger_mode="always_last")
     toy_setup.click(lambda: (str(EXAMPLES / "toy_8x8.png"), 4, 8, "stretch"), None,
                     [src, patch, resolution, policy], api_visibility="private")
     key.change(None, key, None, js="(k) => window.vitvizLink?.image('patches', k)")
@@ -383,6 +415,15 @@ def run_rotary(dim, reach, base, cmap):
                          f"of 4, not {dim}.")
     return posembed_view.render_rotary(dim, budget.number(reach, "offsets shown", 1, 12, integer=True),
                                        budget.number(base, "base", 2, 100000), cmap)
+
+
+@friendly
+def run_relative_bias(window, heads, head, row, col, cmap):
+    window = budget.number(window, "window side M", 2, 16, integer=True)
+    heads = budget.number(heads, "heads", 1, 16, integer=True)
+    head, row, col = (budget.number(v, name, 0, 99, integer=True)
+                      for v, name in ((head, "head"), (row, "query row"), (col, "query column")))
+    return posembed_view.render_relative_bias(window, heads, head, row, col, cmap)
 
 
 def pe_controls(source):
@@ -439,6 +480,18 @@ def posembed_tab(tab: gr.Tab) -> dict:
             rope_reach = gr.Slider(1, 12, value=6, step=1, label="offsets shown (±)")
             rope_base = gr.Slider(10, 10000, value=100, step=10, label="base of the frequencies")
         rope = figure("pe-rotary")
+    with gr.Accordion("Relative positions: Swin's relative position bias", open=False) as rpb_box:
+        explain("Swin adds no position vector to the tokens either. Inside a window, each head adds a number to every "
+                "query-key score, looked up in a table by their offset. The same table serves every query, so what "
+                "a head prefers depends on where a key is relative to the query, never on where it is in the image.")
+        with gr.Row():
+            rpb_m = gr.Slider(2, 12, value=7, step=1, label="window side M")
+            rpb_heads = gr.Slider(1, 8, value=3, step=1, label="heads")
+            rpb_head = gr.Slider(0, 7, value=0, step=1, label="head shown")
+            rpb_row = gr.Slider(0, 11, value=1, step=1, label="query row")
+            rpb_col = gr.Slider(0, 11, value=2, step=1, label="query column")
+        rpb_note = gr.Markdown()
+        rpb = figure("pe-relative-bias")
     inputs = [source, rows, cols, dim, kind, new_rows, new_cols, step_index, cmap]
     outputs = [summary, mosaic, tile, matrix, sim, resampled]
     map_in = [source, rows, cols, dim, kind, step_index, cmap]
@@ -454,6 +507,10 @@ def posembed_tab(tab: gr.Tab) -> dict:
     gr.on([c.change for c in (rope_dim, rope_reach, rope_base)], run_rotary, rope_in, rope, api_name="rotary",
           trigger_mode="always_last")
     rope_box.expand(run_rotary, rope_in, rope, api_visibility="private")
+    rpb_in = [rpb_m, rpb_heads, rpb_head, rpb_row, rpb_col, cmap]
+    gr.on([c.change for c in (rpb_m, rpb_heads, rpb_head, rpb_row, rpb_col)], run_relative_bias, rpb_in,
+          [rpb, rpb_note], api_name="relative_bias", trigger_mode="always_last")
+    rpb_box.expand(run_relative_bias, rpb_in, [rpb, rpb_note], api_visibility="private")
     source.change(None, source, None, js=remember("pe"))
     wire_download(dl_button, dl_file, bundle_posembed, inputs, "bundle_position_embeddings")
     mosaic.select(click_tile, [source, rows, cols, dim, kind, step_index, cmap], tile, api_visibility="private")
@@ -537,6 +594,49 @@ def run_registers(src, resolution, alpha, cmap, progress=gr.Progress()):
 def run_timeline(src, step_index, alpha, cmap):
     step_index = budget.number(step_index, "checkpoint", 0, 99, integer=True)
     return attention_view.render_timeline(load(src), step_index, cmap, budget.number(alpha, "opacity", 0, 1))
+
+
+@friendly
+def run_inside_head(src, model_key, resolution, layer, head, row, col, cls, cmap, progress=gr.Progress()):
+    """One head's arithmetic for one query, with the real numbers of this picture."""
+    from vitviz import heads
+
+    loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
+    resolution = budget.number(resolution, "short side", 8, 512, integer=True)
+    layer, head, row, col = (budget.number(v, name, lo, 999, integer=True) for v, name, lo in (
+        (layer, "layer", 1), (head, "head", 0), (row, "query row", 0), (col, "query column", 0)))
+    record = heads.layer_record(loaded, load(src), resolution, layer)
+    token, where = heads_view.query_token(record, row, col, bool(cls))
+    image, text = heads_view.render(record, heads.trace(record, head, token), where, cmap)
+    return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
+
+
+@friendly
+def run_feature_pca(src, model_key, resolution, layer, progress=gr.Progress()):
+    """A layer's patch tokens on their first three principal components, as colour, and the foreground."""
+    loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
+    resolution = budget.number(resolution, "short side", 8, 512, integer=True)
+    fitted, _ = analysis.prepare(loaded, load(src), resolution)
+    image, text = features_view.render(loaded, fitted, budget.number(layer, "layer", 1, 999, integer=True))
+    return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
+
+
+@friendly
+def run_compare(src, model_a, model_b, resolution, fraction, keep, cmap, progress=gr.Progress()):
+    """Two models on the same picture, at the same share of their depth, on one colour scale."""
+    resolution = budget.number(resolution, "short side", 8, 512, integer=True)
+    fraction = budget.number(fraction, "share of the depth", 0.05, 1)
+    keep = budget.number(keep, "share of mass", 0.01, 1)
+    rgb = load(src)
+    pair, notes = [], []
+    for choice in (model_a, model_b):
+        loaded = attention_view.comparison_model(choice, lambda f, msg: progress(f, desc=msg))
+        name = choice if not loaded.notice else f"{loaded.spec.key} (for {choice})"
+        if loaded.notice:
+            notes.append(loaded.notice)
+        pair.append((name, analysis.analyse(loaded, rgb, resolution)))
+    image, text = attention_view.render_pair(pair, fraction, keep, cmap)
+    return image, "\n\n".join(dict.fromkeys(notes)) + ("\n\n" if notes else "") + text
 
 
 WEB = Path(web.__file__).resolve().parent  # the browser views' scripts, inside the installed package
@@ -631,6 +731,33 @@ def attention_tab() -> dict:
         tl_btn = gr.Button("Show the timeline")
         tl_strip = figure("timeline-strip")
         tl_heads = figure("timeline-heads")
+    with gr.Accordion("Inside one head: q·k, softmax, weighted sum", open=False) as head_box:
+        explain("One head of one layer, for one query, with this picture's real numbers: the query vector q meets "
+                "every key k, each score q·k/√d says how well they match, the softmax turns the scores into "
+                "weights that sum to 1 (the attention row), and the head's output is the values added up with "
+                "those weights. The last panel checks our sum against what the model itself computed.")
+        with gr.Row():
+            in_layer = gr.Slider(1, 12, value=12, step=1, label="layer (clamped to the model's depth)")
+            in_head = gr.Slider(0, 11, value=0, step=1, label="head (clamped)")
+            in_row = gr.Slider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
+            in_col = gr.Slider(0, 63, value=4, step=1, label="query column")
+            in_cls = gr.Checkbox(False, label="the [CLS] token as the query")
+        in_note = gr.Markdown()
+        in_fig = figure("inside-head")
+    with gr.Accordion("Patch-feature PCA: what the tokens have in common (DINOv2's colour view)", open=False) as pca_box:
+        pca_layer = gr.Slider(1, 12, value=12, step=1, label="tokens after layer (clamped to the model's depth)")
+        pca_note = gr.Markdown()
+        pca_fig = figure("feature-pca")
+    with gr.Accordion("Two models side by side, on one scale", open=False) as pair_box:
+        choices = attention_view.comparison_choices()
+        steps = [c for c in choices if " @ step " in c]
+        with gr.Row():
+            pair_a = gr.Dropdown(choices, value=steps[len(steps) // 2] if steps else choices[0], label="left model")
+            pair_b = gr.Dropdown(choices, value=steps[-1] if steps else choices[-1], label="right model")
+            pair_frac = gr.Slider(0.1, 1.0, value=1.0, step=0.05, label="layer, as a share of each model's depth")
+        pair_btn = gr.Button("Compare")
+        pair_note = gr.Markdown(elem_classes="vx-table")
+        pair_fig = figure("attn-pair")
     key = gr.Textbox(visible="hidden", elem_id="attention-image-key")
 
     inputs = [src, model_key, resolution, layer, keep, alpha, cmap, fusion, discard]
@@ -666,6 +793,17 @@ def attention_tab() -> dict:
     tl_btn.click(run_timeline, [src, step_index, alpha, cmap], [tl_strip, tl_heads], api_name="timeline", **model)
     step_index.release(quiet(run_timeline), [src, step_index, alpha, cmap], [tl_strip, tl_heads],
                        api_visibility="private", **model)
+    head_in = [src, model_key, resolution, in_layer, in_head, in_row, in_col, in_cls, cmap]
+    gr.on([c.change for c in (in_layer, in_head, in_row, in_col, in_cls)], quiet(run_inside_head), head_in,
+          [in_fig, in_note], api_name="inside_head", trigger_mode="always_last", **model)
+    head_box.expand(quiet(run_inside_head), head_in, [in_fig, in_note], api_visibility="private", **model)
+    pca_in = [src, model_key, resolution, pca_layer]
+    pca_layer.change(quiet(run_feature_pca), pca_in, [pca_fig, pca_note], api_name="feature_pca",
+                     trigger_mode="always_last", **model)
+    pca_box.expand(quiet(run_feature_pca), pca_in, [pca_fig, pca_note], api_visibility="private", **model)
+    pair_in = [src, pair_a, pair_b, resolution, pair_frac, keep, cmap]
+    pair_btn.click(run_compare, pair_in, [pair_fig, pair_note], api_name="compare_models", **model)
+    pair_box.expand(quiet(run_compare), pair_in, [pair_fig, pair_note], api_visibility="private", **model)
     key.change(None, key, None, js="(k) => window.vitvizLink?.image('attention', k)")
     model_key.change(None, model_key, None, js=remember("model"))
     resolution.change(None, resolution, None, js=remember("side"))
@@ -698,6 +836,14 @@ def run_shuffle(src, model_key, seed):
     return plotting.upscale(r.scrambled, plotting.display_scale(h, w, 384)), classify_view.shuffle_markdown(r)
 
 
+@friendly
+def run_relevance(src, model_key, rank, progress=gr.Progress()):
+    """Class-specific relevance for one of the top 5, beside plain rollout."""
+    loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
+    image, text = classify_view.render_relevance(loaded, load(src), budget.number(rank, "rank", 1, 5, integer=True))
+    return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
+
+
 def run_tradeoff():
     from vitviz import classify
 
@@ -721,6 +867,10 @@ def classify_tab() -> dict:
             top5 = gr.Label(num_top_classes=5, label="top 5", elem_id="classify-top5")
             maps = figure("classify-maps")
             facts = gr.Markdown(elem_classes="vx-table")
+    with gr.Accordion("Class-specific relevance: which patches raised this class's score", open=False) as rel_box:
+        rel_rank = gr.Radio([1, 2, 3, 4, 5], value=1, label="class: its place in the top 5")
+        rel_note = gr.Markdown()
+        rel_fig = figure("classify-relevance")
     with gr.Accordion("Experiment: shuffle the patches", open=True):
         explain(
             "Cut the picture into its patches and deal them out in a random order. The model still sees the "
@@ -750,6 +900,9 @@ def classify_tab() -> dict:
     wire_download(dl_button, dl_file, bundle_classify, [src, model_key], "bundle_classify", **model)
     sh_btn.click(run_shuffle, [src, model_key, seed], [scrambled, sh_md], api_name="shuffle", **model)
     tr_btn.click(run_tradeoff, None, tr_md, api_name="patch_size_tradeoff", **model)
+    rel_in = [src, model_key, rel_rank]
+    rel_rank.change(quiet(run_relevance), rel_in, [rel_fig, rel_note], api_name="relevance", **model)
+    rel_box.expand(quiet(run_relevance), rel_in, [rel_fig, rel_note], api_visibility="private", **model)
     key.change(None, key, None, js="(k) => window.vitvizLink?.image('classify', k)")
     model_key.change(None, model_key, None, js=remember("classifier"))
     return {"src": src, "model": model_key}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import gradio as gr
@@ -31,7 +32,8 @@ def test_importing_and_building_the_app_loads_no_model():
 def test_named_endpoints_exist(client):
     names = set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
     assert {"/patches", "/position_embeddings", "/attention", "/classify", "/shuffle", "/registers",
-            "/timeline", "/toy", "/patch_size_tradeoff"} <= names
+            "/timeline", "/toy", "/patch_size_tradeoff", "/patch_filters", "/rotary", "/inside_head", "/feature_pca",
+            "/compare_models", "/relevance", "/windows", "/relative_bias"} <= names
 
 
 def test_patches_endpoint(client):
@@ -242,6 +244,69 @@ def test_patch_filters_and_rotary_endpoints(client):
             assert im.width <= 790 and im.height <= 660 and float(im.info["vitviz:text_px"]) >= 20
     with pytest.raises(Exception, match="multiple of 4"):
         client.predict(30, 3, 100, "viridis", api_name="/rotary")
+
+
+def projector_sized(path) -> None:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        assert im.width <= 790 and im.height <= 660 and float(im.info["vitviz:text_px"]) >= 19.95
+
+
+def test_inside_head_endpoint_checks_itself_against_the_model(client):
+    star = handle_file(str(EXAMPLES / "scene_star.png"))
+    picture, note = client.predict(star, "DINO ViT-S/8", 64, 12, 1, 3, 4, False, "inferno", api_name="/inside_head")
+    assert "Showing vitviz tiny" in note  # offline: the stand-in, said so
+    errors = [float(e) for e in re.findall(r"≤ \*\*([0-9.e+-]+)\*\*", note)]
+    assert len(errors) == 2 and errors[0] < 1e-5 and errors[1] < 1e-4  # softmax and weighted sum vs the model
+    assert "sum to 1" in note and "65 keys" in note  # 8×8 patches + [CLS]
+    projector_sized(picture)
+    _, cls_note = client.predict(star, "DINO ViT-S/8", 64, 2, 0, 0, 0, True, "inferno", api_name="/inside_head")
+    assert cls_note != note
+
+
+def test_feature_pca_endpoint(client):
+    picture, note = client.predict(handle_file(str(EXAMPLES / "scene_star.png")), registry.OFFLINE_KEY, 64, 4,
+                                   api_name="/feature_pca")
+    shares = [int(v) for v in re.findall(r"PC[123] (\d+)%", note)]
+    assert len(shares) == 3 and shares[0] >= shares[1] >= shares[2] > 0
+    projector_sized(picture)
+
+
+def test_compare_models_endpoint_on_one_scale(client):
+    from vitviz.views import attention as attention_view
+
+    steps = [c for c in attention_view.comparison_choices() if " @ step " in c]
+    picture, note = client.predict(handle_file(str(EXAMPLES / "scene_star.png")), steps[0], steps[-1], 64, 1.0, 0.6,
+                                   "inferno", api_name="/compare_models")
+    rows = [line for line in note.splitlines() if line.startswith("| vitviz")]
+    assert len(rows) == 2 and "@ step 0 |" in rows[0] and "4 of 4" in rows[1]
+    peaks = [float(r.split("|")[4].strip().rstrip("×")) for r in rows]
+    assert peaks[0] < peaks[1]  # random weights spread attention evenly; trained ones gather it
+    projector_sized(picture)
+    with pytest.raises(Exception):
+        client.predict(handle_file(str(EXAMPLES / "scene_star.png")), "some/other-model", steps[-1], 64, 1.0, 0.6,
+                       "inferno", api_name="/compare_models")
+
+
+def test_relevance_endpoint(client):
+    star = handle_file(str(EXAMPLES / "scene_star.png"))
+    picture, note = client.predict(star, registry.OFFLINE_KEY, 1, api_name="/relevance")
+    assert "**star**" in note and "Neither map is proof" in note
+    projector_sized(picture)
+    _, second = client.predict(star, registry.OFFLINE_KEY, 2, api_name="/relevance")
+    assert second != note
+
+
+def test_windows_and_relative_bias_endpoints(client):
+    picture, note, cost = client.predict(handle_file(str(EXAMPLES / "cat.png")), 16, 224, "crop", "ViT-B", 7, 3, 5,
+                                         api_name="/windows")
+    assert "each of the 196 patches" in note and "sees 49 keys" in note
+    for path in (picture, cost):
+        projector_sized(path)
+    bias, text = client.predict(7, 3, 0, 1, 2, "viridis", api_name="/relative_bias")
+    assert "169 possible offsets" in text
+    projector_sized(bias)
 
 
 def test_an_upload_is_decoded_once_and_shared_read_only():

@@ -90,10 +90,11 @@ def test_layout(browser, app_url, tab, projector, size, tmp_path):
 
 OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figure a tab can show is audited
     "patches": (["The 8×8 toy, step by step", "The clicked patch, drawn on the server",
-                 "What a trained patch projection learned"], []),
-    "positions": (["Relative positions: 2D rotary encoding"], []),
-    "attention": (["Figures drawn on the server", "Training timeline of the offline model"], ["Show the timeline"]),
-    "classify": (["Experiment: patch size trade-off"], ["Shuffle and compare"]),
+                 "What a trained patch projection learned", "Windowed attention (Swin)"], []),
+    "positions": (["Relative positions: 2D rotary encoding", "Relative positions: Swin's relative position bias"], []),
+    "attention": (["Figures drawn on the server", "Training timeline of the offline model", "Inside one head",
+                   "Patch-feature PCA", "Two models side by side"], ["Show the timeline"]),
+    "classify": (["Experiment: patch size trade-off", "Class-specific relevance"], ["Shuffle and compare"]),
 }
 
 
@@ -116,9 +117,11 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
         report = page.evaluate(AUDIT)
         page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
         ids = {f["id"] for f in report["figures"]}
-        expected = {"patches": {"toy-step", "patch-vectors", "patch-filters"}, "classify": {"shuffled"},
-                    "positions": {"pe-rotary"},
-                    "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads"}}[tab]
+        expected = {"patches": {"toy-step", "patch-vectors", "patch-filters", "swin-windows", "swin-cost"},
+                    "classify": {"shuffled", "classify-relevance"},
+                    "positions": {"pe-rotary", "pe-relative-bias"},
+                    "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads", "inside-head",
+                                  "feature-pca", "attn-pair"}}[tab]
         assert expected <= ids, ids
         assert report["overlaps"] == [] and report["onFigures"] == []
         for f in report["figures"]:

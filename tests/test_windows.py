@@ -85,7 +85,10 @@ def test_cost_curve_quadratic_against_linear():
     core_g = c["global"] - 4 * c["tokens"] * 96 ** 2
     core_w = c["windowed"] - 4 * c["tokens"] * 96 ** 2
     assert np.allclose(core_g[1:] / core_g[:-1], 16) and np.allclose(core_w[1:] / core_w[:-1], 4)
-    assert windows.cost_curve([230], 4, 96, 7)["tokens"].tolist() == [63 * 63]  # 57 patches padded to 63
+    odd = windows.cost_curve([230], 4, 96, 7)  # 57 patches a side: windows need the grid padded to 63
+    assert odd["tokens"].tolist() == [57 * 57] and odd["padded"].tolist() == [63 * 63]
+    assert odd["global"][0] == windows.attention_macs(57 * 57, 96)["total"]
+    assert odd["windowed"][0] == windows.attention_macs(63 * 63, 96, 49)["total"]
 
 
 def test_relative_position_index_equals_timms_and_the_bias_it_gathers():

@@ -57,16 +57,18 @@ def attention_macs(tokens: int, dim: int, window_tokens: int | None = None) -> d
 
 
 def cost_curve(sides: list[int], patch: int, dim: int, window: int) -> dict[str, np.ndarray]:
-    """Attention MACs of one layer against the input side in pixels (square inputs, grids padded to whole windows).
+    """Attention MACs of one layer against the input side in pixels (square inputs).
 
-    Returns "side" (pixels), "tokens", "global" and "windowed" (MACs) as arrays of ``len(sides)``.
+    Global attention runs on the (side // patch)² tokens; windowed attention on the grid padded up
+    to whole windows, as Swin pads. Returns "side" (pixels), "tokens", "padded" (tokens after
+    padding), "global" and "windowed" (MACs), each an array of ``len(sides)``.
     """
     side = np.asarray(sides, dtype=np.int64)
-    grid = -(-(side // patch) // window) * window  # padded up to whole windows, as Swin pads
-    tokens = grid * grid
-    glob = np.array([attention_macs(int(n), dim)["total"] for n in tokens], dtype=np.float64)
-    win = np.array([attention_macs(int(n), dim, window * window)["total"] for n in tokens], dtype=np.float64)
-    return {"side": side, "tokens": tokens, "global": glob, "windowed": win}
+    grid = side // patch
+    padded = -(-grid // window) * window
+    glob = np.array([attention_macs(int(g * g), dim)["total"] for g in grid], dtype=np.float64)
+    win = np.array([attention_macs(int(g * g), dim, window * window)["total"] for g in padded], dtype=np.float64)
+    return {"side": side, "tokens": grid * grid, "padded": padded * padded, "global": glob, "windowed": win}
 
 
 def windowed_attention(x: torch.Tensor, qkv: torch.nn.Linear, proj: torch.nn.Linear, heads: int, grid: tuple[int, int],

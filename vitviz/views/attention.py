@@ -228,3 +228,55 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
     _, chosen = runs[min(max(step_index, 0), len(runs) - 1)]
     heads = render_heads(chosen, chosen.maps.layers, 0.6, cmap, alpha)
     return overview, heads.heads
+
+
+def comparison_choices() -> list[str]:
+    """What the side-by-side view offers: the attention models, then the offline model at each saved training step."""
+    from vitviz import registry
+
+    return registry.keys("attention") + [f"{registry.OFFLINE_KEY} @ step {s}" for s, _ in loaders.tiny_checkpoints()]
+
+
+def comparison_model(choice: str, progress=None):
+    """The loaded model for one of :func:`comparison_choices` (``ValueError`` for anything else)."""
+    from vitviz import registry
+
+    if choice in registry.keys("attention"):
+        return models.get_model(choice, progress)
+    prefix = f"{registry.OFFLINE_KEY} @ step "
+    if choice.startswith(prefix) and choice in comparison_choices():
+        return models.get_checkpoint(int(choice[len(prefix):]))
+    raise ValueError(f"Unknown model {choice!r}; choose one of the listed models.")
+
+
+def render_pair(pair: list[tuple[str, Analysis]], fraction: float, keep: float = 0.6, cmap: str = "inferno",
+                alpha: float = 0.6) -> tuple[Image.Image, str]:
+    """Two models' head-mean [CLS] attention at the same depth fraction, on one colour scale.
+
+    Models with different patch sizes have different patch counts, so each map is drawn as
+    attention relative to an even spread (1 = every patch the same share): comparable across grids.
+    """
+    maps, titles, masks, rows = [], [], [], []
+    for name, a in pair:
+        layer = int(np.clip(round(fraction * a.maps.layers), 1, a.maps.layers))
+        m = a.maps.cls_map(layer - 1)
+        rel = m / max(float(m.sum()), 1e-12) * m.size
+        mask, _, frac = att.mass_mask(m, keep)
+        maps.append(rel)
+        masks.append(mask)
+        titles.append(f"{name}\nlayer {layer} of {a.maps.layers}, {frac:.0%} of patches")
+        rows.append(f"| {name} | {layer} of {a.maps.layers} | {a.maps.grid[0]}×{a.maps.grid[1]} | {rel.max():.1f}× | "
+                    f"{frac:.1%} |")
+    top = max(float(m.max()) for m in maps)
+    size = plotting.panel_size(*pair[0][1].fitted.image.shape[:2], 300)
+    images = []
+    for (_, a), m, k in zip(pair, maps, masks):
+        small = np.asarray(Image.fromarray(a.fitted.image).resize(size, Image.BILINEAR))
+        images.append(plotting.heat_overlay(small, m, cmap, alpha, k, vmin=0.0, vmax=top))
+    image = plotting.panels(images, titles, f"[CLS] attention (head mean) at {fraction:.0%} of the depth", cmap,
+                            f"attention ÷ an even spread (0 to {top:.1f}, one scale for both)", cols=2, panel_px=300)
+    text = ("Both maps share one colour scale: attention divided by what each patch would get if attention were "
+            "spread evenly, so models with different patch sizes compare fairly. The contour keeps the fewest "
+            f"patches holding {keep:.0%} of the attention.\n\n| model | layer | patches | peak | patches for "
+            f"{keep:.0%} |\n|---|---|---|---|---|\n" + "\n".join(rows))
+    return image, text

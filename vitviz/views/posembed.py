@@ -111,3 +111,49 @@ def render_rotary(dim: int, reach: int, base: float = 100.0, cmap: str = "viridi
     return plotting.heatmap(table, f"2D rotary: q·k of one vector, D = {dim}", "column offset of the key",
                             "row offset of the key", "q·k (1 at offset 0)", cmap=cmap, ticks=ticks, yticks=ticks,
                             annotate=len(offsets) <= 7)
+
+
+def render_relative_bias(m: int, heads: int, head: int, row: int, col: int, cmap: str = "viridis") -> tuple[Image.Image, str]:
+    """Swin-style relative position bias: one head's (2M−1)×(2M−1) table and the M×M bias of one query.
+
+    The table is :func:`vitviz.windows.distance_bias_table` (a formula, labelled as such: no trained
+    Swin ships with vitviz); the gathering is Swin's ``relative_position_index``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    from vitviz import windows
+
+    head = int(np.clip(head, 0, heads - 1))
+    row, col = int(np.clip(row, 0, m - 1)), int(np.clip(col, 0, m - 1))
+    table = windows.distance_bias_table(m, heads)[:, head]
+    square = table.reshape(2 * m - 1, 2 * m - 1)
+    query = windows.bias_for_query(table, m, row, col)
+    lo, hi = float(table.min()), float(table.max())
+    offsets = np.arange(-(m - 1), m)
+    with plotting.figure(1, 2, figsize=(plotting.fig_width(7.8), 4.6)) as (fig, axes):
+        fig.set_layout_engine("constrained", w_pad=0.15)
+        a, b = axes
+        ext = (offsets[0] - 0.5, offsets[-1] + 0.5, offsets[-1] + 0.5, offsets[0] - 0.5)
+        a.imshow(square, cmap=cmap, vmin=lo, vmax=hi, extent=ext, interpolation="nearest")
+        a.set_title("the table")
+        a.set_xlabel("Δ column")
+        a.set_ylabel("Δ row")
+        im = b.imshow(query, cmap=cmap, vmin=lo, vmax=hi, interpolation="nearest")
+        b.plot([col], [row], marker="s", markersize=14, markerfacecolor="none", markeredgecolor="#00e5ff",
+               markeredgewidth=3)
+        b.set_title(f"query ({row}, {col})")
+        b.set_xlabel("key column")
+        b.set_ylabel("key row")
+        for ax in axes:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+        fig.colorbar(im, ax=list(axes), label="bias added to q·k", shrink=0.9)
+        fig.suptitle(f"Relative position bias, head {head}, {m}×{m} window", fontweight="bold")
+        image = plotting.to_image(fig)
+    text = (f"Inside a {m}×{m} window there are {(2 * m - 1) ** 2} possible offsets between a query and a key, and "
+            f"the table holds one number per offset and head. Every query reads the same table, shifted to its "
+            f"place: the right map is the left one cut out around query ({row}, {col}). Swin learns these numbers; "
+            "here they are a formula (each head penalises distance with its own slope, like ALiBi), because no "
+            "trained Swin comes with vitviz. The bias is added to q·k before the softmax, so it says where a head "
+            "may look regardless of what is there.")
+    return image, text
