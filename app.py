@@ -65,9 +65,10 @@ class NumberChoice(gr.Radio):
         return super().preprocess(payload)
 
 
-class LayerSlider(gr.Slider):
-    """The layer slider: its range follows the model shown, so a request sent just before the range shrank
-    (layer 12 of a model that turned out to have 4) is clamped, as the library clamps layers, not refused."""
+class FollowingSlider(gr.Slider):
+    """A slider whose range follows the model or picture shown (layers, heads, patch rows): a request sent just
+    before the range shrank (layer 12 of a model that turned out to have 4) is clamped, as the library clamps
+    layers, not refused."""
 
     is_template = True  # reuse the front end of gr.Slider
 
@@ -336,8 +337,8 @@ def patches_tab() -> dict:
                 "crosses the borders. The plot uses this tab's patch size and model width.")
         with gr.Row():
             win_m = gr.Slider(2, 14, value=7, step=1, label="window side M (patches)")
-            win_row = gr.Slider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
-            win_col = gr.Slider(0, 63, value=5, step=1, label="query column")
+            win_row = FollowingSlider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
+            win_col = FollowingSlider(0, 63, value=5, step=1, label="query column")
         win_note = gr.Markdown()
         win_fig = figure("swin-windows")
         win_cost = figure("swin-cost")
@@ -559,6 +560,21 @@ def layer_slider(model_key, layer):
     return gr.Slider(maximum=depth, value=min(int(layer), depth))
 
 
+def inside_limits(src, model_key, resolution, layer, head, row, col, pca_layer):
+    """UI only: the sliders of 'inside one head' and 'feature PCA' span the layers, heads and grid of what is shown."""
+    if src is None:
+        return gr.skip()
+    try:
+        a, _ = _analysis(src, model_key, resolution)
+    except ValueError:
+        return gr.skip()
+    (gh, gw), depth, heads = a.maps.grid, a.maps.layers, a.maps.heads
+    fit = lambda v, hi: min(max(int(v), 0), hi)  # noqa: E731
+    return (gr.Slider(maximum=depth, value=max(1, fit(layer, depth))), gr.Slider(maximum=heads - 1, value=fit(head, heads - 1)),
+            gr.Slider(maximum=gh - 1, value=fit(row, gh - 1)), gr.Slider(maximum=gw - 1, value=fit(col, gw - 1)),
+            gr.Slider(maximum=depth, value=max(1, fit(pca_layer, depth))))
+
+
 @friendly
 def rerender_heads(src, model_key, resolution, layer, keep, alpha, cmap):
     layer, keep, alpha = _view_numbers(layer, keep, alpha)
@@ -704,7 +720,7 @@ def attention_tab() -> dict:
             dist = figure("attn-distance")
     with gr.Accordion("Figures drawn on the server (to download, and what the /attention API returns)", open=False):
         with gr.Row():
-            layer = LayerSlider(1, 12, value=12, step=1, label="layer (1 = first)")
+            layer = FollowingSlider(1, 12, value=12, step=1, label="layer (1 = first)")
             keep = gr.Slider(0.1, 0.95, value=0.6, step=0.05, label="keep this share of attention mass")
             alpha = gr.Slider(0, 1, value=0.6, step=0.05, label="overlay opacity")
             cmap = gr.Dropdown(list(plotting.SEQUENTIAL), value="inferno", label="colormap")
@@ -737,15 +753,15 @@ def attention_tab() -> dict:
                 "weights that sum to 1 (the attention row), and the head's output is the values added up with "
                 "those weights. The last panel checks our sum against what the model itself computed.")
         with gr.Row():
-            in_layer = gr.Slider(1, 12, value=12, step=1, label="layer (clamped to the model's depth)")
-            in_head = gr.Slider(0, 11, value=0, step=1, label="head (clamped)")
-            in_row = gr.Slider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
-            in_col = gr.Slider(0, 63, value=4, step=1, label="query column")
+            in_layer = FollowingSlider(1, 12, value=12, step=1, label="layer")
+            in_head = FollowingSlider(0, 11, value=0, step=1, label="head")
+            in_row = FollowingSlider(0, 63, value=3, step=1, label="query row")
+            in_col = FollowingSlider(0, 63, value=4, step=1, label="query column")
             in_cls = gr.Checkbox(False, label="the [CLS] token as the query")
         in_note = gr.Markdown()
         in_fig = figure("inside-head")
     with gr.Accordion("Patch-feature PCA: what the tokens have in common (DINOv2's colour view)", open=False) as pca_box:
-        pca_layer = gr.Slider(1, 12, value=12, step=1, label="tokens after layer (clamped to the model's depth)")
+        pca_layer = FollowingSlider(1, 12, value=12, step=1, label="tokens after layer")
         pca_note = gr.Markdown()
         pca_fig = figure("feature-pca")
     with gr.Accordion("Two models side by side, on one scale", open=False) as pair_box:
@@ -776,6 +792,8 @@ def attention_tab() -> dict:
                              **(dict(api_name="explorer") if public else dict(api_visibility="private")))
         shown.then(None, None, None, js=reveal("#attention-notice"))
         done.success(layer_slider, [model_key, layer], layer, api_visibility="private", **model)
+        done.success(inside_limits, [src, model_key, resolution, in_layer, in_head, in_row, in_col, pca_layer],
+                     [in_layer, in_head, in_row, in_col, pca_layer], api_visibility="private", **model)
 
     analyse_on(go.click, public=True)
     accepted = src.change(accept, src, [src, key], api_visibility="private", concurrency_limit=None)
@@ -794,11 +812,12 @@ def attention_tab() -> dict:
     step_index.release(quiet(run_timeline), [src, step_index, alpha, cmap], [tl_strip, tl_heads],
                        api_visibility="private", **model)
     head_in = [src, model_key, resolution, in_layer, in_head, in_row, in_col, in_cls, cmap]
-    gr.on([c.change for c in (in_layer, in_head, in_row, in_col, in_cls)], quiet(run_inside_head), head_in,
+    # .input: a person moving a control (the sliders' ranges follow the model without running anything)
+    gr.on([c.input for c in (in_layer, in_head, in_row, in_col, in_cls)], quiet(run_inside_head), head_in,
           [in_fig, in_note], api_name="inside_head", trigger_mode="always_last", **model)
     head_box.expand(quiet(run_inside_head), head_in, [in_fig, in_note], api_visibility="private", **model)
     pca_in = [src, model_key, resolution, pca_layer]
-    pca_layer.change(quiet(run_feature_pca), pca_in, [pca_fig, pca_note], api_name="feature_pca",
+    pca_layer.input(quiet(run_feature_pca), pca_in, [pca_fig, pca_note], api_name="feature_pca",
                      trigger_mode="always_last", **model)
     pca_box.expand(quiet(run_feature_pca), pca_in, [pca_fig, pca_note], api_visibility="private", **model)
     pair_in = [src, pair_a, pair_b, resolution, pair_frac, keep, cmap]

@@ -5,7 +5,8 @@
 
 Each tab at 1280×720 (a common projector) in projector mode: open its link, wait for the example it opens on,
 point at a patch in the view drawn in the browser, save the whole page; then the attention explorer alone, as
-the viewport shows it with a hovered patch.
+the viewport shows it with a hovered patch; then each view inside an accordion (the views beyond the four ideas),
+opened, as the viewport shows it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ TABS = {  # tab name -> (its link, what must appear, the browser view to point a
     "Attention": ("tab=attention&image=scene_star", "#attention-explorer .vx-big canvas",
                   "#attention-explorer .vx-big canvas"),
     "Classify": ("tab=classify&image=scene_star", "#classify-maps img", None),
+}
+
+VIEWS = {  # file name -> (link, accordion to open, the figure it draws)
+    "6_windows": ("tab=patches&image=cat", "Windowed attention (Swin)", "#swin-windows"),
+    "7_relative_bias": ("tab=positions", "Relative positions: Swin's relative position bias", "#pe-relative-bias"),
+    "8_inside_head": ("tab=attention&image=cat", "Inside one head", "#inside-head"),
+    "9_feature_pca": ("tab=attention&image=scene_star", "Patch-feature PCA", "#feature-pca"),
+    "10_two_models": ("tab=attention&image=scene_star", "Two models side by side", "#attn-pair"),
+    "11_relevance": ("tab=classify&image=scene_star", "Class-specific relevance", "#classify-relevance"),
 }
 
 
@@ -61,6 +71,23 @@ def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
                 path = out / "5_attention_explorer.png"
                 page.screenshot(path=str(path))
                 saved.append(path)
+        idle = "() => !document.body.innerText.includes('processing |')"
+        for name, (link, accordion, fig) in VIEWS.items():
+            page.goto(url.rstrip("/") + "/?" + link + "&projector=1")
+            page.locator(".tabitem:visible").first.wait_for(state="visible", timeout=timeout_ms)
+            page.wait_for_function(idle, timeout=timeout_ms)
+            header = page.locator(".tabitem:visible").get_by_text(accordion).first
+            header.click()
+            page.locator(f"{fig} img").first.wait_for(state="attached", timeout=timeout_ms)
+            page.locator(fig).scroll_into_view_if_needed()  # figures load lazily: only once they are in view
+            page.locator(f"{fig} img").first.wait_for(state="visible", timeout=timeout_ms)
+            page.wait_for_function(idle, timeout=timeout_ms)
+            page.wait_for_timeout(800)
+            header.scroll_into_view_if_needed()
+            page.evaluate("(y) => window.scrollBy(0, y)", header.bounding_box()["y"] - 8)
+            path = out / f"{name}.png"
+            page.screenshot(path=str(path))
+            saved.append(path)
         browser.close()
     return saved
 

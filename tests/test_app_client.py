@@ -224,7 +224,7 @@ def test_a_layer_asked_for_just_before_the_range_shrank_is_clamped_not_refused()
     slider refused it ('Value 12 is greater than maximum value 4') and left an Error badge on the page."""
     import app
 
-    slider = app.LayerSlider(1, 12, value=12, step=1)
+    slider = app.FollowingSlider(1, 12, value=12, step=1)
     slider.maximum = 4  # what layer_slider's update does for the offline model
     assert slider.preprocess(12) == 4 and slider.preprocess(3) == 3 and slider.preprocess(0) == 1
     with pytest.raises(gr.Error):
