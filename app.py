@@ -30,7 +30,8 @@ EXAMPLES = resources.examples()
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
 LEARNED, TIMELINE = posembed_view.LEARNED, posembed_view.TIMELINE
-PE_SOURCES = list(posembed_view.SINUSOIDAL) + [TIMELINE] + [LEARNED + k for k in registry.REGISTRY]
+PE_SOURCES = list(posembed_view.SINUSOIDAL) + [TIMELINE] + [LEARNED + k for k, s in registry.REGISTRY.items()
+                                                             if s.task != "relative"]  # a Swin has no absolute table
 MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
 """Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
 QUEUE_SIZE = int(os.environ.get("VITVIZ_QUEUE_SIZE", "128"))
@@ -419,12 +420,20 @@ def run_rotary(dim, reach, base, cmap):
 
 
 @friendly
-def run_relative_bias(window, heads, head, row, col, cmap):
+def run_relative_bias(source, window, heads, block, head, row, col, cmap):
     window = budget.number(window, "window side M", 2, 16, integer=True)
     heads = budget.number(heads, "heads", 1, 16, integer=True)
-    head, row, col = (budget.number(v, name, 0, 99, integer=True)
-                      for v, name in ((head, "head"), (row, "query row"), (col, "query column")))
-    return posembed_view.render_relative_bias(window, heads, head, row, col, cmap)
+    block, head, row, col = (budget.number(v, name, 0, 99, integer=True) for v, name in (
+        (block, "block"), (head, "head"), (row, "query row"), (col, "query column")))
+    table, m, name, notice = posembed_view.relative_bias_table(source, window, heads, block)
+    image, text = posembed_view.render_relative_bias(table, m, name, head, row, col, cmap)
+    return image, (f"{notice}\n\n" if notice else "") + text
+
+
+def rpb_controls(source):
+    """UI only: window side and head count shape the formula table; a Swin's tables come with their own."""
+    formula = source == posembed_view.RPB_FORMULA
+    return gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=not formula)
 
 
 def pe_controls(source):
@@ -486,9 +495,13 @@ def posembed_tab(tab: gr.Tab) -> dict:
                 "query-key score, looked up in a table by their offset. The same table serves every query, so what "
                 "a head prefers depends on where a key is relative to the query, never on where it is in the image.")
         with gr.Row():
+            rpb_source = gr.Dropdown(posembed_view.relative_bias_sources(), value=posembed_view.RPB_FORMULA,
+                                     label="bias table")
             rpb_m = gr.Slider(2, 12, value=7, step=1, label="window side M")
             rpb_heads = gr.Slider(1, 8, value=3, step=1, label="heads")
-            rpb_head = gr.Slider(0, 7, value=0, step=1, label="head shown")
+            rpb_block = gr.Slider(1, 12, value=1, step=1, label="block (1 = first)", visible=False)
+        with gr.Row():
+            rpb_head = gr.Slider(0, 23, value=0, step=1, label="head shown")
             rpb_row = gr.Slider(0, 11, value=1, step=1, label="query row")
             rpb_col = gr.Slider(0, 11, value=2, step=1, label="query column")
         rpb_note = gr.Markdown()
@@ -508,8 +521,10 @@ def posembed_tab(tab: gr.Tab) -> dict:
     gr.on([c.change for c in (rope_dim, rope_reach, rope_base)], run_rotary, rope_in, rope, api_name="rotary",
           trigger_mode="always_last")
     rope_box.expand(run_rotary, rope_in, rope, api_visibility="private")
-    rpb_in = [rpb_m, rpb_heads, rpb_head, rpb_row, rpb_col, cmap]
-    gr.on([c.change for c in (rpb_m, rpb_heads, rpb_head, rpb_row, rpb_col)], run_relative_bias, rpb_in,
+    rpb_in = [rpb_source, rpb_m, rpb_heads, rpb_block, rpb_head, rpb_row, rpb_col, cmap]
+    rpb_source.change(rpb_controls, rpb_source, [rpb_m, rpb_heads, rpb_block], api_visibility="private", queue=False)
+    gr.on([c.change for c in (rpb_source, rpb_m, rpb_heads, rpb_block, rpb_head, rpb_row, rpb_col)],
+          run_relative_bias, rpb_in,
           [rpb, rpb_note], api_name="relative_bias", trigger_mode="always_last")
     rpb_box.expand(run_relative_bias, rpb_in, [rpb, rpb_note], api_visibility="private")
     source.change(None, source, None, js=remember("pe"))

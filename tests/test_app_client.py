@@ -304,8 +304,13 @@ def test_windows_and_relative_bias_endpoints(client):
     assert "each of the 196 patches" in note and "sees 49 keys" in note
     for path in (picture, cost):
         projector_sized(path)
-    bias, text = client.predict(7, 3, 0, 1, 2, "viridis", api_name="/relative_bias")
-    assert "169 possible offsets" in text
+    from vitviz.views import posembed as posembed_view
+
+    bias, text = client.predict(posembed_view.RPB_FORMULA, 7, 3, 1, 0, 1, 2, "viridis", api_name="/relative_bias")
+    assert "169 possible offsets" in text and "**formula, 3 heads.**" in text
+    _, swin = client.predict("Swin-T (ImageNet-1k)", 5, 3, 4, 2, 1, 2, "viridis", api_name="/relative_bias")
+    assert "cannot be loaded here" in swin and "169 possible offsets" not in swin  # offline: M = 5 formula, said so
+    assert "81 possible offsets" in swin
     projector_sized(bias)
 
 

@@ -112,3 +112,55 @@ def test_relative_position_index_equals_timms_and_the_bias_it_gathers():
     centre = windows.bias_for_query(table[:, 0], m, 2, 2)
     assert np.allclose(centre, centre[::-1, ::-1]) and centre[2, 2] == 0 and centre.argmax() == 12
     assert windows.bias_for_query(table[:, 0], m, 0, 0)[1, 1] == windows.bias_for_query(table[:, 0], m, 3, 3)[4, 4]
+
+
+@pytest.fixture
+def swin_in_cache(tmp_path):
+    """Swin-T (the real architecture and config, random weights) saved locally, loaded through vitviz's timm
+    loader, and placed in the model cache as if its weights had been downloaded."""
+    import timm
+    from safetensors.torch import save_file
+
+    from vitviz import loaders, models, registry
+
+    key = "Swin-T (ImageNet-1k)"
+    spec = registry.REGISTRY[key]
+    torch.manual_seed(0)
+    path = tmp_path / "swin.safetensors"
+    save_file(timm.create_model(spec.source, pretrained=False).state_dict(), str(path))
+    loaded = loaders.load_timm(spec.source, file=path, spec=spec)
+    with models._cache_lock:
+        models._cache[key] = loaded
+    yield loaded
+    with models._cache_lock:
+        models._cache.pop(key, None)
+
+
+def test_swin_tables_are_the_models_own_and_gather_as_it_does(swin_in_cache):
+    from vitviz.views import posembed as view
+
+    model = swin_in_cache.model
+    tables = windows.bias_tables(model)
+    assert [t[0] for t in tables][:3] == ["stage 1, block 1", "stage 1, block 2", "stage 2, block 1"]
+    assert len(tables) == 12 and [t[1].shape for t in tables[::4]] == [(169, 3), (169, 12), (169, 12)]
+    attn = model.layers[2].blocks[3].attn
+    assert np.array_equal(tables[7][1], attn.relative_position_bias_table.detach().numpy())
+    with torch.no_grad():
+        theirs = attn._get_rel_pos_bias()[0].numpy()  # (H, 49, 49)
+    assert np.allclose(windows.bias_for_query(tables[7][1][:, 5], 7, 2, 6).ravel(), theirs[5, 2 * 7 + 6])
+    table, m, name, notice = view.relative_bias_table("Swin-T (ImageNet-1k)", 5, 2, 8)
+    assert notice == "" and m == 7 and name.endswith("stage 3, block 4 of 12") and np.array_equal(table, tables[7][1])
+    image, text = view.render_relative_bias(table, m, name, 5, 2, 6)
+    assert "learned in training" in text and image.info["vitviz:text_px"] == "20.00"
+
+
+def test_offline_swin_falls_back_to_the_formula_and_says_so():
+    from vitviz import models
+    from vitviz.views import posembed as view
+
+    models.clear_cache()
+    table, m, name, notice = view.relative_bias_table("Swin-T (ImageNet-1k)", 5, 2, 8)
+    assert "cannot be loaded here" in notice and m == 5 and name == "formula, 2 heads"
+    assert np.array_equal(table, windows.distance_bias_table(5, 2))
+    with pytest.raises(ValueError, match="Unknown source"):
+        view.relative_bias_table("some/other-model", 5, 2, 1)

@@ -25,10 +25,10 @@ class ModelSpec:
         prefix: tokens before the patches (class token + registers).
         resolution: native input side in pixels.
         params_m: parameter count in millions (as published).
-        task: "attention", "classify" or "both".
-        dim: token width D.
+        task: "attention", "classify", "both", or "relative" (a Swin, for its relative position bias tables).
+        dim: token width D (a Swin's first stage).
         depth: number of transformer blocks L.
-        heads: attention heads per block H.
+        heads: attention heads per block H (a Swin's first stage).
     """
 
     key: str
@@ -61,6 +61,9 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
               "classify", "supervised ImageNet classifier", dim=768, heads=12),
     ModelSpec("DeiT-Ti/16 (ImageNet-1k, fast)", "timm", "deit_tiny_patch16_224.fb_in1k", 16, 1, 224, 5.7,
               "classify", "small and fast ImageNet classifier", dim=192, heads=3),
+    ModelSpec("Swin-T (ImageNet-1k)", "timm", "swin_tiny_patch4_window7_224.ms_in1k", 4, 0, 224, 28.3, "relative",
+              "Swin Transformer, tiny: windowed attention with learned relative position bias tables", dim=96,
+              depth=12, heads=3),
     ModelSpec(OFFLINE_KEY, "embedded", "vit_tiny_patch16_224", 8, 1, 64, 0.5, "both",
               "trained by vitviz on generated shapes with labels (supervised, not DINO); ships in assets/tiny",
               dim=96, depth=4, heads=3),
@@ -68,7 +71,7 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
 
 
 def keys(task: str) -> list[str]:
-    """Registry keys usable for ``task`` ("attention" or "classify"), embedded model last."""
+    """Registry keys usable for ``task`` ("attention", "classify" or "relative"), embedded model last."""
     return [k for k, s in REGISTRY.items() if s.task in (task, "both")]
 
 

@@ -130,3 +130,21 @@ def distance_bias_table(m: int, heads: int) -> np.ndarray:
     dist = np.sqrt(d[:, None] ** 2 + d[None, :] ** 2).ravel()
     slopes = 4.0 * 2.0 ** -(np.arange(heads) + 1.0)
     return -dist[:, None] * slopes[None, :]
+
+
+def bias_tables(model: torch.nn.Module) -> list[tuple[str, np.ndarray, int]]:
+    """Every learned relative position bias table of a timm Swin: (name, ((2M−1)², H) float array, M) per block.
+
+    Names say where the block is ("stage 1, block 2"); blocks are in order, first stage first.
+    """
+    out = []
+    for s, stage in enumerate(getattr(model, "layers", [])):
+        for b, block in enumerate(getattr(stage, "blocks", [])):
+            attn = getattr(block, "attn", None)
+            table = getattr(attn, "relative_position_bias_table", None)
+            if table is not None:
+                out.append((f"stage {s + 1}, block {b + 1}", table.detach().float().numpy().copy(),
+                            int(attn.window_size[0])))
+    if not out:
+        raise ValueError(f"{type(model).__name__} has no relative position bias tables.")
+    return out

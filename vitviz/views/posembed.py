@@ -113,22 +113,53 @@ def render_rotary(dim: int, reach: int, base: float = 100.0, cmap: str = "viridi
                             annotate=len(offsets) <= 7)
 
 
-def render_relative_bias(m: int, heads: int, head: int, row: int, col: int, cmap: str = "viridis") -> tuple[Image.Image, str]:
-    """Swin-style relative position bias: one head's (2M−1)×(2M−1) table and the M×M bias of one query.
+RPB_FORMULA = "formula: each head penalises distance (not learned)"
+"""The bias table that needs no weights; the others are the registry's Swin models' learned tables."""
 
-    The table is :func:`vitviz.windows.distance_bias_table` (a formula, labelled as such: no trained
-    Swin ships with vitviz); the gathering is Swin's ``relative_position_index``.
+
+def relative_bias_sources() -> list[str]:
+    from vitviz import registry
+
+    return [RPB_FORMULA] + registry.keys("relative")
+
+
+def relative_bias_table(source: str, m: int, heads: int, block: int) -> tuple[np.ndarray, int, str, str]:
+    """((2M−1)², H) table, M, its name, and a notice, for one of :func:`relative_bias_sources`.
+
+    A Swin's table is block ``block`` (1 = first, clamped); when the Swin's weights cannot be had,
+    the formula table with a notice saying so (never a stand-in model's numbers as a Swin's).
     """
+    from vitviz import windows
+
+    if source not in relative_bias_sources():
+        raise ValueError(f"Unknown source {source!r}; choose one of the listed ones.")
+    notice = ""
+    if source != RPB_FORMULA:
+        loaded = models.get_model(source)
+        if not loaded.notice:
+            tables = windows.bias_tables(loaded.model)
+            block = int(np.clip(block, 1, len(tables)))
+            name, table, window = tables[block - 1]
+            return table, window, f"{source}, {name} of {len(tables)}", ""
+        notice = (f"**{source}'s learned tables cannot be loaded here** (no connection to the model hub and not in "
+                  "the local cache), so the formula table is shown instead.")
+    return windows.distance_bias_table(m, heads), m, f"formula, {heads} heads", notice
+
+
+def render_relative_bias(table: np.ndarray, m: int, name: str, head: int, row: int, col: int,
+                         cmap: str = "viridis") -> tuple[Image.Image, str]:
+    """One head of a relative position bias table ((2M−1)², H): the (2M−1)×(2M−1) map and the M×M bias of a query."""
     from matplotlib.ticker import MaxNLocator
 
     from vitviz import windows
 
+    heads = table.shape[1]
     head = int(np.clip(head, 0, heads - 1))
     row, col = int(np.clip(row, 0, m - 1)), int(np.clip(col, 0, m - 1))
-    table = windows.distance_bias_table(m, heads)[:, head]
-    square = table.reshape(2 * m - 1, 2 * m - 1)
-    query = windows.bias_for_query(table, m, row, col)
-    lo, hi = float(table.min()), float(table.max())
+    column = table[:, head]
+    square = column.reshape(2 * m - 1, 2 * m - 1)
+    query = windows.bias_for_query(column, m, row, col)
+    lo, hi = float(column.min()), float(column.max())
     offsets = np.arange(-(m - 1), m)
     with plotting.figure(1, 2, figsize=(plotting.fig_width(7.8), 4.6)) as (fig, axes):
         fig.set_layout_engine("constrained", w_pad=0.15)
@@ -148,12 +179,14 @@ def render_relative_bias(m: int, heads: int, head: int, row: int, col: int, cmap
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
             ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
         fig.colorbar(im, ax=list(axes), label="bias added to q·k", shrink=0.9)
-        fig.suptitle(f"Relative position bias, head {head}, {m}×{m} window", fontweight="bold")
+        fig.suptitle(f"Relative position bias, head {head} of {heads}, {m}×{m} window", fontweight="bold")
         image = plotting.to_image(fig)
-    text = (f"Inside a {m}×{m} window there are {(2 * m - 1) ** 2} possible offsets between a query and a key, and "
-            f"the table holds one number per offset and head. Every query reads the same table, shifted to its "
-            f"place: the right map is the left one cut out around query ({row}, {col}). Swin learns these numbers; "
-            "here they are a formula (each head penalises distance with its own slope, like ALiBi), because no "
-            "trained Swin comes with vitviz. The bias is added to q·k before the softmax, so it says where a head "
-            "may look regardless of what is there.")
+    learned = not name.startswith("formula")
+    text = (f"**{name}.** Inside a {m}×{m} window there are {(2 * m - 1) ** 2} possible offsets between a query and "
+            f"a key, and the table holds one number per offset and head. Every query reads the same table, shifted "
+            f"to its place: the right map is the left one cut out around query ({row}, {col}). "
+            + ("These numbers were learned in training." if learned else
+               "Here they are a formula (each head penalises distance with its own slope, like ALiBi); Swin "
+               "learns them.")
+            + " The bias is added to q·k before the softmax: it says where a head tends to look, whatever is there.")
     return image, text
