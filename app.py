@@ -584,7 +584,10 @@ def inside_limits(src, model_key, resolution, layer, head, row, col, pca_layer):
     except ValueError:
         return gr.skip()
     (gh, gw), depth, heads = a.maps.grid, a.maps.layers, a.maps.heads
-    fit = lambda v, hi: min(max(int(v), 0), hi)  # noqa: E731
+
+    def fit(v, hi):
+        return min(max(int(v), 0), hi)
+
     return (gr.Slider(maximum=depth, value=max(1, fit(layer, depth))), gr.Slider(maximum=heads - 1, value=fit(head, heads - 1)),
             gr.Slider(maximum=gh - 1, value=fit(row, gh - 1)), gr.Slider(maximum=gw - 1, value=fit(col, gw - 1)),
             gr.Slider(maximum=depth, value=max(1, fit(pca_layer, depth))))

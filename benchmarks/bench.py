@@ -170,6 +170,63 @@ def tab_times() -> list[tuple[str, float]]:
     return rows
 
 
+def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
+    """The views beyond the four ideas, as the UI calls them: (view, case, first call, next call) in seconds.
+
+    The first call runs the model (a forward, or a forward and a backward for relevance); the next
+    asks for another head, class or query, which the caches answer without a forward where they can.
+    Models: the offline tiny model; a DINO ViT-S/8-shaped and a ViT-B/16-shaped model (random weights,
+    the real architectures) put in the model cache, as if downloaded.
+    """
+    import timm
+
+    import app
+    from vitviz import heads, loaders, models, registry, resources
+
+    with models._cache_lock:
+        models._cache["DINO ViT-S/8"] = loaders.load_hf(ckpt, spec=registry.REGISTRY["DINO ViT-S/8"])
+        vitb = registry.REGISTRY["ViT-B/16 (ImageNet-1k)"]
+        weights = Path(ckpt).parent / "vit_b16.safetensors"
+        if not weights.exists():
+            from safetensors.torch import save_file
+
+            save_file(timm.create_model("vit_base_patch16_224", pretrained=False).state_dict(), str(weights))
+        models._cache[vitb.key] = loaders.load_timm(vitb.source, file=weights, spec=vitb)
+    cat = str(resources.examples() / "cat.png")
+    scene = str(resources.examples() / "scene_star.png")
+    quiet = dict(progress=lambda *a, **k: None)
+    tiny = registry.OFFLINE_KEY
+    steps = [c for c in app.attention_view.comparison_choices() if " @ step " in c]
+    cases = [
+        ("/windows", "cat, P = 16, 224 px, M = 7", lambda i: app.run_windows(cat, 16, 224, "crop", "ViT-B", 7, 3, 5 + i)),
+        ("/relative_bias", "formula, M = 7", lambda i: app.run_relative_bias(
+            app.posembed_view.RPB_FORMULA, 7, 3, 1, i, 1, 2, "viridis")),
+        ("/inside_head", "offline tiny, 64 px", lambda i: app.run_inside_head(
+            scene, tiny, 64, 4, i, 3, 4, False, "inferno", **quiet)),
+        ("/inside_head", "DINO ViT-S/8 shape, 224 px", lambda i: app.run_inside_head(
+            cat, "DINO ViT-S/8", 224, 12, i, 10, 12, False, "inferno", **quiet)),
+        ("/feature_pca", "offline tiny, 64 px", lambda i: app.run_feature_pca(scene, tiny, 64, 4 - i, **quiet)),
+        ("/feature_pca", "DINO ViT-S/8 shape, 224 px", lambda i: app.run_feature_pca(cat, "DINO ViT-S/8", 224,
+                                                                                   12 - i, **quiet)),
+        ("/compare_models", "two tiny checkpoints", lambda i: app.run_compare(
+            scene, steps[0], steps[-1], 64, 1.0 - 0.25 * i, 0.6, "inferno", **quiet)),
+        ("/relevance", "offline tiny", lambda i: app.run_relevance(scene, tiny, 1 + i, **quiet)),
+        ("/relevance", "ViT-B/16 shape, 224 px", lambda i: app.run_relevance(cat, vitb.key, 1 + i, **quiet)),
+    ]
+    rows = []
+    for view, case, fn in cases:
+        fn(0)  # loads models, warms code paths
+        app.analysis.clear_cache()
+        heads._cache.clear()
+        t0 = time.perf_counter()
+        fn(0)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fn(1)
+        rows.append((view, case, first, time.perf_counter() - t0))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -189,6 +246,10 @@ def main() -> None:
     print()
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = dino_checkpoint(Path(tmp) / "dino_vits8")
+        print("| view | case | first call | next (another head, class, layer or query) |\n|---|---|---|---|")
+        for view, case, first, again in view_times(ckpt):
+            print(f"| {view} | {case} | {first * 1000:.0f} ms | {again * 1000:.0f} ms |")
+        print()
         sizes = [224] if args.quick else [224, 480]
         print("| DINO ViT-S/8 shape | tokens | bare forward | full request | ratio | re-render | re-render / forward "
               "| peak MB (vitviz) | peak MB (output_attentions) | memory ratio |")

@@ -284,7 +284,7 @@ def test_compare_models_endpoint_on_one_scale(client):
     peaks = [float(r.split("|")[4].strip().rstrip("×")) for r in rows]
     assert peaks[0] < peaks[1]  # random weights spread attention evenly; trained ones gather it
     projector_sized(picture)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="Value: some/other-model is not in the list|Unknown model"):
         client.predict(handle_file(str(EXAMPLES / "scene_star.png")), "some/other-model", steps[-1], 64, 1.0, 0.6,
                        "inferno", api_name="/compare_models")
 

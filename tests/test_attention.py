@@ -257,3 +257,17 @@ def test_overlay_on_a_shared_scale():
     shared = plotting.overlay(rgb, flat, "inferno", alpha=1.0, vmin=0.0, vmax=1.0)
     assert (own == plotting.colorize(np.zeros((1, 1)), "inferno")[0, 0]).all()
     assert (shared == plotting.colorize(np.array([[0.0, 0.5, 1.0]]), "inferno")[0, 1]).all()
+
+
+def test_distance_chart_is_kept_per_analysis_and_style(rgb_cat):
+    """A warm /attention skips matplotlib for the distance chart; a different style or a bundle draws its own."""
+    tiny = loaders.load_embedded()
+    a = analysis.analyse(tiny, rgb_cat, 64)
+    first = view.render_distance(a)
+    assert view.render_distance(a) is first
+    assert np.array_equal(np.asarray(view._draw_distance(a)), np.asarray(first))  # the same pixels as drawn anew
+    with plotting.styled(compact=True):
+        compact = view.render_distance(a)
+    assert compact is not first and compact.info["vitviz:text_px"] != first.info["vitviz:text_px"]
+    with plotting.keep_vectors():
+        assert "pdf" in view.render_distance(a).info and "pdf" not in first.info

@@ -151,3 +151,34 @@ def test_importing_the_library_changes_no_matplotlib_state():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
                          cwd=str(EXAMPLES.parent.parent)).stdout.split()
     assert out == ["svg", "False", "True"]
+
+
+def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
+    """Inside-one-head records, layer tokens and relevance (forward and backward) run at once with plain captures,
+    on one model: each equals the same call made alone, and no hook or fused flag is left changed."""
+    from vitviz import features, heads, relevance
+    from vitviz.images import fit_to_patches
+
+    tiny = loaders.load_embedded()
+    flags = [b.attn.fused_attn for b in tiny.model.blocks]
+    pictures = _inputs()
+    fitted = [fit_to_patches(rgb, 64, 8, "keep") for rgb in pictures]
+
+    def work(i: int):
+        kind = i % 4
+        if kind == 0:
+            r = heads.record_layer(tiny, fitted[i], 2)
+            return torch.cat([r.q.flatten(), r.attn.flatten(), r.heads_out.flatten()]).numpy()
+        if kind == 1:
+            return features.layer_tokens(tiny, fitted[i], 1).numpy()
+        if kind == 2:
+            return relevance.class_relevance(tiny, tiny.normalise(fitted[i].image), 2).relevance
+        return _capture(tiny, fitted[i].image).cls
+
+    alone = [work(i) for i in range(THREADS)]
+    with ThreadPoolExecutor(THREADS) as pool:
+        together = list(pool.map(work, range(THREADS)))
+    for a, b in zip(alone, together):
+        assert np.array_equal(a, b)
+    _no_hooks_and_flags(tiny.model, flags)
+    assert all(p.grad is None for p in tiny.model.parameters())

@@ -151,6 +151,11 @@ def keep_vectors() -> Iterator[None]:
         _vectors.reset(token)
 
 
+def keeping_vectors() -> bool:
+    """Whether figures drawn here now also keep a vector PDF (inside :func:`keep_vectors`)."""
+    return _vectors.get()
+
+
 def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     """Render a figure to an RGB PIL image (tight bounding box) in the projector style."""
     projector_style(fig)

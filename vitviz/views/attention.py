@@ -7,6 +7,8 @@ as the UI shows them, and clamped to the model's depth.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,11 +121,32 @@ def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
     return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
 
 
+_distance_charts: "OrderedDict[tuple, Image.Image]" = OrderedDict()
+_distance_lock = threading.Lock()
+
+
 def render_distance(a: Analysis) -> Image.Image:
     """Mean attention distance of every head in every layer (the ViT paper's scatter), in pixels of the input.
 
     Each head keeps one colour and marker through the layers; the black line is the layer's head mean.
+    The chart depends on the analysis and the figure style only, so the last few are kept: a class
+    asking for the same picture gets it without matplotlib (~130 ms a chart).
     """
+    key = (a.token, plotting.style(), plotting.keeping_vectors())
+    with _distance_lock:
+        if a.token and key in _distance_charts:
+            _distance_charts.move_to_end(key)
+            return _distance_charts[key]
+    chart = _draw_distance(a)
+    if a.token:
+        with _distance_lock:
+            _distance_charts[key] = chart
+            while len(_distance_charts) > 16:
+                _distance_charts.popitem(last=False)
+    return chart
+
+
+def _draw_distance(a: Analysis) -> Image.Image:
     d = a.maps.distance  # (layers, heads)
     layers = np.arange(1, d.shape[0] + 1)
     colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000"]
