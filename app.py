@@ -17,7 +17,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from vitviz import (analysis, budget, bundle, explorer, images, loaders, models, patches, plotting, registry, resources, web)
+from vitviz import (analysis, budget, bundle, explorer, features, images, loaders, models, patches, plotting, registry,
+                    resources, web)
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import features as features_view
@@ -650,8 +651,8 @@ def run_feature_pca(src, model_key, resolution, layer, progress=gr.Progress()):
     """A layer's patch tokens on their first three principal components, as colour, and the foreground."""
     loaded = models.get_model(model_key, lambda f, msg: progress(f, desc=msg))
     resolution = budget.number(resolution, "short side", 8, 512, integer=True)
-    fitted, _ = analysis.prepare(loaded, load(src), resolution)
-    image, text = features_view.render(loaded, fitted, budget.number(layer, "layer", 1, 999, integer=True))
+    fitted, streams = features.tokens_for(loaded, load(src), resolution)
+    image, text = features_view.render(loaded, fitted, streams, budget.number(layer, "layer", 1, 999, integer=True))
     return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
 
 

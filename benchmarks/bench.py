@@ -181,7 +181,7 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
     import timm
 
     import app
-    from vitviz import heads, loaders, models, registry, resources
+    from vitviz import features, heads, loaders, models, registry, resources
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(ckpt, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -218,6 +218,7 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
         fn(0)  # loads models, warms code paths
         app.analysis.clear_cache()
         heads._cache.clear()
+        features._cache.clear()
         t0 = time.perf_counter()
         fn(0)
         first = time.perf_counter() - t0

@@ -68,3 +68,13 @@ def test_transformers_tokens_equal_hidden_states(dino_s8_dir, rgb_cat):
     assert torch.allclose(tokens, out.hidden_states[6][0], atol=1e-5)  # hidden_states[0] is the embedding
     with pytest.raises(ValueError, match="no layer 13"):
         features.layer_tokens(dino, fitted, 12)
+
+
+def test_every_layer_from_one_forward_equals_each_layer_alone_and_is_cached(rgb_cat):
+    tiny = loaders.load_embedded()
+    fitted, streams = features.tokens_for(tiny, rgb_cat, 64)
+    assert streams.shape == (tiny.depth, 1 + 8 * 12, tiny.spec.dim)
+    for layer in range(tiny.depth):
+        assert torch.equal(streams[layer], features.layer_tokens(tiny, fitted, layer))
+    again = features.tokens_for(tiny, rgb_cat, 64)[1]
+    assert again is streams and hooks_of(tiny.model) == 0

@@ -11,12 +11,14 @@ Shapes: N patches of a (gh, gw) grid, D the token width, k components.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from vitviz import probes
+from vitviz import analysis, probes
 from vitviz.images import Fitted
 from vitviz.loaded import LoadedModel
 
@@ -29,6 +31,37 @@ def layer_tokens(loaded: LoadedModel, fitted: Fitted, layer: int) -> torch.Tenso
     with loaded.exclusive(), probes.capture({"out": (blocks[layer], "output")}) as seen:
         loaded.forward(loaded.normalise(fitted.image))
         return seen["out"][0].detach().float().clone()
+
+
+def every_layer_tokens(loaded: LoadedModel, fitted: Fitted) -> torch.Tensor:
+    """(L, T, D) float32: the token stream after every block, from one forward."""
+    blocks = probes.blocks(loaded.model)
+    with loaded.exclusive(), probes.capture({str(i): (b, "output") for i, b in enumerate(blocks)}) as seen:
+        loaded.forward(loaded.normalise(fitted.image))
+        return torch.stack([seen[str(i)][0].detach().float() for i in range(len(blocks))])
+
+
+_cache: OrderedDict[tuple, torch.Tensor] = OrderedDict()
+_lock = threading.Lock()
+CACHE_BYTES = 256 * 2**20
+"""Token streams kept for the newest pictures within this many bytes (the newest always stays)."""
+
+
+def tokens_for(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> tuple[Fitted, torch.Tensor]:
+    """The picture fitted as the Attention tab fits it (budget checked first) and its (L, T, D) token streams;
+    cached, so moving to another layer runs no forward."""
+    fitted, resolution = analysis.prepare(loaded, rgb, resolution)
+    key = (id(loaded.model), analysis.image_key(rgb), resolution)
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return fitted, _cache[key]
+    tokens = every_layer_tokens(loaded, fitted)
+    with _lock:
+        _cache[key] = tokens
+        while len(_cache) > 1 and sum(t.numel() * 4 for t in _cache.values()) > CACHE_BYTES:
+            _cache.popitem(last=False)
+    return fitted, tokens
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 from PIL import Image
 
 from vitviz import features, plotting
@@ -10,11 +11,12 @@ from vitviz.images import Fitted
 from vitviz.loaded import LoadedModel
 
 
-def render(loaded: LoadedModel, fitted: Fitted, layer: int) -> tuple[Image.Image, str]:
-    """Figure and summary for the patch tokens after layer number ``layer`` (1 = first; clamped to the depth)."""
-    depth = loaded.depth
+def render(loaded: LoadedModel, fitted: Fitted, streams: torch.Tensor, layer: int) -> tuple[Image.Image, str]:
+    """Figure and summary for the patch tokens after layer number ``layer`` (1 = first; clamped to the depth),
+    from the (L, T, D) token streams of :func:`vitviz.features.tokens_for`."""
+    depth = streams.shape[0]
     layer = int(np.clip(int(layer), 1, depth))
-    tokens = features.layer_tokens(loaded, fitted, layer - 1)
+    tokens = streams[layer - 1]
     patches = tokens[loaded.spec.prefix:]
     r = features.pca(patches, 3)
     gh, gw = fitted.grid
