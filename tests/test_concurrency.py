@@ -170,7 +170,7 @@ def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
             r = heads.record_layer(tiny, fitted[i], 2)
             return torch.cat([r.q.flatten(), r.attn.flatten(), r.heads_out.flatten()]).numpy()
         if kind == 1:
-            return features.layer_tokens(tiny, fitted[i], 1).numpy()
+            return features.every_layer_tokens(tiny, fitted[i]).numpy()
         if kind == 2:
             return relevance.class_relevance(tiny, tiny.normalise(fitted[i].image), 2).relevance
         return _capture(tiny, fitted[i].image).cls

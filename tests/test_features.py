@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from vitviz import features, loaders
@@ -49,32 +48,45 @@ def test_foreground_orientation_by_hand():
 def test_timm_tokens_equal_forward_intermediates(rgb_cat):
     tiny = loaders.load_embedded()
     fitted = fit_to_patches(rgb_cat, 64, 8, "keep")
-    tokens = features.layer_tokens(tiny, fitted, 2)
-    assert hooks_of(tiny.model) == 0
+    streams = features.every_layer_tokens(tiny, fitted)
+    assert hooks_of(tiny.model) == 0 and streams.shape == (tiny.depth, 1 + 8 * 12, tiny.spec.dim)
     with torch.inference_mode():
-        _, inter = tiny.model.forward_intermediates(tiny.normalise(fitted.image), indices=[2], norm=False,
-                                                    output_fmt="NLC", return_prefix_tokens=True)
-    patches_, prefix = inter[0]
-    assert torch.allclose(tokens[1:], patches_[0], atol=1e-5) and torch.allclose(tokens[:1], prefix[0], atol=1e-5)
+        _, inter = tiny.model.forward_intermediates(tiny.normalise(fitted.image), indices=list(range(tiny.depth)),
+                                                    norm=False, output_fmt="NLC", return_prefix_tokens=True)
+    for layer, (patches_, prefix) in enumerate(inter):
+        assert torch.allclose(streams[layer, 1:], patches_[0], atol=1e-5)
+        assert torch.allclose(streams[layer, :1], prefix[0], atol=1e-5)
 
 
 def test_transformers_tokens_equal_hidden_states(dino_s8_dir, rgb_cat):
     dino = loaders.load_hf(dino_s8_dir)
     fitted = fit_to_patches(rgb_cat, 64, 8, "keep")
-    tokens = features.layer_tokens(dino, fitted, 5)
+    streams = features.every_layer_tokens(dino, fitted)
     with torch.inference_mode():
         out = dino.model(pixel_values=dino.normalise(fitted.image), output_hidden_states=True,
                          interpolate_pos_encoding=True)
-    assert torch.allclose(tokens, out.hidden_states[6][0], atol=1e-5)  # hidden_states[0] is the embedding
-    with pytest.raises(ValueError, match="no layer 13"):
-        features.layer_tokens(dino, fitted, 12)
+    assert torch.allclose(streams, torch.stack(out.hidden_states[1:])[:, 0], atol=1e-5)  # [0] is the embedding
 
 
-def test_every_layer_from_one_forward_equals_each_layer_alone_and_is_cached(rgb_cat):
+def test_token_streams_are_cached_and_made_once_for_simultaneous_requests(rgb_cat):
+    import threading
+    from unittest import mock
+
     tiny = loaders.load_embedded()
-    fitted, streams = features.tokens_for(tiny, rgb_cat, 64)
-    assert streams.shape == (tiny.depth, 1 + 8 * 12, tiny.spec.dim)
-    for layer in range(tiny.depth):
-        assert torch.equal(streams[layer], features.layer_tokens(tiny, fitted, layer))
-    again = features.tokens_for(tiny, rgb_cat, 64)[1]
-    assert again is streams and hooks_of(tiny.model) == 0
+    features._cache.clear()
+    real, calls = features.every_layer_tokens, []
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    with mock.patch.object(features, "every_layer_tokens", counted):
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(features.tokens_for(tiny, rgb_cat, 64)[1]))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(calls) == 1 and all(r is results[0] for r in results)
+    assert features.tokens_for(tiny, rgb_cat, 64)[1] is results[0] and hooks_of(tiny.model) == 0

@@ -11,8 +11,6 @@ thread-safe LRU cache, so that moving a slider redraws without a forward.
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +19,7 @@ from vitviz import budget
 from vitviz.attention import AttentionMaps
 from vitviz.images import Fitted, fit_to_patches, fitted_shape
 from vitviz.loaded import LoadedModel
+from vitviz.lru import LRU
 
 CACHE_ITEMS = 12
 CACHE_BYTES = 1536 * 2**20
@@ -40,9 +39,7 @@ class Analysis:
     """Names this analysis for :func:`find` (a digest of model, picture and resolution)."""
 
 
-_cache: "OrderedDict[tuple, Analysis]" = OrderedDict()
-_lock = threading.Lock()
-_pending: dict[tuple, threading.Lock] = {}
+_cache: LRU[Analysis] = LRU(CACHE_ITEMS, CACHE_BYTES, lambda a: a.maps.nbytes)
 
 
 def image_key(rgb: np.ndarray) -> str:
@@ -52,13 +49,11 @@ def image_key(rgb: np.ndarray) -> str:
 
 def find(token: str) -> Analysis | None:
     """The cached analysis named ``token``, or None when it has left the cache."""
-    with _lock:
-        return next((a for a in _cache.values() if a.token == token), None)
+    return next((a for a in _cache.values() if a.token == token), None)
 
 
 def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _resolution(loaded: LoadedModel, resolution: int, shape: tuple[int, int]) -> int:
@@ -89,26 +84,11 @@ def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
     """
     resolution = _resolution(loaded, resolution, rgb.shape[:2])
     key = (id(loaded.model), image_key(rgb), resolution)  # cached entries keep their model alive
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-        pending = _pending.setdefault(key, threading.Lock())
-    with pending:  # the same request twice at once runs one forward; the other waits for it
-        with _lock:
-            if key in _cache:
-                return _cache[key]
-        try:
-            fitted = fit_to_patches(rgb, resolution, loaded.spec.patch, "keep")
-            token = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
-            maps = loaded.capture(loaded.normalise(fitted.image), fitted.grid)
-            result = Analysis(loaded, fitted, maps, resolution, token)
-        finally:
-            with _lock:
-                _pending.pop(key, None)
-        with _lock:
-            _cache[key] = result
-            while len(_cache) > 1 and (len(_cache) > CACHE_ITEMS or
-                                       sum(v.maps.nbytes for v in _cache.values()) > CACHE_BYTES):
-                _cache.popitem(last=False)
-    return result
+
+    def run() -> Analysis:  # the same request twice at once runs one forward; the other waits for it
+        fitted = fit_to_patches(rgb, resolution, loaded.spec.patch, "keep")
+        token = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+        maps = loaded.capture(loaded.normalise(fitted.image), fitted.grid)
+        return Analysis(loaded, fitted, maps, resolution, token)
+
+    return _cache.get_or_make(key, run)

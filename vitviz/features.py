@@ -11,8 +11,6 @@ Shapes: N patches of a (gh, gw) grid, D the token width, k components.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,16 +19,7 @@ import torch
 from vitviz import analysis, probes
 from vitviz.images import Fitted
 from vitviz.loaded import LoadedModel
-
-
-def layer_tokens(loaded: LoadedModel, fitted: Fitted, layer: int) -> torch.Tensor:
-    """(T, D) float32: the token stream after block ``layer`` (0-based), prefix tokens first."""
-    blocks = probes.blocks(loaded.model)
-    if not 0 <= layer < len(blocks):
-        raise ValueError(f"This model has layers 1 to {len(blocks)}; there is no layer {layer + 1}.")
-    with loaded.exclusive(), probes.capture({"out": (blocks[layer], "output")}) as seen:
-        loaded.forward(loaded.normalise(fitted.image))
-        return seen["out"][0].detach().float().clone()
+from vitviz.lru import LRU
 
 
 def every_layer_tokens(loaded: LoadedModel, fitted: Fitted) -> torch.Tensor:
@@ -41,27 +30,16 @@ def every_layer_tokens(loaded: LoadedModel, fitted: Fitted) -> torch.Tensor:
         return torch.stack([seen[str(i)][0].detach().float() for i in range(len(blocks))])
 
 
-_cache: OrderedDict[tuple, torch.Tensor] = OrderedDict()
-_lock = threading.Lock()
-CACHE_BYTES = 256 * 2**20
-"""Token streams kept for the newest pictures within this many bytes (the newest always stays)."""
+_cache: LRU[torch.Tensor] = LRU(8, 256 * 2**20, lambda t: t.numel() * t.element_size())
+"""Token streams of the newest pictures, within 256 MB (the newest always stays)."""
 
 
 def tokens_for(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> tuple[Fitted, torch.Tensor]:
     """The picture fitted as the Attention tab fits it (budget checked first) and its (L, T, D) token streams;
     cached, so moving to another layer runs no forward."""
     fitted, resolution = analysis.prepare(loaded, rgb, resolution)
-    key = (id(loaded.model), analysis.image_key(rgb), resolution)
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return fitted, _cache[key]
-    tokens = every_layer_tokens(loaded, fitted)
-    with _lock:
-        _cache[key] = tokens
-        while len(_cache) > 1 and sum(t.numel() * 4 for t in _cache.values()) > CACHE_BYTES:
-            _cache.popitem(last=False)
-    return fitted, tokens
+    key = (loaded.model, analysis.image_key(rgb), resolution)  # the key keeps its model alive
+    return fitted, _cache.get_or_make(key, lambda: every_layer_tokens(loaded, fitted))
 
 
 @dataclass

@@ -12,8 +12,6 @@ N patches), d = D / H per head.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +20,7 @@ import torch
 from vitviz import analysis, attention, probes
 from vitviz.images import Fitted
 from vitviz.loaded import LoadedModel
+from vitviz.lru import LRU
 
 
 @dataclass
@@ -31,7 +30,6 @@ class LayerRecord:
     fitted: Fitted
     prefix: int
     layer: int
-    layers: int
     scale: float
     q: torch.Tensor
     k: torch.Tensor
@@ -63,7 +61,6 @@ class HeadTrace:
     query: int
     prefix: int
     grid: tuple[int, int]
-    scale: float
     q: np.ndarray
     scores: np.ndarray
     weights: np.ndarray
@@ -91,18 +88,17 @@ def record_layer(loaded: LoadedModel, fitted: Fitted, layer: int) -> LayerRecord
 
     x = loaded.normalise(fitted.image)
     with loaded.exclusive():
-        with probes.capture(parts.targets) as seen, attention.record_attention(loaded.model, on_attention) as n:
+        with probes.capture(parts.targets) as seen, attention.record_attention(loaded.model, on_attention):
             loaded.forward(x)
         q, k, v = (t.detach().clone() for t in parts.split(seen))
         out = seen["heads_out"][0].detach()
         t = out.shape[0]
         heads_out = out.reshape(t, parts.heads, parts.head_dim).transpose(0, 1).clone()
-    return LayerRecord(fitted, loaded.spec.prefix, layer, n, parts.scale, q, k, v, kept["attn"], heads_out)
+    return LayerRecord(fitted, loaded.spec.prefix, layer, parts.scale, q, k, v, kept["attn"], heads_out)
 
 
-_cache: OrderedDict[tuple, LayerRecord] = OrderedDict()
-_lock = threading.Lock()
-CACHE_ITEMS = 4
+_cache: LRU[LayerRecord] = LRU(4)
+"""The last few layers taken apart: another head or query of the same layer runs no forward."""
 
 
 def layer_record(loaded: LoadedModel, rgb: np.ndarray, resolution: int, layer: int) -> LayerRecord:
@@ -114,17 +110,8 @@ def layer_record(loaded: LoadedModel, rgb: np.ndarray, resolution: int, layer: i
     fitted, resolution = analysis.prepare(loaded, rgb, resolution)
     depth = loaded.depth
     layer = int(np.clip(int(layer), 1, depth)) - 1
-    key = (id(loaded.model), analysis.image_key(rgb), resolution, layer)
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    record = record_layer(loaded, fitted, layer)
-    with _lock:
-        _cache[key] = record
-        while len(_cache) > CACHE_ITEMS:
-            _cache.popitem(last=False)
-    return record
+    key = (loaded.model, analysis.image_key(rgb), resolution, layer)  # the key keeps its model alive
+    return _cache.get_or_make(key, lambda: record_layer(loaded, fitted, layer))
 
 
 def trace(record: LayerRecord, head: int, query: int) -> HeadTrace:
@@ -137,6 +124,6 @@ def trace(record: LayerRecord, head: int, query: int) -> HeadTrace:
     weights = torch.softmax(scores, 0)
     mixed = weights @ v  # (d,)
     fitted = record.fitted
-    return HeadTrace(record.layer, head, query, record.prefix, fitted.grid, record.scale, q.numpy(),
+    return HeadTrace(record.layer, head, query, record.prefix, fitted.grid, q.numpy(),
                      scores.numpy(), weights.numpy(), record.attn[head, query].double().numpy(), mixed.numpy(),
                      record.heads_out[head, query].double().numpy())

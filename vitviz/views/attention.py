@@ -7,8 +7,6 @@ as the UI shows them, and clamped to the model's depth.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +15,7 @@ from PIL import Image, ImageDraw
 from vitviz import attention as att
 from vitviz import loaders, models, plotting
 from vitviz.analysis import Analysis, analyse
+from vitviz.lru import LRU
 
 
 def layer_index(a: Analysis, layer: int) -> int:
@@ -25,12 +24,13 @@ def layer_index(a: Analysis, layer: int) -> int:
 
 
 def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitle: str, cmap: str,
-             alpha: float, masks: list[np.ndarray | None] | None = None) -> Image.Image:
+             alpha: float, masks: list[np.ndarray | None] | None = None,
+             bar_label: str = "attention (each map scaled to its own range)") -> Image.Image:
     """Attention maps overlaid on the image, one panel each, with optional threshold outlines."""
     masks = masks or [None] * len(maps)
     small = np.asarray(Image.fromarray(rgb).resize(plotting.panel_size(*rgb.shape[:2]), Image.BILINEAR))
     images = [plotting.heat_overlay(small, m, cmap, alpha, k) for m, k in zip(maps, masks)]  # drawn at panel size
-    return plotting.panels(images, titles, suptitle, cmap, "attention (each map scaled to its own range)")
+    return plotting.panels(images, titles, suptitle, cmap, bar_label)
 
 
 @dataclass
@@ -121,8 +121,7 @@ def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
     return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
 
 
-_distance_charts: "OrderedDict[tuple, Image.Image]" = OrderedDict()
-_distance_lock = threading.Lock()
+_distance_charts: LRU[Image.Image] = LRU(16)
 
 
 def render_distance(a: Analysis) -> Image.Image:
@@ -132,18 +131,10 @@ def render_distance(a: Analysis) -> Image.Image:
     The chart depends on the analysis and the figure style only, so the last few are kept: a class
     asking for the same picture gets it without matplotlib (~130 ms a chart).
     """
-    key = (a.token, plotting.style(), plotting.keeping_vectors())
-    with _distance_lock:
-        if a.token and key in _distance_charts:
-            _distance_charts.move_to_end(key)
-            return _distance_charts[key]
-    chart = _draw_distance(a)
-    if a.token:
-        with _distance_lock:
-            _distance_charts[key] = chart
-            while len(_distance_charts) > 16:
-                _distance_charts.popitem(last=False)
-    return chart
+    if not a.token:
+        return _draw_distance(a)
+    return _distance_charts.get_or_make((a.token, plotting.style(), plotting.keeping_vectors()),
+                                        lambda: _draw_distance(a))
 
 
 def _draw_distance(a: Analysis) -> Image.Image:
