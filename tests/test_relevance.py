@@ -67,6 +67,8 @@ def test_top_class_by_default_no_hooks_no_parameter_gradients_and_bad_class():
     flags = [b.attn.fused_attn for b in tiny.model.blocks]
     r = relevance.class_relevance(tiny, x)
     assert r.target == int(np.argmax(r.logits))
+    second = relevance.class_relevance(tiny, x, rank=2)  # the class ranked second, from the same forward
+    assert second.target == int(np.argsort(-r.logits)[1]) and np.array_equal(second.logits, r.logits)
     assert hooks_of(tiny.model) == 0 and [b.attn.fused_attn for b in tiny.model.blocks] == flags
     assert all(p.grad is None for p in tiny.model.parameters())
     assert r.relevance[0] >= 1 and np.all(r.relevance >= -1e-12)  # R = I + non-negative terms

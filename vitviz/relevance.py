@@ -40,8 +40,9 @@ class Relevance:
     logits: np.ndarray
 
 
-def class_relevance(loaded: LoadedModel, x: torch.Tensor, target: int | None = None) -> Relevance:
-    """One forward and one backward pass of x (1, 3, H, W) for class ``target`` (None: the top class).
+def class_relevance(loaded: LoadedModel, x: torch.Tensor, target: int | None = None, rank: int = 1) -> Relevance:
+    """One forward and one backward pass of x (1, 3, H, W) for class ``target``, or, when ``target`` is None,
+    for the class the model ranks ``rank``-th on this picture (1 = its top class; from the same forward).
 
     Runs under the model's lock with gradients on, but asks autograd for the gradients of the
     recorded attention only: no parameter's ``.grad`` is touched, and the attention hooks are
@@ -56,7 +57,10 @@ def class_relevance(loaded: LoadedModel, x: torch.Tensor, target: int | None = N
         if logits is None:
             raise ValueError(f"{loaded.spec.key} has no classifier head: choose a classification model.")
         classes = logits.shape[-1]
-        target = int(logits[0].argmax()) if target is None else int(target)
+        if target is None:
+            order = torch.argsort(logits[0].detach(), descending=True, stable=True)
+            target = int(order[min(max(int(rank), 1), classes) - 1])
+        target = int(target)
         if not 0 <= target < classes:
             raise ValueError(f"This model has classes 0 to {classes - 1}; there is no class {target}.")
         grads = torch.autograd.grad(logits[0, target], attns)

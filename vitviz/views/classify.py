@@ -78,20 +78,16 @@ def render_relevance(loaded: LoadedModel, rgb: np.ndarray, rank: int = 1, cmap: 
     x = classify.preprocess(loaded, rgb)
     p = loaded.spec.patch
     grid = (x.shape[-2] // p, x.shape[-1] // p)
-    with loaded.exclusive():  # the logits first, to know which class is at this rank
-        logits, _ = loaded.forward(x)
-    if logits is None:
-        raise ValueError(f"{loaded.spec.key} has no classifier head: choose a classification model.")
-    order = np.argsort(-logits[0].numpy(), kind="stable")
-    rank = int(np.clip(rank, 1, min(5, order.size)))
-    target = int(order[rank - 1])
-    r = relevance.class_relevance(loaded, x, target)
+    rank = min(max(int(rank), 1), 5)
+    r = relevance.class_relevance(loaded, x, rank=rank)  # the class at this rank, from the same forward
+    target = r.target
     name = loaded.labels[target] if loaded.labels else f"class {target}"
     prefix = loaded.spec.prefix
     rel, roll = r.relevance[prefix:].reshape(grid), r.rollout[prefix:].reshape(grid)
     picture = classify.to_picture(loaded, x)
     img = map_grid(picture, [rel, roll], [f"relevance for “{name}”", "plain rollout (any class)"],
-                   f"Class {rank} of the top 5: “{name}”", cmap, alpha)
+                   f"Class {rank} of the top 5: “{name}”", cmap, alpha,
+                   bar_label="relevance, attention (each map scaled to its own range)")
     share = float(rel.max() / rel.sum()) if rel.sum() > 0 else 0.0
     text = (f"Relevance weights every layer's attention by how much it raised the score of **{name}** (the "
             "gradient), keeps the positive part, and multiplies through the layers; rollout ignores the class. "
