@@ -339,8 +339,8 @@ def patches_tab() -> dict:
                 "crosses the borders. The plot uses this tab's patch size and model width.")
         with gr.Row():
             win_m = gr.Slider(2, 14, value=7, step=1, label="window side M (patches)")
-            win_row = FollowingSlider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
-            win_col = FollowingSlider(0, 63, value=5, step=1, label="query column")
+            win_row = gr.Slider(0, 63, value=3, step=1, label="query row (clamped to the grid)")
+            win_col = gr.Slider(0, 63, value=5, step=1, label="query column")
         win_note = gr.Markdown()
         win_fig = figure("swin-windows")
         win_cost = figure("swin-cost")
@@ -772,7 +772,7 @@ def attention_tab() -> dict:
                 "weights that sum to 1 (the attention row), and the head's output is the values added up with "
                 "those weights. The last panel checks our sum against what the model itself computed.")
         with gr.Row():
-            in_layer = FollowingSlider(1, 12, value=12, step=1, label="layer")
+            in_layer = FollowingSlider(1, 12, value=12, step=1, label="layer", elem_id="inside-layer")
             in_head = FollowingSlider(0, 11, value=0, step=1, label="head")
             in_row = FollowingSlider(0, 63, value=3, step=1, label="query row")
             in_col = FollowingSlider(0, 63, value=4, step=1, label="query column")

@@ -123,6 +123,8 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
                     "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads", "inside-head",
                                   "feature-pca", "attn-pair"}}[tab]
         assert expected <= ids, ids
+        if tab == "attention":  # the inside-one-head layer slider follows the model shown (offline: 4 layers)
+            assert page.locator("#inside-layer input[type=range]").get_attribute("max") == "4"
         assert report["overlaps"] == [] and report["onFigures"] == []
         for f in report["figures"]:
             assert f["shownH"] <= 720.5, f"{f['id']} is {f['shownH']:.0f} px tall"

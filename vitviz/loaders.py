@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from vitviz import resources
+from vitviz import probes, resources
 from vitviz.loaded import LoadedModel
 from vitviz.registry import OFFLINE_KEY, REGISTRY, ModelSpec
 
@@ -73,8 +73,7 @@ def hub_reachable(timeout: float = 1.5, ttl: float = 60.0) -> bool:
 def _hf_forward(model: torch.nn.Module) -> Callable:
     """forward(x) -> (None, last encoder layer's output tokens (T, D), before the final norm)."""
     takes_interp = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
-    layers = model.encoder.layer if hasattr(model, "encoder") else model.layers  # DINOv2 / ViT in transformers 5
-    last_layer = layers[-1]
+    last_layer = probes.blocks(model)[-1]
 
     def forward(x: torch.Tensor):
         kw = {"interpolate_pos_encoding": True} if takes_interp else {}

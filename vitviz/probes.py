@@ -3,7 +3,7 @@
 ``capture`` hooks named modules (their input or their output) for the duration
 of a ``with`` block; ``attention_parts`` names the parts of one attention layer
 of a timm or transformers ViT (projections, head count, scale), and
-``block_of`` a transformer block, so that the views can take a layer apart.
+``blocks`` lists the transformer blocks, so that the views can take a layer apart.
 Call these only with the model's lock held (:meth:`vitviz.loaded.LoadedModel.exclusive`):
 a hook sees every forward that runs while it is in place.
 """
@@ -98,5 +98,4 @@ def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The transformer blocks of a timm or transformers ViT, in order (each one's output is the token stream)."""
     if hasattr(model, "blocks"):
         return list(model.blocks)
-    layers = model.encoder.layer if hasattr(model, "encoder") else model.layers
-    return list(layers)
+    return list(model.encoder.layer if hasattr(model, "encoder") else model.layers)  # DINOv2 / ViT in transformers 5
