@@ -71,7 +71,10 @@ def one(kind: str, size: int, ckpt: str) -> dict:
     import numpy as np
     import torch
 
-    from vitviz import analysis, images, loaders, resources
+    from vitviz.analyses import attention as analysis
+    from vitviz.core import images
+    from vitviz.models import loaders
+    from vitviz import assets as resources
     from vitviz.views import attention as view
 
     loaded = loaders.load_hf(ckpt)
@@ -145,8 +148,8 @@ def startup() -> float:
 
 def tab_times() -> list[tuple[str, float]]:
     """Time each tab's main callback as the UI calls it (warm: models already loaded)."""
-    import app
-    from vitviz import resources
+    from vitviz import app
+    from vitviz import assets as resources
 
     cat = str(resources.examples() / "cat.png")
     scene = str(resources.examples() / "scene_star.png")
@@ -180,8 +183,13 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
     """
     import timm
 
-    import app
-    from vitviz import features, heads, loaders, models, registry, resources
+    from vitviz import app
+    from vitviz.analyses import features
+    from vitviz.analyses import heads
+    from vitviz.models import loaders
+    from vitviz.models import cache as models
+    from vitviz.specs import registry
+    from vitviz import assets as resources
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(ckpt, spec=registry.REGISTRY["DINO ViT-S/8"])

@@ -34,8 +34,12 @@ def serve(dino_dir: Path):
     """A Blocks with the app's explorer and a case picker; returns (demo, url, loaded models, the picture)."""
     import gradio as gr
 
-    import app
-    from vitviz import analysis, explorer, images, loaders, resources
+    from vitviz import app
+    from vitviz.analyses import attention as analysis
+    from vitviz.render import browser as explorer
+    from vitviz.core import images
+    from vitviz.models import loaders
+    from vitviz import assets as resources
 
     loaded = {"tiny": loaders.load_embedded(), "dino": loaders.load_hf(dino_dir)}
     rgb = images.load_rgb(resources.examples() / "cat.png")
@@ -111,9 +115,12 @@ def round_trip(dino_dir: Path) -> dict:
     """Today's server path: a warm /attention call (analysis cached, figures drawn on the server)."""
     from gradio_client import Client, handle_file
 
-    import app
+    from vitviz import app
     from benchmarks.load import free_port
-    from vitviz import loaders, models, registry, resources
+    from vitviz.models import loaders
+    from vitviz.models import cache as models
+    from vitviz.specs import registry
+    from vitviz import assets as resources
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(dino_dir, spec=registry.REGISTRY["DINO ViT-S/8"])

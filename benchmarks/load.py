@@ -105,7 +105,8 @@ def pictures(folder: Path) -> list[str]:
     """16 different pictures, four aspect ratios: generated scenes and cuts of the example photos."""
     from PIL import Image
 
-    from vitviz import resources, scenes
+    from vitviz import assets as resources
+    from vitviz.embedded import scenes
 
     photos = [Image.open(resources.examples() / n).convert("RGB") for n in ("cat.png", "coffee.png")]
     shapes = [(64, 64), (64, 96), (96, 64), (80, 120)]
@@ -123,7 +124,7 @@ def pictures(folder: Path) -> list[str]:
 
 def request(k: int, pics: list[str]) -> tuple[str, list]:
     """The k-th request of the mix (JSON-able arguments; the picture as a path)."""
-    from vitviz.registry import OFFLINE_KEY
+    from vitviz.specs.registry import OFFLINE_KEY
 
     pic, api = pics[k % len(pics)], ENDPOINTS[(k // len(pics) + k) % 4]
     if api == "/attention":
@@ -246,7 +247,7 @@ def forwards_table(repeats: int = 8) -> None:
     import torch
 
     from benchmarks.bench import dino_checkpoint
-    from vitviz import loaders
+    from vitviz.models import loaders
 
     with tempfile.TemporaryDirectory() as tmp:
         dino = loaders.load_hf(dino_checkpoint(Path(tmp) / "dino"))
@@ -286,7 +287,10 @@ def worst_one(ckpt: str) -> dict:
     import numpy as np
 
     from benchmarks.bench import PeakRSS
-    from vitviz import analysis, budget, loaders, registry
+    from vitviz.analyses import attention as analysis
+    from vitviz.models import budget
+    from vitviz.models import loaders
+    from vitviz.specs import registry
 
     spec = registry.REGISTRY["DINO ViT-S/8"]
     loaded = loaders.load_hf(ckpt, spec=spec)

@@ -2,7 +2,7 @@
 
     python -m benchmarks.train_step
 
-Source images per second for the labelled recipe `python -m vitviz.train` uses
+Source images per second for the labelled recipe `python -m vitviz.embedded.train` uses
 (bfloat16 autocast, unfused attention, token labelling, spread penalty) against
 plain float32 and bfloat16 steps, and for a DINO-style
 step on the same model: the student sees 2 global 64-pixel crops and 6 local
@@ -61,7 +61,7 @@ def labelled(bf16: bool, fused: bool) -> float:
 
 
 def recipe() -> float:
-    """Source images per second of the step ``vitviz.train`` takes (its own loss: token labelling and the spread penalty)."""
+    """Source images per second of the step ``vitviz.embedded.train`` takes (its own loss: token labelling and the spread penalty)."""
     model = _model(False)
     classes = train.MODEL_KWARGS["num_classes"]
     token_head = torch.nn.Linear(model.embed_dim, classes + 1)
@@ -106,12 +106,12 @@ def main() -> None:
         ("labelled, float32, fused attention", labelled(False, True)),
         ("labelled, float32, unfused attention", labelled(False, False)),
         ("labelled, bfloat16 autocast, unfused", labelled(True, False)),
-        ("the same + token labelling + spread penalty (vitviz.train)", recipe()),
+        ("the same + token labelling + spread penalty (vitviz.embedded.train)", recipe()),
         ("DINO multi-crop (2x64 + 6x32 px), bfloat16, unfused", dino(True)),
     ]
     base = rows[3][1]
     print(f"tiny ViT training step, batch {BATCH}, {torch.get_num_threads()} threads")
-    print("| recipe | images/s | vs vitviz.train |\n|---|---|---|")
+    print("| recipe | images/s | vs vitviz.embedded.train |\n|---|---|---|")
     for name, rate in rows:
         print(f"| {name} | {rate:.0f} | {rate / base:.2f}x |")
 

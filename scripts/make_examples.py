@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from vitviz import resources, scenes
-from vitviz.patches import TOY_VALUES
+from vitviz import assets as resources
+from vitviz.embedded import scenes
+from vitviz.core.patches import TOY_VALUES
 
 OUT = resources.examples()
 PHOTOS = {"cat.png": "chelsea.png", "coffee.png": "coffee.png", "astronaut.png": "astronaut.png",

@@ -14,9 +14,11 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from vitviz import resources  # noqa: E402  (the installed package: pip install -e .)
+from vitviz import assets as resources  # noqa: E402  (the installed package: pip install -e .)
 
 EXAMPLES = resources.examples()
+ROOT = Path(__file__).resolve().parent.parent
+"""The checkout (for the README and app.py); the package itself is the installed one."""
 
 
 def free_port() -> int:
@@ -71,7 +73,9 @@ def deit_file(tmp_path_factory) -> Path:
 @pytest.fixture
 def dino_in_cache(dino_s8_dir):
     """As if DINO ViT-S/8's weights were in the local Hugging Face cache (the real config, random weights)."""
-    from vitviz import loaders, models, registry
+    from vitviz.models import loaders
+    from vitviz.models import cache as models
+    from vitviz.specs import registry
 
     loaded = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
     with models._cache_lock:
@@ -83,7 +87,7 @@ def dino_in_cache(dino_s8_dir):
 
 @pytest.fixture(scope="session")
 def rgb_cat() -> np.ndarray:
-    from vitviz.images import load_rgb
+    from vitviz.core.images import load_rgb
 
     return load_rgb(EXAMPLES / "cat.png")
 
@@ -91,7 +95,7 @@ def rgb_cat() -> np.ndarray:
 @pytest.fixture(scope="session")
 def app_url():
     """The real app, launched on 127.0.0.1 for the whole session."""
-    import app
+    from vitviz import app
 
     demo = app.build_demo()
     port = free_port()

@@ -7,10 +7,11 @@ import time
 
 import gradio as gr
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 from gradio_client import Client, handle_file
 
-from vitviz import loaders, registry
+from vitviz.models import loaders
+from vitviz.specs import registry
 
 
 @pytest.fixture(scope="module")
@@ -22,10 +23,10 @@ def test_importing_and_building_the_app_loads_no_model():
     import subprocess
     import sys
 
-    code = ("import sys, app, vitviz.models as m; app.build_demo(); "
+    code = ("import sys, app, vitviz.models.cache as m; app.build_demo(); "
             "print(len(m._cache), 'transformers.models.vit.modeling_vit' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=str(EXAMPLES.parent.parent)).stdout.split()
+                         cwd=str(ROOT)).stdout.split()
     assert out[-2:] == ["0", "False"]
 
 
@@ -113,10 +114,10 @@ def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
     """The README's example, run twice with one client (one session): data only, so nothing changes in between."""
     import gradio_client
 
-    readme = (EXAMPLES.parent.parent / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert 'api_name="/patches"' in code and 'api_name="/attention"' in code
-    monkeypatch.chdir(EXAMPLES.parent.parent)
+    monkeypatch.chdir(ROOT)
     shared = Client(app_url, verbose=False)
     monkeypatch.setattr(gradio_client, "Client", lambda *args, **kwargs: shared)
     answers = []
@@ -138,7 +139,7 @@ def test_intake_component_passes_uploads_undecoded(tmp_path):
     from gradio.data_classes import FileData
     from PIL import Image
 
-    import app
+    from vitviz import app
 
     buf = io.BytesIO()
     Image.new("RGB", (16, 16), (10, 20, 30)).save(buf, format="PNG")
@@ -146,7 +147,7 @@ def test_intake_component_passes_uploads_undecoded(tmp_path):
     url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
     raw = comp.preprocess(FileData(path="", url=url))
     assert raw == buf.getvalue()
-    from vitviz.images import load_rgb
+    from vitviz.core.images import load_rgb
 
     assert tuple(load_rgb(raw)[0, 0]) == (10, 20, 30)
     junk = tmp_path / "junk.png"
@@ -195,7 +196,7 @@ def test_mcp_server_behind_a_flag(monkeypatch):
     """VITVIZ_MCP=1 serves the named endpoints as MCP tools (needs gradio's optional mcp extra)."""
     import importlib.util
 
-    import app
+    from vitviz import app
 
     monkeypatch.delenv("VITVIZ_MCP", raising=False)
     assert "mcp_server" not in app.launch_kwargs()
@@ -222,7 +223,7 @@ def test_mcp_server_behind_a_flag(monkeypatch):
 def test_a_layer_asked_for_just_before_the_range_shrank_is_clamped_not_refused():
     """Seen in CI: the page opened on the 4-layer offline model while a request still carried layer 12; gradio's
     slider refused it ('Value 12 is greater than maximum value 4') and left an Error badge on the page."""
-    import app
+    from vitviz import app
 
     slider = app.FollowingSlider(1, 12, value=12, step=1)
     slider.maximum = 4  # what layer_slider's update does for the offline model
@@ -316,7 +317,7 @@ def test_windows_and_relative_bias_endpoints(client):
 
 def test_an_upload_is_decoded_once_and_shared_read_only():
     """accept() checks a picture and the tab's work then uses it: one decoding, which no request may change."""
-    import app
+    from vitviz import app
 
     path = str(EXAMPLES / "coffee.png")
     first, again = app.load(path), app.load(path)

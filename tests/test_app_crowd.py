@@ -20,7 +20,8 @@ from conftest import EXAMPLES
 from gradio_client import Client, handle_file
 from PIL import Image
 
-from vitviz import registry, scenes
+from vitviz.specs import registry
+from vitviz.embedded import scenes
 
 
 CLIENTS, PER_CLIENT = 16, 5
@@ -222,7 +223,7 @@ def test_identical_figures_written_at_once_are_never_read_half_written(app_url):
     """Many requests giving the same picture at once: a reader sees the whole file or none, never part of it."""
     from gradio import processing_utils
 
-    import app
+    from vitviz import app
 
     assert processing_utils.save_pil_to_cache is app._save_pil_atomically  # build_demo installed it
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (300, 300, 3), dtype=np.uint8))
@@ -254,7 +255,7 @@ def test_a_full_queue_says_try_again_and_the_app_keeps_serving(monkeypatch):
     from conftest import free_port
     from gradio_client.utils import QueueError
 
-    import app
+    from vitviz import app
 
     monkeypatch.setattr(app, "QUEUE_SIZE", 1)
     demo = app.build_demo()

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import analysis, loaders, plotting
-from vitviz import attention as att
+from vitviz.analyses import attention as analysis
+from vitviz.models import loaders
+from vitviz.render import plotting
+from vitviz.core import attention as att
 from vitviz.views import attention as view
 
 

@@ -72,7 +72,7 @@ def test_dark_mode_gets_the_light_page_without_a_reload(browser, app_url):
 
 def test_training_timeline_in_the_browser(page):
     """Attention tab: the timeline accordion explains when the spread penalty starts and draws every checkpoint."""
-    from vitviz import loaders
+    from vitviz.models import loaders
 
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.get_by_text("Training timeline of the offline model").click()

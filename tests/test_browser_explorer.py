@@ -6,7 +6,10 @@ import pytest
 from conftest import EXAMPLES
 from browser_support import idle, sync_api
 
-from vitviz import analysis, attention, images, models
+from vitviz.analyses import attention as analysis
+from vitviz.core import attention
+from vitviz.core import images
+from vitviz.models import cache as models
 
 SIGNATURE = """(cv) => { const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
   let h = 0; for (let i = 0; i < d.length; i += 3) h = (h * 31 + d[i]) >>> 0; return h; }"""
@@ -150,7 +153,7 @@ def test_layer_head_threshold_by_mouse_and_keyboard_stay_in_the_browser(explorer
 
 
 def test_explorer_colours_are_matplotlibs(explorer):
-    from vitviz import explorer as ex
+    from vitviz.render import browser as ex
 
     page, _ = explorer
     lut = page.locator("#attention-explorer .vx").evaluate("el => Array.from(el.__vx.luts['viridis'].slice(0, 6))")
@@ -183,7 +186,7 @@ def _point(page, box: dict, rows: int, cols: int, r: int, c: int, caption: str, 
 def test_position_similarity_follows_the_pointer_with_the_tables_numbers(app_url, browser):
     import numpy as np
 
-    from vitviz import posembed
+    from vitviz.core import posembed
 
     table = posembed.similarity(posembed.sincos_2d(14, 14, 64), "cosine").astype(np.float32)
     page = browser.new_page(viewport={"width": 1280, "height": 720})
@@ -204,7 +207,7 @@ def test_patch_inspector_cuts_and_embeds_like_the_library(app_url, browser):
 
     import numpy as np
 
-    from vitviz import patches
+    from vitviz.core import patches
     from vitviz.views import patches as view
 
     fitted = view.fit(images.load_rgb(EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE), 224, 16, "crop")

@@ -49,7 +49,7 @@ def open_page(browser, url, viewport, **context):
 
 
 def figure_text_px(src: str) -> float | None:
-    """The smallest text a server figure records (PNG text chunk written by vitviz.plotting)."""
+    """The smallest text a server figure records (PNG text chunk written by vitviz.render.plotting)."""
     with Image.open(io.BytesIO(httpx.get(src, timeout=30).content)) as im:
         value = im.info.get("vitviz:text_px")
     return None if value is None else float(value)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from browser_support import idle, sync_api
 
-from vitviz import models, registry
+from vitviz.models import cache as models
+from vitviz.specs import registry
 
 
 AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()

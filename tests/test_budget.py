@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vitviz import analysis, budget, images, loaders, models, registry
+from vitviz.analyses import attention as analysis
+from vitviz.models import budget
+from vitviz.core import images
+from vitviz.models import loaders
+from vitviz.models import cache as models
+from vitviz.specs import registry
 from vitviz.views import patches as patches_view
 
 S8 = registry.REGISTRY["DINO ViT-S/8"]

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import classify, loaders, patches
+from vitviz.analyses import classify
+from vitviz.models import loaders
+from vitviz.core import patches
 from vitviz.views import classify as classify_view
 
 

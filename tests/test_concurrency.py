@@ -13,11 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 
-from vitviz import attention as att
-from vitviz import classify, images, loaders, plotting, scenes
-from vitviz.loaded import LoadedModel
+from vitviz.core import attention as att
+from vitviz.analyses import classify
+from vitviz.core import images
+from vitviz.models import loaders
+from vitviz.render import plotting
+from vitviz.embedded import scenes
+from vitviz.models.runner import LoadedModel
 
 THREADS = 8
 
@@ -143,21 +147,23 @@ def test_importing_the_library_changes_no_matplotlib_state():
     import sys
 
     code = ("import matplotlib, sys; before = dict(matplotlib.rcParams); "
-            "import vitviz.plotting, vitviz.views.attention, vitviz.views.patches, vitviz.views.posembed; "
-            "vitviz.plotting.heatmap([[0, 1], [2, 3]], 't', 'x', 'y', 'v'); "
+            "import vitviz.render.plotting, vitviz.views.attention, vitviz.views.patches, vitviz.views.posembed; "
+            "vitviz.render.plotting.heatmap([[0, 1], [2, 3]], 't', 'x', 'y', 'v'); "
             "print(matplotlib.rcParams['backend'], 'matplotlib.pyplot' in sys.modules, "
             "dict(matplotlib.rcParams) == before)")
     env = {"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                         cwd=str(EXAMPLES.parent.parent)).stdout.split()
+                         cwd=str(ROOT)).stdout.split()
     assert out == ["svg", "False", "True"]
 
 
 def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
     """Inside-one-head records, layer tokens and relevance (forward and backward) run at once with plain captures,
     on one model: each equals the same call made alone, and no hook or fused flag is left changed."""
-    from vitviz import features, heads, relevance
-    from vitviz.images import fit_to_patches
+    from vitviz.analyses import features
+    from vitviz.analyses import heads
+    from vitviz.analyses import relevance
+    from vitviz.core.images import fit_to_patches
 
     tiny = loaders.load_embedded()
     flags = [b.attn.fused_attn for b in tiny.model.blocks]

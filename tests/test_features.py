@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vitviz import features, loaders
-from vitviz.images import fit_to_patches
+from vitviz.analyses import features
+from vitviz.models import loaders
+from vitviz.core.images import fit_to_patches
 
 
 def hooks_of(model: torch.nn.Module) -> int:

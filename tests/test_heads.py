@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import heads, loaders, probes
-from vitviz.images import fit_to_patches
+from vitviz.analyses import heads
+from vitviz.models import loaders
+from vitviz.models import hooks as probes
+from vitviz.core.images import fit_to_patches
 
 
 def hooks_of(model: torch.nn.Module) -> int:

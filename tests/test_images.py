@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vitviz import images
+from vitviz.core import images
 
 
 def png_bytes(img: Image.Image, fmt: str = "PNG", **kw) -> bytes:
@@ -133,7 +133,7 @@ def test_pad_keeps_whole_picture_in_grey_frame():
 
 def test_box_to_original_undoes_keep_by_hand():
     """170×100 at short side 64 with 16-px patches: resized to 109×64, trimmed to 96×64 (6 px off the left)."""
-    from vitviz.images import box_to_original, fit_to_patches
+    from vitviz.core.images import box_to_original, fit_to_patches
 
     assert fit_to_patches(np.zeros((100, 170, 3), np.uint8), 64, 16, "keep").image.shape[:2] == (64, 96)
     # x: (16 + 6) · 170/109 = 34.3 → 34, (32 + 6) · 170/109 = 59.3 → 60; y: 16 · 100/64 = 25, 32 · 100/64 = 50

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vitviz.lru import LRU
+from vitviz.core.lru import LRU
 
 
 def test_evicts_the_oldest_by_count_and_by_bytes_but_keeps_the_newest():

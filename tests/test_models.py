@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import analysis, loaders, models, registry
+from vitviz.analyses import attention as analysis
+from vitviz.models import loaders
+from vitviz.models import cache as models
+from vitviz.specs import registry
 
 
 def test_registry_has_what_the_tabs_need():

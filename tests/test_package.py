@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from vitviz import loaders, registry, resources
+from vitviz.models import loaders
+from vitviz.specs import registry
+from vitviz import assets as resources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,7 +33,7 @@ def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
     assert tiny | steps | examples | web | {"vitviz/assets/theme.css", "vitviz/cli.py"} <= names
     assert len(steps) >= 4 and len(examples) >= 9
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "vitviz = vitviz.cli:main" in wheel.read(entry).decode()
+    assert "vitviz = vitviz.tools.cli:main" in wheel.read(entry).decode()
     size = wheel.getinfo("vitviz/assets/tiny/model.safetensors").file_size
     assert size == (resources.assets() / "tiny" / "model.safetensors").stat().st_size
 
@@ -47,8 +49,8 @@ import logging, sys, warnings
 import matplotlib, numpy as np, torch
 before = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
           list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
-import vitviz.analysis, vitviz.attention, vitviz.budget, vitviz.classify, vitviz.cli, vitviz.explorer
-import vitviz.images, vitviz.loaders, vitviz.models, vitviz.patches, vitviz.plotting, vitviz.posembed
+import vitviz.analyses.attention, vitviz.core.attention, vitviz.models.budget, vitviz.analyses.classify, vitviz.tools.cli, vitviz.render.browser
+import vitviz.core.images, vitviz.models.loaders, vitviz.models.cache, vitviz.core.patches, vitviz.render.plotting, vitviz.core.posembed
 import vitviz.views.attention, vitviz.views.classify, vitviz.views.patches, vitviz.views.posembed
 after = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
          list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())

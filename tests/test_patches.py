@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import patches
+from vitviz.core import patches
 
 
 def test_toy_walkthrough_matches_the_seed():
@@ -131,7 +131,8 @@ def test_filter_components_equal_an_independent_pca():
 
 
 def test_embedding_weight_is_the_patch_projection_for_both_families(dino_s8_dir):
-    from vitviz import loaders, registry
+    from vitviz.models import loaders
+    from vitviz.specs import registry
 
     hf = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
     assert tuple(patches.embedding_weight(hf.model).shape) == (384, 3, 8, 8)

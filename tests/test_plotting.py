@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vitviz import plotting
+from vitviz.render import plotting
 
 
 def ink_runs(band: np.ndarray, gap: int = 12) -> int:
@@ -87,7 +87,9 @@ def test_a_figure_too_large_is_shrunk_and_says_its_text_shrank():
 
 def test_model_availability_is_decided_quickly_and_once(monkeypatch):
     """Without the offline flag and without a network, the lists learn what needs a download in under 2 s."""
-    from vitviz import loaders, models, registry
+    from vitviz.models import loaders
+    from vitviz.models import cache as models
+    from vitviz.specs import registry
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(loaders, "HUB_HOST", "hub.invalid")  # as unreachable as the hub is here
@@ -116,7 +118,7 @@ def test_colour_bar_words_stay_apart():
 
 def test_a_tall_resampled_table_stays_within_a_projector_screen():
     """Resampling a position table to 30×12 once made a 3,600 px tall mosaic (a 4,800 px page)."""
-    from vitviz import posembed
+    from vitviz.core import posembed
     from vitviz.views import posembed as view
 
     v = view.render(posembed.sincos_2d(14, 14, 64).reshape(14, 14, 64), "2D sinusoidal", resample_to=(30, 12))

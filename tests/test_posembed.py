@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import posembed
+from vitviz.core import posembed
 
 
 def test_seed_toy_dot_products():

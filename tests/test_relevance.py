@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from vitviz import loaders, relevance
-from vitviz.loaded import LoadedModel
-from vitviz.registry import ModelSpec
+from vitviz.models import loaders
+from vitviz.analyses import relevance
+from vitviz.models.runner import LoadedModel
+from vitviz.specs.registry import ModelSpec
 
 
 def hooks_of(model: torch.nn.Module) -> int:

@@ -8,7 +8,13 @@ import numpy as np
 import torch
 import pytest
 
-from vitviz import attention, loaders, models, posembed, quality, scenes, train
+from vitviz.core import attention
+from vitviz.models import loaders
+from vitviz.models import cache as models
+from vitviz.core import posembed
+from vitviz.embedded import quality
+from vitviz.embedded import scenes
+from vitviz.embedded import train
 
 QUALITY = json.loads((loaders.TINY_DIR / "quality.json").read_text())
 

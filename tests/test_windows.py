@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from vitviz import windows
+from vitviz.core import windows
 
 
 def test_labels_by_hand():
@@ -121,7 +121,9 @@ def swin_in_cache(tmp_path):
     import timm
     from safetensors.torch import save_file
 
-    from vitviz import loaders, models, registry
+    from vitviz.models import loaders
+    from vitviz.models import cache as models
+    from vitviz.specs import registry
 
     key = "Swin-T (ImageNet-1k)"
     spec = registry.REGISTRY[key]
@@ -155,7 +157,7 @@ def test_swin_tables_are_the_models_own_and_gather_as_it_does(swin_in_cache):
 
 
 def test_offline_swin_falls_back_to_the_formula_and_says_so():
-    from vitviz import models
+    from vitviz.models import cache as models
     from vitviz.views import posembed as view
 
     models.clear_cache()

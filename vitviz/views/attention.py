@@ -1,6 +1,6 @@
-"""What the Attention tab shows, drawn from an :class:`~vitviz.analysis.Analysis` only.
+"""What the Attention tab shows, drawn from an :class:`~vitviz.analyses.attention.Analysis` only.
 
-Every ``render_*`` works from one cached forward (:func:`vitviz.analysis.analyse`),
+Every ``render_*`` works from one cached forward (:func:`vitviz.analyses.attention.analyse`),
 so moving a slider never runs the model again. Layers are numbered from 1 here,
 as the UI shows them, and clamped to the model's depth.
 """
@@ -12,10 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz import attention as att
-from vitviz import loaders, models, plotting
-from vitviz.analysis import Analysis, analyse
-from vitviz.lru import LRU
+from vitviz.core import attention as att
+from vitviz.models import loaders
+from vitviz.models import cache as models
+from vitviz.render import plotting
+from vitviz.analyses.attention import Analysis, analyse
+from vitviz.core.lru import LRU
 
 
 def layer_index(a: Analysis, layer: int) -> int:
@@ -246,14 +248,14 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
 
 def comparison_choices() -> list[str]:
     """What the side-by-side view offers: the attention models, then the offline model at each saved training step."""
-    from vitviz import registry
+    from vitviz.specs import registry
 
     return registry.keys("attention") + [f"{registry.OFFLINE_KEY} @ step {s}" for s, _ in loaders.tiny_checkpoints()]
 
 
 def comparison_model(choice: str, progress=None):
     """The loaded model for one of :func:`comparison_choices` (``ValueError`` for anything else)."""
-    from vitviz import registry
+    from vitviz.specs import registry
 
     if choice in registry.keys("attention"):
         return models.get_model(choice, progress)

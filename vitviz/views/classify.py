@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from vitviz import classify
-from vitviz.loaded import LoadedModel
+from vitviz.analyses import classify
+from vitviz.models.runner import LoadedModel
 from vitviz.views.attention import map_grid
 
 
@@ -73,7 +73,7 @@ def tradeoff_markdown(rows: tuple[tuple, ...], size: str = "ViT-S", resolution: 
 def render_relevance(loaded: LoadedModel, rgb: np.ndarray, rank: int = 1, cmap: str = "inferno",
                      alpha: float = 0.6) -> tuple[Image.Image, str]:
     """Class-specific relevance for the ``rank``-th class of the top 5 (1 = the top class), beside plain rollout."""
-    from vitviz import relevance
+    from vitviz.analyses import relevance
 
     x = classify.preprocess(loaded, rgb)
     p = loaded.spec.patch

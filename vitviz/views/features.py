@@ -6,14 +6,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vitviz import features, plotting
-from vitviz.images import Fitted
-from vitviz.loaded import LoadedModel
+from vitviz.analyses import features
+from vitviz.render import plotting
+from vitviz.core.images import Fitted
+from vitviz.models.runner import LoadedModel
 
 
 def render(loaded: LoadedModel, fitted: Fitted, streams: torch.Tensor, layer: int) -> tuple[Image.Image, str]:
     """Figure and summary for the patch tokens after layer number ``layer`` (1 = first; clamped to the depth),
-    from the (L, T, D) token streams of :func:`vitviz.features.tokens_for`."""
+    from the (L, T, D) token streams of :func:`vitviz.analyses.features.tokens_for`."""
     depth = streams.shape[0]
     layer = int(np.clip(int(layer), 1, depth))
     tokens = streams[layer - 1]

@@ -6,8 +6,8 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from PIL import Image, ImageDraw
 
-from vitviz import plotting
-from vitviz.heads import HeadTrace, LayerRecord
+from vitviz.render import plotting
+from vitviz.analyses.heads import HeadTrace, LayerRecord
 
 
 def query_token(record: LayerRecord, row: int, col: int, cls: bool = False) -> tuple[int, tuple[int, int] | None]:

@@ -9,9 +9,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vitviz import budget, images, patches, plotting
-from vitviz.images import Fitted
-from vitviz.posembed import similarity
+from vitviz.models import budget
+from vitviz.core import images
+from vitviz.core import patches
+from vitviz.render import plotting
+from vitviz.core.images import Fitted
+from vitviz.core.posembed import similarity
 
 EMBED_DIM = 64
 """Width of the illustrative projection on this tab (random weights, seeded)."""
@@ -28,7 +31,7 @@ class PatchesView:
 
 
 def fit(rgb: np.ndarray, resolution: int, patch: int, policy: str) -> Fitted:
-    """:func:`vitviz.images.fit_to_patches`, after checking from the shapes alone that the grid is drawable."""
+    """:func:`vitviz.core.images.fit_to_patches`, after checking from the shapes alone that the grid is drawable."""
     h, w = images.fitted_shape(*rgb.shape[:2], resolution, patch, policy)
     budget.check_grid((h // patch, w // patch))
     return images.fit_to_patches(rgb, resolution, patch, policy)

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from vitviz import budget, models, plotting, posembed
+from vitviz.models import budget
+from vitviz.models import cache as models
+from vitviz.render import plotting
+from vitviz.core import posembed
 
 SINUSOIDAL = ("2D sinusoidal", "1D sinusoidal")
 LEARNED = "learned: "
@@ -104,7 +107,7 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
 
 
 def render_rotary(dim: int, reach: int, base: float = 100.0, cmap: str = "viridis") -> Image.Image:
-    """The 2D rotary score table of :func:`vitviz.posembed.rope_offset_scores` as a heatmap over offsets."""
+    """The 2D rotary score table of :func:`vitviz.core.posembed.rope_offset_scores` as a heatmap over offsets."""
     table = posembed.rope_offset_scores(dim, reach, base)
     offsets = [str(o) for o in range(-reach, reach + 1)]
     ticks = offsets if len(offsets) <= 9 else [o if int(o) % 2 == 0 else "" for o in offsets]
@@ -118,7 +121,7 @@ RPB_FORMULA = "formula: each head penalises distance (not learned)"
 
 
 def relative_bias_sources() -> list[str]:
-    from vitviz import registry
+    from vitviz.specs import registry
 
     return [RPB_FORMULA] + registry.keys("relative")
 
@@ -129,7 +132,7 @@ def relative_bias_table(source: str, m: int, heads: int, block: int) -> tuple[np
     A Swin's table is block ``block`` (1 = first, clamped); when the Swin's weights cannot be had,
     the formula table with a notice saying so (never a stand-in model's numbers as a Swin's).
     """
-    from vitviz import windows
+    from vitviz.core import windows
 
     if source not in relative_bias_sources():
         raise ValueError(f"Unknown source {source!r}; choose one of the listed ones.")
@@ -151,7 +154,7 @@ def render_relative_bias(table: np.ndarray, m: int, name: str, head: int, row: i
     """One head of a relative position bias table ((2M−1)², H): the (2M−1)×(2M−1) map and the M×M bias of a query."""
     from matplotlib.ticker import MaxNLocator
 
-    from vitviz import windows
+    from vitviz.core import windows
 
     heads = table.shape[1]
     head = int(np.clip(head, 0, heads - 1))

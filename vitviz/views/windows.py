@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz import plotting, windows
-from vitviz.images import Fitted
+from vitviz.render import plotting
+from vitviz.core import windows
+from vitviz.core.images import Fitted
 
 SIDES = list(range(64, 1025, 16))
 """Input sides (pixels) of the cost plot."""

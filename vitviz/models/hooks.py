@@ -4,7 +4,7 @@
 of a ``with`` block; ``attention_parts`` names the parts of one attention layer
 of a timm or transformers ViT (projections, head count, scale), and
 ``blocks`` lists the transformer blocks, so that the views can take a layer apart.
-Call these only with the model's lock held (:meth:`vitviz.loaded.LoadedModel.exclusive`):
+Call these only with the model's lock held (:meth:`vitviz.models.runner.LoadedModel.exclusive`):
 a hook sees every forward that runs while it is in place.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vitviz.attention import attention_modules
+from vitviz.core.attention import attention_modules
 
 
 @contextmanager

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vitviz import analysis, probes
-from vitviz.images import Fitted
-from vitviz.loaded import LoadedModel
-from vitviz.lru import LRU
+from vitviz.analyses import attention as analysis
+from vitviz.models import hooks as probes
+from vitviz.core.images import Fitted
+from vitviz.models.runner import LoadedModel
+from vitviz.core.lru import LRU
 
 
 def every_layer_tokens(loaded: LoadedModel, fitted: Fitted) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Procedural scenes: one shape on a textured, cluttered background.
 
-The embedded offline model (``vitviz.train``) learns from these scenes, and the
+The embedded offline model (``vitviz.embedded.train``) learns from these scenes, and the
 example gallery shows a few of them, so the offline model is demonstrated on
 the kind of picture it knows. Every scene comes with its class and the
 object's pixel mask, which is what lets us *measure* whether attention lands

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vitviz import attention
-from vitviz.loaded import LoadedModel
+from vitviz.core import attention
+from vitviz.models.runner import LoadedModel
 
 
 @dataclass

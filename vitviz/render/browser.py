@@ -9,7 +9,7 @@ The explorer (``vitviz/web/explorer.js``) draws every map, contour and
 percentage in the browser from this payload, so pointing at a patch or moving a
 slider needs no server call. The class token's maps travel as float32 with the
 head mean computed here, so the browser's "% of mass / % of patches" are the
-library's :func:`vitviz.attention.mass_mask` digit for digit. Patch-to-patch rows
+library's :func:`vitviz.core.attention.mass_mask` digit for digit. Patch-to-patch rows
 (every patch as the query) are large, (H + 1)·N² values per layer: they travel
 as float32 while small, as float16 otherwise, only for the layer being looked
 at unless all layers together are small; past ``ROWS_MAX_BYTES`` only the head
@@ -27,10 +27,10 @@ import matplotlib
 import numpy as np
 from PIL import Image
 
-from vitviz import posembed
-from vitviz.analysis import Analysis, find
-from vitviz.images import Fitted
-from vitviz.plotting import DIVERGING, SEQUENTIAL
+from vitviz.core import posembed
+from vitviz.analyses.attention import Analysis, find
+from vitviz.core.images import Fitted
+from vitviz.render.plotting import DIVERGING, SEQUENTIAL
 
 ROWS_EXACT_BYTES = 4 * 2**20
 """A layer's patch-to-patch rows under this many float32 bytes travel exactly; above, as float16."""

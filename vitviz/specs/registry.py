@@ -2,7 +2,7 @@
 
 Users pick a key from this list; nobody types a model id or a path. The
 architecture numbers (width, depth, heads) are the published ones: the request
-budget (:mod:`vitviz.budget`) uses them to refuse an input before any weights
+budget (:mod:`vitviz.models.budget`) uses them to refuse an input before any weights
 are loaded or any forward runs.
 """
 

@@ -1,7 +1,7 @@
 """Train the embedded offline ViT on generated shape scenes.
 
-    python -m vitviz.train            # trains, writes assets/tiny/, prints the quality figures
-    python -m vitviz.train --eval     # only measures the shipped weights
+    python -m vitviz.embedded.train            # trains, writes assets/tiny/, prints the quality figures
+    python -m vitviz.embedded.train --eval     # only measures the shipped weights
 
 Objective: supervised, not DINO. The class token learns the shape label
 (cross-entropy), and every patch token learns what covers it, the shape's
@@ -44,7 +44,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vitviz import attention, resources, scenes
+from vitviz.core import attention
+from vitviz import assets as resources
+from vitviz.embedded import scenes
 
 ASSET_DIR = resources.assets() / "tiny"
 
@@ -150,7 +152,7 @@ def step_loss(model: torch.nn.Module, token_head: torch.nn.Module, x: torch.Tens
     times the token-labelling loss: ``token_head`` maps each patch token (B, N, D) to K + 1
     logits, scored against :func:`token_targets`, plus ``spread_weight`` (default
     ``ATTENTION_SPREAD_WEIGHT``) times :func:`spread_penalty` of the last block's class-token
-    attention (B, H, N), read through :func:`vitviz.attention.record_attention`.
+    attention (B, H, N), read through :func:`vitviz.core.attention.record_attention`.
     Forward under bfloat16 autocast, loss in float32.
     """
     last = len(model.blocks) - 1
@@ -278,7 +280,7 @@ def main() -> None:
     if not args.eval:
         info = train(args.out, steps=args.steps)
         print(json.dumps(info, indent=2))
-    from vitviz.quality import measure, write_report
+    from vitviz.embedded.quality import measure, write_report
 
     figures = measure(args.out / "model.safetensors")
     write_report(args.out, figures)

@@ -6,7 +6,7 @@
     vitviz attention IMAGE... --out DIR [--model KEY]      per picture: head maps, rollout, mask (PNG) and numbers (JSON)
     vitviz crop FOLDER --out DIR [--model KEY]             the camera-trap recipe: attention -> mask -> box -> crop, CSV
     vitviz bundle params.json --out DIR                    a downloaded view's figures again, pixel for pixel
-    vitviz serve [--port 7860]                             the web app (run it where app.py is)
+    vitviz serve [--port 7860]                             the web app
 
 Exit codes: 0 everything done; 1 nothing done (the message says why); 2 the command was written wrong;
 3 done in part: some inputs were skipped, each listed with its reason.
@@ -37,7 +37,7 @@ def _progress(items: list, label: str):
 
 
 def _model(key: str):
-    from vitviz import models
+    from vitviz.models import cache as models
 
     loaded = models.get_model(key)
     if loaded.notice:
@@ -48,7 +48,8 @@ def _model(key: str):
 # ---- vitviz models / costs --------------------------------------------------------------------
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from vitviz import loaders, registry
+    from vitviz.models import loaders
+    from vitviz.specs import registry
 
     rows = [(s.key, s.task, f"{s.params_m:g} M", f"P={s.patch}", loaders.availability(s))
             for s in registry.REGISTRY.values()]
@@ -59,7 +60,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_costs(args: argparse.Namespace) -> int:
-    from vitviz import patches
+    from vitviz.core import patches
 
     parts = patches.vit_macs(patches.VIT_SIZES[args.model], args.patch, args.size, args.size)
     total = sum(parts.values())
@@ -81,7 +82,8 @@ def cmd_costs(args: argparse.Namespace) -> int:
 # ---- vitviz patches ---------------------------------------------------------------------------------
 
 def cmd_patches(args: argparse.Namespace) -> int:
-    from vitviz import images, patches
+    from vitviz.core import images
+    from vitviz.core import patches
     from vitviz.views import patches as view
 
     rgb = images.load_rgb(args.image, images.INTAKE_SHORT_SIDE)
@@ -108,8 +110,9 @@ def cmd_patches(args: argparse.Namespace) -> int:
 def cmd_attention(args: argparse.Namespace) -> int:
     from PIL import Image
 
-    from vitviz import analysis, images
-    from vitviz import attention as att
+    from vitviz.analyses import attention as analysis
+    from vitviz.core import images
+    from vitviz.core import attention as att
     from vitviz.views import attention as view
 
     loaded = _model(args.model)
@@ -144,7 +147,8 @@ CROP_FIELDS = ["file", "width", "height", "left", "top", "right", "bottom", "mas
 def cmd_crop(args: argparse.Namespace) -> int:
     from PIL import Image
 
-    from vitviz import analysis, images
+    from vitviz.analyses import attention as analysis
+    from vitviz.core import images
     from vitviz.views import attention as view
 
     folder, out = Path(args.folder), Path(args.out)
@@ -196,7 +200,7 @@ def _report(total: int, skipped: list[tuple[Path, str]]) -> int:
 # ---- vitviz bundle ----------------------------------------------------------------------------------------
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    from vitviz import bundle
+    from vitviz.tools import bundle
 
     params = Path(args.params)
     if params.is_file() and params.suffix == ".zip":  # a downloaded bundle as it came
@@ -220,25 +224,24 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import importlib.util
 
-    path = Path.cwd() / "app.py"
-    if not path.is_file():
-        _say("vitviz serve runs the web app (app.py of a vitviz checkout, with gradio installed): run it in the "
-             "folder that has app.py.")
+    if importlib.util.find_spec("gradio") is None:
+        _say("vitviz serve runs the web app, which needs gradio: pip install 'vitviz[app]' (or requirements.txt).")
         return FAILED
-    spec = importlib.util.spec_from_file_location("app", path)
-    app = importlib.util.module_from_spec(spec)
-    sys.modules["app"] = app  # gradio looks its component classes up by module
-    spec.loader.exec_module(app)
-    kwargs = app.launch_kwargs()
+    from vitviz.app import build_demo, launch_kwargs
+
+    kwargs = launch_kwargs()
     kwargs["server_port"] = args.port
-    app.build_demo().launch(**kwargs)
+    build_demo().launch(**kwargs)
     return DONE
 
 
 # ---- the parser ----------------------------------------------------------------------------------------------
 
 def parser() -> argparse.ArgumentParser:
-    from vitviz import images, patches, plotting, registry
+    from vitviz.core import images
+    from vitviz.core import patches
+    from vitviz.render import plotting
+    from vitviz.specs import registry
 
     ap = argparse.ArgumentParser(prog="vitviz", description="How a Vision Transformer sees an image.",
                                  epilog="Exit codes: 0 done, 1 nothing done, 2 wrong usage, 3 done in part.")

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vitviz.posembed import sincos_2d
+from vitviz.core.posembed import sincos_2d
 
 
 def grid_size(h: int, w: int, patch: int) -> tuple[int, int]:

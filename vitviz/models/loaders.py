@@ -4,7 +4,7 @@ Loading never waits on an unreachable hub: ``hub_reachable`` answers within a
 couple of seconds (and honours ``HF_HUB_OFFLINE``); offline we load from the
 local Hugging Face cache with ``local_files_only``. The tests call these
 loaders with checkpoints they build and save themselves. Caching and the
-fallback to the embedded model live in :mod:`vitviz.models`.
+fallback to the embedded model live in :mod:`vitviz.models.cache`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from typing import Callable
 
 import torch
 
-from vitviz import probes, resources
-from vitviz.loaded import LoadedModel
-from vitviz.registry import OFFLINE_KEY, REGISTRY, ModelSpec
+from vitviz.models import hooks as probes
+from vitviz import assets as resources
+from vitviz.models.runner import LoadedModel
+from vitviz.specs.registry import OFFLINE_KEY, REGISTRY, ModelSpec
 
 ASSETS = resources.assets()
 TINY_DIR = ASSETS / "tiny"

@@ -19,9 +19,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vitviz import attention, posembed, scenes
-from vitviz.loaded import LoadedModel
-from vitviz.loaders import load_embedded
+from vitviz.core import attention
+from vitviz.core import posembed
+from vitviz.embedded import scenes
+from vitviz.models.runner import LoadedModel
+from vitviz.models.loaders import load_embedded
 
 TEST_SEED, VAL_SEED = 777, 778  # training uses seed 1; these scenes are never trained on
 KEEP = 0.6
@@ -130,7 +132,7 @@ def write_report(out_dir: Path, figures: dict) -> None:
     verdict = {name: ("meets" if figures[name] >= bar else "**misses**") for name, bar in BARS.items()}
     card = f"""# vitviz tiny: the embedded offline model
 
-A small Vision Transformer that vitviz trains itself (`python -m vitviz.train`), so the Attention and
+A small Vision Transformer that vitviz trains itself (`python -m vitviz.embedded.train`), so the Attention and
 Classify tabs show real, trained attention when no pretrained weights can be downloaded.
 
 ## Architecture
@@ -157,7 +159,7 @@ already fills most of the 30-minute budget on two CPU cores. The class-token att
 *supervised* ViT learns, not DINO's.
 
 ## Data
-Scenes drawn by `vitviz.scenes`: one shape ({', '.join(scenes.CLASSES)}) of random size,
+Scenes drawn by `vitviz.embedded.scenes`: one shape ({', '.join(scenes.CLASSES)}) of random size,
 colour, position and rotation on a textured background with distractor strokes and blobs. {info['train_scenes']:,}
 training scenes (seed 1){easy_note}, flips and 90° turns as augmentation. Evaluation uses fresh scenes (seeds
 {TEST_SEED} and {VAL_SEED}) that training never saw, at full clutter.
@@ -165,10 +167,10 @@ training scenes (seed 1){easy_note}, flips and 90° turns as augmentation. Evalu
 ## Training
 {info['steps']} steps of batch {info['batch']}, AdamW, warm-up then cosine decay, label smoothing 0.1, seed 0,
 {info.get('precision', 'float32')}; {info['train_seconds'] / 60:.1f} minutes on {info['torch_threads']} CPU threads
-(`python -m vitviz.train`). Weights are stored as float16 safetensors. Checkpoints for the training timeline:
+(`python -m vitviz.embedded.train`). Weights are stored as float16 safetensors. Checkpoints for the training timeline:
 steps {', '.join(str(s) for s in info['checkpoint_steps'])} (step 0 is the random initialisation).
 
-## Measured quality ({figures['scenes_measured']} unseen scenes, `python -m vitviz.train --eval`)
+## Measured quality ({figures['scenes_measured']} unseen scenes, `python -m vitviz.embedded.train --eval`)
 | figure | value | bar | |
 |---|---|---|---|
 | accuracy over {k['num_classes']} classes | {figures['accuracy']:.1%} | ≥ 90% | {verdict['accuracy']} |

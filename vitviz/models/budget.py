@@ -20,8 +20,8 @@ import logging
 import math
 from functools import lru_cache
 
-from vitviz import attention as att
-from vitviz.registry import ModelSpec
+from vitviz.core import attention as att
+from vitviz.specs.registry import ModelSpec
 
 REQUEST_BYTES = 2 * 2**30
 """Peak memory one attention forward may take (estimate, checked before the forward)."""
@@ -39,7 +39,7 @@ def attention_bytes(spec: ModelSpec, tokens: int) -> int:
     Transient: ``ATTENTION_COPIES`` (H, T, T) float32 matrices in the layer being
     computed, the (N, N) patch-distance matrix and one head's product with it,
     and the token activations (12 float32 (T, D) tensors is generous for a
-    block with a 4·D MLP). Kept: what :func:`vitviz.attention.collect` keeps
+    block with a 4·D MLP). Kept: what :func:`vitviz.core.attention.collect` keeps
     (every layer while it fits its budget, else the last layer plus head-fused
     float16 matrices for rollout).
     """

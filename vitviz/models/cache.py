@@ -6,9 +6,9 @@ the embedded model with ``notice`` saying why, and remembers the failure for
 ``FAILURE_TTL`` seconds so that a slider move does not retry the load. Random
 weights are never shown as a pretrained model.
 
-Where things live: the list of models is :mod:`vitviz.registry`, how they are
-loaded is :mod:`vitviz.loaders`, and the object that owns a loaded model and
-runs every forward under its lock is :class:`vitviz.loaded.LoadedModel`.
+Where things live: the list of models is :mod:`vitviz.specs.registry`, how they are
+loaded is :mod:`vitviz.models.loaders`, and the object that owns a loaded model and
+runs every forward under its lock is :class:`vitviz.models.runner.LoadedModel`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from vitviz import loaders
-from vitviz.loaded import LoadedModel
-from vitviz.registry import OFFLINE_KEY, spec as registry_spec
+from vitviz.models import loaders
+from vitviz.models.runner import LoadedModel
+from vitviz.specs.registry import OFFLINE_KEY, spec as registry_spec
 
 FAILURE_TTL = 300.0
 """Seconds a failed load is remembered before it is tried again."""
@@ -131,7 +131,7 @@ def available_now() -> dict[str, bool]:
     with _availability_lock:
         if not _availability:
             reachable = loaders.hub_reachable(timeout=1.2)
-            from vitviz.registry import REGISTRY
+            from vitviz.specs.registry import REGISTRY
 
             for key, spec in REGISTRY.items():
                 _availability[key] = reachable or not loaders.availability(spec).startswith("needs")

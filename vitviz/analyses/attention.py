@@ -3,7 +3,7 @@
 ``analyse`` is what the Attention tab (and anything else that wants a model's
 attention over a picture) calls. It fits the picture, refuses it with a clear
 message when it would be over the model's token limit, runs the forward
-through :meth:`vitviz.loaded.LoadedModel.capture` (the model's lock: no other
+through :meth:`vitviz.models.runner.LoadedModel.capture` (the model's lock: no other
 request can touch the model meanwhile) and keeps the result in a small
 thread-safe LRU cache, so that moving a slider redraws without a forward.
 """
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vitviz import budget
-from vitviz.attention import AttentionMaps
-from vitviz.images import Fitted, fit_to_patches, fitted_shape
-from vitviz.loaded import LoadedModel
-from vitviz.lru import LRU
+from vitviz.models import budget
+from vitviz.core.attention import AttentionMaps
+from vitviz.core.images import Fitted, fit_to_patches, fitted_shape
+from vitviz.models.runner import LoadedModel
+from vitviz.core.lru import LRU
 
 CACHE_ITEMS = 12
 CACHE_BYTES = 1536 * 2**20

@@ -23,8 +23,8 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from vitviz import attention as att
-from vitviz.registry import ModelSpec
+from vitviz.core import attention as att
+from vitviz.specs.registry import ModelSpec
 
 
 @dataclass
@@ -74,7 +74,7 @@ class LoadedModel:
     def capture(self, x: torch.Tensor, grid: tuple[int, int], **budgets) -> att.AttentionMaps:
         """One forward of x (1, 3, H, W) with every layer's attention recorded, for this request only.
 
-        ``grid`` is the (gh, gw) patch grid of x; ``budgets`` go to :func:`vitviz.attention.collect`.
+        ``grid`` is the (gh, gw) patch grid of x; ``budgets`` go to :func:`vitviz.core.attention.collect`.
         """
         with self.exclusive() as model:
             return att.collect(model, x, grid, self.spec.patch, self.spec.prefix,

@@ -21,7 +21,14 @@ from typing import Callable
 import numpy as np
 from PIL import Image
 
-from vitviz import analysis, budget, classify, images, models, patches, plotting, posembed
+from vitviz.analyses import attention as analysis
+from vitviz.models import budget
+from vitviz.analyses import classify
+from vitviz.core import images
+from vitviz.models import cache as models
+from vitviz.core import patches
+from vitviz.render import plotting
+from vitviz.core import posembed
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view

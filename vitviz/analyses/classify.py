@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vitviz import patches
-from vitviz.loaded import LoadedModel
+from vitviz.core import patches
+from vitviz.models.runner import LoadedModel
 
 
 def preprocess(loaded: LoadedModel, rgb: np.ndarray) -> torch.Tensor:
