@@ -74,17 +74,19 @@ def one(kind: str, size: int, ckpt: str) -> dict:
     from vitviz.analyses import attention as analysis
     from vitviz.core import images
     from vitviz.models import loaders
-    from vitviz import assets as resources
+    from vitviz import assets
     from vitviz.views import attention as view
 
+    from vitviz.models.runner import Call, clear_results
+
     loaded = loaders.load_hf(ckpt)
-    rgb = images.load_rgb(resources.examples() / "cat.png")
+    plain = Call(lambda m, x, _f: m(pixel_values=x, interpolate_pos_encoding=True))  # the model's own call, locked
+    rgb = images.load_rgb(assets.EXAMPLES / "cat.png")
     side = min(rgb.shape[:2])
     rgb = rgb[:side, (rgb.shape[1] - side) // 2:][:, :side]  # square, so 480 px gives the 60×60 grid of the issue
     fitted = images.fit_to_patches(rgb, size, 8, "keep")
     x = loaded.normalise(fitted.image)
-    with torch.inference_mode():  # warm-up at a small size (memory is measured on the first full-size call)
-        loaded.model(pixel_values=x[..., :64, :64], interpolate_pos_encoding=True)
+    loaded.run(plain, x[..., :64, :64])  # warm-up at a small size (memory is measured on the first full-size call)
     out: dict = {"tokens": fitted.grid[0] * fitted.grid[1] + 1}
     repeats = 3 if size <= 256 else 1
 
@@ -98,24 +100,23 @@ def one(kind: str, size: int, ckpt: str) -> dict:
 
     if kind == "output_attentions":
         def naive():
-            with torch.inference_mode():
-                res = loaded.model(pixel_values=x, output_attentions=True, interpolate_pos_encoding=True)
-                return np.stack([a[0, :, 0, 1:].numpy() for a in res.attentions]), res
+            res = loaded.run(Call(lambda m, x, _f: m(pixel_values=x, output_attentions=True,
+                                                       interpolate_pos_encoding=True)), x)
+            return np.stack([a[0, :, 0, 1:].numpy() for a in res.attentions]), res
         with PeakRSS() as mem:
             kept = naive()
         del kept
         out["seconds"] = timed(naive)
     elif kind == "vitviz":
         def request():
-            analysis.clear_cache()
+            clear_results()
             a = analysis.analyse(loaded, rgb, size)
             view.render_heads(a, 12, 0.6)
             view.render_rollout(a, "mean", 0.0)
             view.distance_table(a)
             return a
         def bare():
-            with torch.inference_mode():
-                loaded.model(pixel_values=x, interpolate_pos_encoding=True)
+            loaded.run(plain, x)
 
         with PeakRSS() as mem:
             a = request()
@@ -149,10 +150,11 @@ def startup() -> float:
 def tab_times() -> list[tuple[str, float]]:
     """Time each tab's main callback as the UI calls it (warm: models already loaded)."""
     from vitviz import app
-    from vitviz import assets as resources
+    from vitviz import assets
+    from vitviz.models.runner import clear_results
 
-    cat = str(resources.examples() / "cat.png")
-    scene = str(resources.examples() / "scene_star.png")
+    cat = str(assets.EXAMPLES / "cat.png")
+    scene = str(assets.EXAMPLES / "scene_star.png")
     calls = [
         ("Patches /patches (cat, P=16, 224 px)", lambda: app.run_patches(cat, 16, 224, "crop", "ViT-B")),
         ("Position embeddings (2D, 14×14, D=64)",
@@ -166,7 +168,7 @@ def tab_times() -> list[tuple[str, float]]:
     rows = []
     for name, fn in calls:
         fn()  # first call loads models and warms caches
-        app.analysis.clear_cache()
+        clear_results()
         t0 = time.perf_counter()
         fn()
         rows.append((name, time.perf_counter() - t0))
@@ -184,12 +186,11 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
     import timm
 
     from vitviz import app
-    from vitviz.analyses import features
-    from vitviz.analyses import heads
     from vitviz.models import loaders
+    from vitviz.models.runner import clear_results
     from vitviz.models import cache as models
     from vitviz.specs import registry
-    from vitviz import assets as resources
+    from vitviz import assets
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(ckpt, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -200,8 +201,8 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
 
             save_file(timm.create_model("vit_base_patch16_224", pretrained=False).state_dict(), str(weights))
         models._cache[vitb.key] = loaders.load_timm(vitb.source, file=weights, spec=vitb)
-    cat = str(resources.examples() / "cat.png")
-    scene = str(resources.examples() / "scene_star.png")
+    cat = str(assets.EXAMPLES / "cat.png")
+    scene = str(assets.EXAMPLES / "scene_star.png")
     quiet = dict(progress=lambda *a, **k: None)
     tiny = registry.OFFLINE_KEY
     steps = [c for c in app.attention_view.comparison_choices() if " @ step " in c]
@@ -224,9 +225,7 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
     rows = []
     for view, case, fn in cases:
         fn(0)  # loads models, warms code paths
-        app.analysis.clear_cache()
-        heads._cache.clear()
-        features._cache.clear()
+        clear_results()
         t0 = time.perf_counter()
         fn(0)
         first = time.perf_counter() - t0

@@ -39,10 +39,10 @@ def serve(dino_dir: Path):
     from vitviz.render import browser as explorer
     from vitviz.core import images
     from vitviz.models import loaders
-    from vitviz import assets as resources
+    from vitviz import assets
 
     loaded = {"tiny": loaders.load_embedded(), "dino": loaders.load_hf(dino_dir)}
-    rgb = images.load_rgb(resources.examples() / "cat.png")
+    rgb = images.load_rgb(assets.EXAMPLES / "cat.png")
     side = min(rgb.shape[:2])
     rgb = rgb[:side, :side]
 
@@ -120,7 +120,7 @@ def round_trip(dino_dir: Path) -> dict:
     from vitviz.models import loaders
     from vitviz.models import cache as models
     from vitviz.specs import registry
-    from vitviz import assets as resources
+    from vitviz import assets
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(dino_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -131,7 +131,7 @@ def round_trip(dino_dir: Path) -> dict:
     from PIL import Image
 
     square = dino_dir.parent / "cat_square.png"  # the explorer's cases use the same square crop
-    with Image.open(resources.examples() / "cat.png") as im:
+    with Image.open(assets.EXAMPLES / "cat.png") as im:
         side = min(im.size)
         im.convert("RGB").crop((0, 0, side, side)).save(square)
     cat = handle_file(str(square))

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from vitviz import assets as resources
+from vitviz import assets
 from vitviz.embedded import scenes
 from vitviz.core.patches import TOY_VALUES
 
-OUT = resources.examples()
+OUT = assets.EXAMPLES
 PHOTOS = {"cat.png": "chelsea.png", "coffee.png": "coffee.png", "astronaut.png": "astronaut.png",
           "rocket.jpg": "rocket.jpg"}
 SCENE_SEEDS = {"scene_star.png": (11, 3), "scene_ring.png": (12, 5), "scene_triangle.png": (13, 2),

@@ -14,11 +14,17 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from vitviz import assets as resources  # noqa: E402  (the installed package: pip install -e .)
+from vitviz import assets  # noqa: E402  (the installed package: pip install -e .)
 
-EXAMPLES = resources.examples()
+EXAMPLES = assets.EXAMPLES
 ROOT = Path(__file__).resolve().parent.parent
 """The checkout (for the README and app.py); the package itself is the installed one."""
+
+
+def module_of(runner) -> torch.nn.Module:
+    """Tests only: the model a Runner owns, for independent reference computations and for checking that hooks
+    and fused-attention flags are gone (nothing in vitviz reaches it outside the Runner)."""
+    return runner._module
 
 
 def free_port() -> int:

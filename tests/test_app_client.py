@@ -10,6 +10,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from gradio_client import Client, handle_file
 
+from vitviz import assets
 from vitviz.models import loaders
 from vitviz.specs import registry
 
@@ -71,7 +72,7 @@ def test_attention_offline_answers_fast_with_notice(client):
         api_name="/attention")
     assert time.perf_counter() - t0 < 30
     assert "Showing vitviz tiny" in notice and "not DINO ViT-S/8" in notice
-    heads_count = loaders.tiny_info()["kwargs"]["num_heads"]
+    heads_count = assets.tiny_info()["kwargs"]["num_heads"]
     assert "mass kept" in table and table.count("| head ") == heads_count + 1  # each head and the mean
     assert "layer 4 of 4" in table  # layer 12 asked of a 4-layer stand-in: the library clamps it
     from PIL import Image
@@ -163,7 +164,7 @@ def test_timeline_endpoint(client):
 
     strip, heads = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), 0, 0.6, "inferno",
                                   api_name="/timeline")
-    n = len(loaders.tiny_checkpoints())
+    n = len(assets.tiny_checkpoints())
     with Image.open(strip) as s, Image.open(heads) as h:
         assert n == 6 and s.width <= 790 and s.height <= 660
         assert s.width >= 3 * 180 and s.height > 2 * (180 + 2 * 25)  # three panels a row: two rows
@@ -176,7 +177,7 @@ def test_position_embedding_similarity_summary_matches_the_card(client):
 
     summary, *_ = client.predict("learned: vitviz tiny, training timeline", 8, 8, 8, "cosine", 8, 8, 5, "viridis",
                                  api_name="/position_embeddings")
-    pe = json.loads((loaders.TINY_DIR / "quality.json").read_text())["position_embeddings"]
+    pe = json.loads((assets.TINY / "quality.json").read_text())["position_embeddings"]
     assert f"next-door positions **{pe['next_door']:.2f}**" in summary
     assert f"equally far from the centre (not next door) **{pe['same_ring']:.2f}**" in summary
 
@@ -237,7 +238,7 @@ def test_patch_filters_and_rotary_endpoints(client):
     from PIL import Image
 
     picture, note = client.predict(registry.OFFLINE_KEY, api_name="/patch_filters")
-    tiny = loaders.tiny_info()["kwargs"]
+    tiny = assets.tiny_info()["kwargs"]
     assert f"is {tiny['embed_dim']} filters of 8×8×3 numbers" in note
     rope = client.predict(16, 3, 100, "viridis", api_name="/rotary")
     for path in (picture, rope):

@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import module_of
+
 from vitviz.analyses import attention as analysis
-from vitviz.models import loaders
-from vitviz.render import plotting
 from vitviz.core import attention as att
+from vitviz.models import hooks, loaders, runner
+from vitviz.render import plotting
 from vitviz.views import attention as view
 
 
@@ -21,21 +23,21 @@ def all_hooks(model: torch.nn.Module) -> int:
 def dino(dino_s8_dir):
     loaded = loaders.load_hf(dino_s8_dir)
     with torch.inference_mode():  # transformers installs its own capture hooks on first use; let it
-        loaded.model(pixel_values=torch.randn(1, 3, 16, 16), output_hidden_states=True, output_attentions=True,
+        module_of(loaded)(pixel_values=torch.randn(1, 3, 16, 16), output_hidden_states=True, output_attentions=True,
                      interpolate_pos_encoding=True)
     return loaded
 
 
 def test_hf_hooked_attention_equals_recomputation(dino):
     torch.manual_seed(1)
-    baseline = all_hooks(dino.model)  # transformers keeps hooks of its own for output capturing
+    baseline = all_hooks(module_of(dino))  # transformers keeps hooks of its own for output capturing
     x = torch.randn(1, 3, 32, 48)  # 4×6 patches of 8 px, T = 25
-    maps = att.collect(dino.model, x, (4, 6), 8, 1, lambda _m, x: dino.forward(x))
+    maps = dino.run(analysis.AttentionProbe(8, 1), x)
     assert maps.cls.shape == (12, 6, 24) and len(maps.full) == 12
     with torch.inference_mode():
-        out = dino.model(pixel_values=x, output_hidden_states=True, output_attentions=True,
+        out = module_of(dino)(pixel_values=x, output_hidden_states=True, output_attentions=True,
                          interpolate_pos_encoding=True)
-    for i, layer in enumerate(dino.model.layers):
+    for i, layer in enumerate(module_of(dino).layers):
         with torch.inference_mode():
             h = layer.layernorm_before(out.hidden_states[i])
             q = layer.attention.q_proj(h).view(1, 25, 6, 64).transpose(1, 2)
@@ -46,7 +48,7 @@ def test_hf_hooked_attention_equals_recomputation(dino):
         np.testing.assert_allclose(maps.cls[i], mine[:, 0, 1:].numpy(), atol=1e-5)
     rows = maps.full[11].float().sum(-1)
     torch.testing.assert_close(rows, torch.ones_like(rows), atol=1e-5, rtol=0)
-    assert all_hooks(dino.model) == baseline
+    assert all_hooks(module_of(dino)) == baseline
     # mean attention distance, recomputed from the stored matrices (all 24 queries are used here)
     pp = maps.full[3].float()[:, 1:, 1:]
     d = att.patch_distances(4, 6, 8)
@@ -61,7 +63,8 @@ def test_timm_hooked_attention_equals_recomputation_and_fused_flag_restored():
     m = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, patch_size=8, depth=3).eval()
     assert all(b.attn.fused_attn for b in m.blocks)  # hooks on this path would see nothing
     x = torch.randn(1, 3, 64, 64)
-    maps = att.collect(m, x, (8, 8), 8, 1, lambda mod, x: (mod(x), None))
+    with torch.inference_mode():
+        maps = analysis.collect(m, x, lambda x: (m(x), None), 8, 1)
     assert all(b.attn.fused_attn for b in m.blocks) and all_hooks(m) == 0
     with torch.inference_mode():
         t = m.norm_pre(m._pos_embed(m.patch_embed(x)))
@@ -79,14 +82,14 @@ def test_hooks_removed_after_an_exception(dino):
         pass
 
     calls = []
-    baseline = all_hooks(dino.model)
+    baseline = all_hooks(module_of(dino))
     with pytest.raises(Boom):
-        with att.record_attention(dino.model, lambda layer, a: calls.append(layer)) as n:
-            assert n == 12 and all_hooks(dino.model) == baseline + 12
+        with hooks.record_attention(module_of(dino), lambda layer, a: calls.append(layer)) as n:
+            assert n == 12 and all_hooks(module_of(dino)) == baseline + 12
             with torch.inference_mode():
-                dino.forward(torch.randn(1, 3, 16, 16))
+                module_of(dino)(pixel_values=torch.randn(1, 3, 16, 16), interpolate_pos_encoding=True)
             raise Boom
-    assert calls == list(range(12)) and all_hooks(dino.model) == baseline
+    assert calls == list(range(12)) and all_hooks(module_of(dino)) == baseline
 
 
 def test_sdpa_model_is_refused_not_silently_empty(dino_s8_dir):
@@ -95,7 +98,7 @@ def test_sdpa_model_is_refused_not_silently_empty(dino_s8_dir):
     m = AutoModel.from_pretrained(dino_s8_dir, attn_implementation="sdpa", add_pooling_layer=False).eval()
     baseline = all_hooks(m)
     with pytest.raises(RuntimeError, match="eager"):
-        with att.record_attention(m, lambda *a: None), torch.inference_mode():
+        with hooks.record_attention(m, lambda *a: None), torch.inference_mode():
             m(pixel_values=torch.randn(1, 3, 16, 16), interpolate_pos_encoding=True)
     assert all_hooks(m) == baseline
 
@@ -104,7 +107,7 @@ def test_registers_are_dropped_from_the_grid(dinov2_reg_dir):
     loaded = loaders.load_hf(dinov2_reg_dir)
     assert loaded.spec.prefix == 5 and loaded.spec.patch == 14
     x = torch.randn(1, 3, 56, 84)
-    maps = att.collect(loaded.model, x, (4, 6), 14, 5, lambda _m, x: loaded.forward(x))
+    maps = loaded.run(analysis.AttentionProbe(14, 5), x)
     assert maps.cls.shape == (2, 4, 24) and maps.cls_map(1).shape == (4, 6)
     assert maps.norms.shape == (29,)
     full = maps.full[1].float()
@@ -157,9 +160,9 @@ def test_rollout_discard_drops_smallest_but_not_cls():
 def test_memory_aware_mode_keeps_little_and_agrees(dino):
     torch.manual_seed(2)
     x = torch.randn(1, 3, 48, 48)
-    full = att.collect(dino.model, x, (6, 6), 8, 1, lambda _m, x: dino.forward(x))
-    lean = att.collect(dino.model, x, (6, 6), 8, 1, lambda _m, x: dino.forward(x), budget=0, fused_budget=0)
-    mid = att.collect(dino.model, x, (6, 6), 8, 1, lambda _m, x: dino.forward(x), budget=0)
+    full = dino.run(analysis.AttentionProbe(8, 1), x)
+    lean = dino.run(analysis.AttentionProbe(8, 1, full_budget=0, fused_budget=0), x)
+    mid = dino.run(analysis.AttentionProbe(8, 1, full_budget=0), x)
     assert set(mid.full) == {11} and mid.fusions() == ("mean", "max", "min")
     for fusion in ("mean", "max", "min"):
         np.testing.assert_allclose(mid.rollout(fusion, 0.3), full.rollout(fusion, 0.3), atol=1e-3)
@@ -190,7 +193,7 @@ def test_attention_distance_by_hand():
 def test_mean_attention_distance_is_exact_over_every_query(dino):
     """16×16 = 256 patches (the old estimate sampled 128 queries): equal to a plain loop over all of them."""
     torch.manual_seed(3)
-    maps = dino.capture(torch.randn(1, 3, 128, 128), (16, 16))
+    maps = dino.run(analysis.AttentionProbe(8, 1), torch.randn(1, 3, 128, 128))
     assert len(maps.full) == maps.layers  # every layer kept at this size
     centres = np.array([(r * 8, c * 8) for r in range(16) for c in range(16)], dtype=np.float64)
     for layer in (0, 5, 11):
@@ -205,9 +208,9 @@ def test_mean_attention_distance_is_exact_over_every_query(dino):
 
 def test_one_forward_per_model_image_resolution(dino, rgb_cat):
     calls = []
-    handle = dino.model.register_forward_hook(lambda *a: calls.append(1))
+    handle = module_of(dino).register_forward_hook(lambda *a: calls.append(1))
     try:
-        analysis.clear_cache()
+        runner.clear_results()
         a = analysis.analyse(dino, rgb_cat, 64)
         for layer in range(12):
             for keep in (0.3, 0.6, 0.9):

@@ -72,11 +72,11 @@ def test_dark_mode_gets_the_light_page_without_a_reload(browser, app_url):
 
 def test_training_timeline_in_the_browser(page):
     """Attention tab: the timeline accordion explains when the spread penalty starts and draws every checkpoint."""
-    from vitviz.models import loaders
+    from vitviz import assets
 
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.get_by_text("Training timeline of the offline model").click()
-    start = loaders.tiny_info()["spread_from_step"]
+    start = assets.tiny_info()["spread_from_step"]
     sync_api.expect(page.get_by_text(f"From step {start:,} on, training also charges")).to_be_visible(timeout=10_000)
     page.get_by_role("button", name="Show the timeline").click()
     for figure in ("timeline-strip", "timeline-heads"):

@@ -6,10 +6,13 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import module_of
+
 from vitviz.analyses import classify
 from vitviz.models import loaders
 from vitviz.core import patches
 from vitviz.views import classify as classify_view
+from vitviz.specs import registry
 
 
 @pytest.fixture(scope="module")
@@ -18,13 +21,13 @@ def deit(deit_file):
 
 
 def test_preprocess_follows_the_data_config(deit, rgb_cat):
-    x = classify.preprocess(deit, rgb_cat)
+    x = deit.preprocess(rgb_cat)
     assert x.shape == (1, 3, 224, 224)
     # resize short side to 224/0.875 = 256, centre crop 224, normalise: compare with timm directly
     from PIL import Image
     from timm.data import create_transform, resolve_data_config
 
-    ref = create_transform(**resolve_data_config({}, model=deit.model))(Image.fromarray(rgb_cat))
+    ref = create_transform(**resolve_data_config({}, model=module_of(deit)))(Image.fromarray(rgb_cat))
     torch.testing.assert_close(x[0], ref)
 
 
@@ -55,27 +58,27 @@ def test_without_positions_equals_model_with_zeroed_pos_embed(deit):
     x = torch.randn(1, 3, 224, 224)
     import copy
 
-    twin = copy.deepcopy(deit.model)
+    twin = copy.deepcopy(module_of(deit))
     twin.pos_embed.data.zero_()
     with torch.inference_mode():
-        torch.testing.assert_close(classify.forward_without_positions(deit.model, x), twin(x), atol=1e-5, rtol=0)
+        torch.testing.assert_close(classify.forward_without_positions(module_of(deit), x), twin(x), atol=1e-5, rtol=0)
 
 
 def test_model_macs_uses_the_shared_calculator(deit):
-    assert classify.model_macs(deit.model, 224, 224) == sum(
-        patches.vit_macs(patches.VIT_SIZES["ViT-Ti"], 16, 224, 224).values())
+    assert classify.macs_of(deit, 224, 224) == sum(
+        patches.vit_macs(registry.VIT_SIZES["ViT-Ti"], 16, 224, 224).values())
 
 
 def test_classify_view_one_forward(deit, rgb_cat):
     calls = []
-    h = deit.model.patch_embed.register_forward_hook(lambda *a: calls.append(1))  # every forward passes here
+    h = module_of(deit).patch_embed.register_forward_hook(lambda *a: calls.append(1))  # every forward passes here
     try:
         v = classify_view.render(deit, rgb_cat)
     finally:
         h.remove()
     assert len(calls) == 1 and len(v.top5) == 5
     assert sum(v.top5.values()) <= 1.0 + 1e-6 and "multiply-accumulates" in v.facts
-    macs = sum(patches.vit_macs(patches.VIT_SIZES["ViT-Ti"], 16, 224, 224).values())
+    macs = sum(patches.vit_macs(registry.VIT_SIZES["ViT-Ti"], 16, 224, 224).values())
     assert f"{macs / 1e9:.2f} G" in v.facts
 
 

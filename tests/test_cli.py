@@ -96,7 +96,7 @@ def test_attention_files_hold_the_apps_numbers(app_url, tmp_path):
 def test_costs_and_models_print_the_librarys_numbers():
     out = run("costs", "--model", "ViT-S", "--patch", "16", "--size", "224", "--format", "json")
     data = json.loads(out.stdout)
-    assert data["macs"] == patches.vit_macs(patches.VIT_SIZES["ViT-S"], 16, 224, 224)
+    assert data["macs"] == patches.vit_macs(registry.VIT_SIZES["ViT-S"], 16, 224, 224)
     assert data["macs"]["attention scores QKᵀ"] == 12 * 6 * 197 * 197 * 64  # by hand
     listing = run("models").stdout
     assert all(key in listing for key in registry.REGISTRY)

@@ -13,15 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, module_of
 
-from vitviz.core import attention as att
+from vitviz.analyses import attention as analysis
 from vitviz.analyses import classify
+from vitviz.core import attention as att
 from vitviz.core import images
-from vitviz.models import loaders
-from vitviz.render import plotting
 from vitviz.embedded import scenes
-from vitviz.models.runner import LoadedModel
+from vitviz.models import hooks, loaders
+from vitviz.models.runner import Runner
+from vitviz.render import plotting
 
 THREADS = 8
 
@@ -38,9 +39,8 @@ def _inputs() -> list[np.ndarray]:
     return out
 
 
-def _capture(loaded: LoadedModel, rgb: np.ndarray) -> att.AttentionMaps:
-    p = loaded.spec.patch
-    return loaded.capture(loaded.normalise(rgb), (rgb.shape[0] // p, rgb.shape[1] // p))
+def _capture(loaded: Runner, rgb: np.ndarray) -> att.AttentionMaps:
+    return loaded.run(analysis.probe_for(loaded), loaded.normalise(rgb))
 
 
 def _same(a: att.AttentionMaps, b: att.AttentionMaps) -> bool:
@@ -51,12 +51,12 @@ def _same(a: att.AttentionMaps, b: att.AttentionMaps) -> bool:
 
 def _no_hooks_and_flags(model: torch.nn.Module, flags: list[bool]) -> None:
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
-    assert [m.fused_attn for m in att.attention_modules(model)] == flags
+    assert [m.fused_attn for m in hooks.attention_modules(model)] == flags
 
 
 def test_eight_threads_capture_one_model_like_eight_sequential_runs():
     loaded = loaders.load_embedded()
-    flags = [m.fused_attn for m in att.attention_modules(loaded.model)]
+    flags = [m.fused_attn for m in hooks.attention_modules(module_of(loaded))]
     pics = _inputs()
     assert len({p.shape for p in pics}) == 4 and len({p.tobytes() for p in pics}) == THREADS
     alone = [_capture(loaded, rgb) for rgb in pics]
@@ -70,7 +70,7 @@ def test_eight_threads_capture_one_model_like_eight_sequential_runs():
         with ThreadPoolExecutor(THREADS) as pool:
             together = list(pool.map(run, range(THREADS)))
         assert [_same(a, b) for a, b in zip(alone, together)] == [True] * THREADS
-    _no_hooks_and_flags(loaded.model, flags)
+    _no_hooks_and_flags(module_of(loaded), flags)
 
 
 def test_plain_forwards_during_captures_do_not_leak_into_them():
@@ -110,18 +110,19 @@ def test_hf_model_from_threads_equals_sequential(dino_s8_dir):
     for a, b in zip(alone, together):
         assert np.array_equal(a.cls, b.cls) and np.array_equal(a.distance, b.distance)
         assert np.array_equal(a.norms, b.norms)
-    assert all(not m._forward_hooks for m in loaded.model.modules())
+    assert all(not m._forward_hooks for m in module_of(loaded).modules())
 
 
 def test_a_failing_forward_releases_the_lock_and_the_hooks():
     loaded = loaders.load_embedded()
     wrong = np.zeros((64, 64, 3), np.uint8)
     with pytest.raises(RuntimeError, match="expected"):
-        loaded.capture(loaded.normalise(wrong), (4, 4))  # the grid does not match the picture
-    assert loaded.lock.acquire(blocking=False)
-    loaded.lock.release()
-    _no_hooks_and_flags(loaded.model, [m.fused_attn for m in att.attention_modules(loaded.model)])
-    assert all(m.fused_attn for m in att.attention_modules(loaded.model))  # timm's default, restored
+        loaded.run(analysis.AttentionProbe(16, 1), loaded.normalise(wrong))  # a probe that expects other tokens
+    assert loaded._lock.acquire(blocking=False)
+    loaded._lock.release()
+    model = module_of(loaded)
+    _no_hooks_and_flags(model, [m.fused_attn for m in hooks.attention_modules(model)])
+    assert all(m.fused_attn for m in hooks.attention_modules(model))  # timm's default, restored
 
 
 def test_figures_drawn_from_threads_equal_sequential_ones():
@@ -166,17 +167,17 @@ def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
     from vitviz.core.images import fit_to_patches
 
     tiny = loaders.load_embedded()
-    flags = [b.attn.fused_attn for b in tiny.model.blocks]
+    flags = [b.attn.fused_attn for b in module_of(tiny).blocks]
     pictures = _inputs()
     fitted = [fit_to_patches(rgb, 64, 8, "keep") for rgb in pictures]
 
     def work(i: int):
         kind = i % 4
         if kind == 0:
-            r = heads.record_layer(tiny, fitted[i], 2)
+            r = tiny.run(heads.LayerProbe(2, 1, 8), tiny.normalise(fitted[i].image))
             return torch.cat([r.q.flatten(), r.attn.flatten(), r.heads_out.flatten()]).numpy()
         if kind == 1:
-            return features.every_layer_tokens(tiny, fitted[i]).numpy()
+            return tiny.run(features.TokensProbe(), tiny.normalise(fitted[i].image)).numpy()
         if kind == 2:
             return relevance.class_relevance(tiny, tiny.normalise(fitted[i].image), 2).relevance
         return _capture(tiny, fitted[i].image).cls
@@ -186,5 +187,5 @@ def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
         together = list(pool.map(work, range(THREADS)))
     for a, b in zip(alone, together):
         assert np.array_equal(a, b)
-    _no_hooks_and_flags(tiny.model, flags)
-    assert all(p.grad is None for p in tiny.model.parameters())
+    _no_hooks_and_flags(module_of(tiny), flags)
+    assert all(p.grad is None for p in module_of(tiny).parameters())

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from conftest import module_of
 
 from vitviz.analyses import features
-from vitviz.models import loaders
 from vitviz.core.images import fit_to_patches
+from vitviz.models import loaders, runner
 
 
 def hooks_of(model: torch.nn.Module) -> int:
@@ -49,10 +50,10 @@ def test_foreground_orientation_by_hand():
 def test_timm_tokens_equal_forward_intermediates(rgb_cat):
     tiny = loaders.load_embedded()
     fitted = fit_to_patches(rgb_cat, 64, 8, "keep")
-    streams = features.every_layer_tokens(tiny, fitted)
-    assert hooks_of(tiny.model) == 0 and streams.shape == (tiny.depth, 1 + 8 * 12, tiny.spec.dim)
+    streams = tiny.run(features.TokensProbe(), tiny.normalise(fitted.image))
+    assert hooks_of(module_of(tiny)) == 0 and streams.shape == (tiny.depth, 1 + 8 * 12, tiny.spec.dim)
     with torch.inference_mode():
-        _, inter = tiny.model.forward_intermediates(tiny.normalise(fitted.image), indices=list(range(tiny.depth)),
+        _, inter = module_of(tiny).forward_intermediates(tiny.normalise(fitted.image), indices=list(range(tiny.depth)),
                                                     norm=False, output_fmt="NLC", return_prefix_tokens=True)
     for layer, (patches_, prefix) in enumerate(inter):
         assert torch.allclose(streams[layer, 1:], patches_[0], atol=1e-5)
@@ -62,9 +63,9 @@ def test_timm_tokens_equal_forward_intermediates(rgb_cat):
 def test_transformers_tokens_equal_hidden_states(dino_s8_dir, rgb_cat):
     dino = loaders.load_hf(dino_s8_dir)
     fitted = fit_to_patches(rgb_cat, 64, 8, "keep")
-    streams = features.every_layer_tokens(dino, fitted)
+    streams = dino.run(features.TokensProbe(), dino.normalise(fitted.image))
     with torch.inference_mode():
-        out = dino.model(pixel_values=dino.normalise(fitted.image), output_hidden_states=True,
+        out = module_of(dino)(pixel_values=dino.normalise(fitted.image), output_hidden_states=True,
                          interpolate_pos_encoding=True)
     assert torch.allclose(streams, torch.stack(out.hidden_states[1:])[:, 0], atol=1e-5)  # [0] is the embedding
 
@@ -74,14 +75,14 @@ def test_token_streams_are_cached_and_made_once_for_simultaneous_requests(rgb_ca
     from unittest import mock
 
     tiny = loaders.load_embedded()
-    features._cache.clear()
-    real, calls = features.every_layer_tokens, []
+    runner.clear_results()
+    real, calls = features.TokensProbe.__call__, []
 
     def counted(*args):
         calls.append(1)
         return real(*args)
 
-    with mock.patch.object(features, "every_layer_tokens", counted):
+    with mock.patch.object(features.TokensProbe, "__call__", counted):
         results = []
         threads = [threading.Thread(target=lambda: results.append(features.tokens_for(tiny, rgb_cat, 64)[1]))
                    for _ in range(4)]
@@ -90,4 +91,4 @@ def test_token_streams_are_cached_and_made_once_for_simultaneous_requests(rgb_ca
         for t in threads:
             t.join()
     assert len(calls) == 1 and all(r is results[0] for r in results)
-    assert features.tokens_for(tiny, rgb_cat, 64)[1] is results[0] and hooks_of(tiny.model) == 0
+    assert features.tokens_for(tiny, rgb_cat, 64)[1] is results[0] and hooks_of(module_of(tiny)) == 0

@@ -8,7 +8,9 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import module_of
 
+from vitviz import assets
 from vitviz.analyses import attention as analysis
 from vitviz.models import loaders
 from vitviz.models import cache as models
@@ -30,10 +32,10 @@ def test_registry_has_what_the_tabs_need():
 
 def test_load_hf_reads_the_checkpoint_config(dino_s8_dir):
     loaded = loaders.load_hf(dino_s8_dir)
-    assert loaded.model.config._attn_implementation == "eager"
+    assert module_of(loaded).config._attn_implementation == "eager"
     assert loaded.spec.patch == 8 and loaded.spec.prefix == 1 and loaded.resolution == 224
     assert loaded.mean == pytest.approx((0.485, 0.456, 0.406)) and loaded.std == pytest.approx((0.229, 0.224, 0.225))
-    assert "local checkpoint" in loaded.origin and not loaded.model.training
+    assert "local checkpoint" in loaded.origin and not module_of(loaded).training
     x = loaded.normalise(np.full((16, 24, 3), 255, np.uint8))
     assert x.shape == (1, 3, 16, 24)
     assert float(x[0, 0, 0, 0]) == pytest.approx((1 - 0.485) / 0.229, rel=1e-5)
@@ -44,7 +46,7 @@ def test_load_timm_from_file_with_labels_and_preprocessing(deit_file):
     from safetensors.torch import load_file
 
     sd = load_file(str(deit_file))
-    torch.testing.assert_close(loaded.model.state_dict()["pos_embed"], sd["pos_embed"])
+    torch.testing.assert_close(module_of(loaded).state_dict()["pos_embed"], sd["pos_embed"])
     assert loaded.labels[281].startswith("tabby") and len(loaded.labels) == 1000
     import timm
 
@@ -75,7 +77,7 @@ def test_offline_falls_back_to_embedded_with_notice():
     assert time.perf_counter() - t0 < 10
     assert loaded.spec.key == registry.OFFLINE_KEY
     assert "Showing" in loaded.notice and "DINO ViT-S/8" in loaded.notice and "not DINO" in loaded.notice
-    assert "embedded" in loaded.origin
+    assert "vitviz/assets/tiny" in loaded.origin
     # asking for the embedded model itself carries no notice
     assert models.get_model(registry.OFFLINE_KEY).notice == ""
 
@@ -113,7 +115,7 @@ def test_cache_loads_once_across_threads(monkeypatch):
         t.start()
     for t in threads:
         t.join()
-    assert len(calls) == 1 and len({id(r.model) for r in results}) == 1
+    assert len(calls) == 1 and len({id(module_of(r)) for r in results}) == 1
     models.clear_cache()
 
 
@@ -121,11 +123,11 @@ def test_embedded_model_and_timeline_checkpoints():
     loaded = models.get_model(registry.OFFLINE_KEY)
     assert loaded.labels == ["circle", "square", "triangle", "star", "cross", "ring"]
     assert loaded.spec.patch == 8 and loaded.resolution == 64
-    steps = [s for s, _ in loaders.tiny_checkpoints()]
+    steps = [s for s, _ in assets.tiny_checkpoints()]
     assert 4 <= len(steps) <= 6 and steps[0] == 0
-    first = models.get_checkpoint(steps[0]).model.state_dict()["pos_embed"]
-    last = models.get_checkpoint(steps[-1]).model.state_dict()["pos_embed"]
-    torch.testing.assert_close(last, loaded.model.state_dict()["pos_embed"])
+    first = module_of(models.get_checkpoint(steps[0])).state_dict()["pos_embed"]
+    last = module_of(models.get_checkpoint(steps[-1])).state_dict()["pos_embed"]
+    torch.testing.assert_close(last, module_of(loaded).state_dict()["pos_embed"])
     assert not torch.allclose(first, last)
     with pytest.raises(ValueError):
         models.get_checkpoint(123_456)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vitviz.models import loaders
 from vitviz.specs import registry
-from vitviz import assets as resources
+from vitviz import assets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,20 +26,20 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
     names = set(wheel.namelist())
     tiny = {f"vitviz/assets/tiny/{f}" for f in ("model.safetensors", "train_info.json", "quality.json")}
-    steps = {f"vitviz/assets/tiny/checkpoints/{p.name}" for _, p in loaders.tiny_checkpoints()}
-    examples = {f"vitviz/assets/examples/{p.name}" for p in resources.examples().iterdir() if p.suffix != ".py"}
+    steps = {f"vitviz/assets/tiny/checkpoints/{p.name}" for _, p in assets.tiny_checkpoints()}
+    examples = {f"vitviz/assets/examples/{p.name}" for p in assets.EXAMPLES.iterdir() if p.suffix != ".py"}
     web = {f"vitviz/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js")}
     assert tiny | steps | examples | web | {"vitviz/assets/theme.css", "vitviz/cli.py"} <= names
     assert len(steps) >= 4 and len(examples) >= 9
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "vitviz = vitviz.tools.cli:main" in wheel.read(entry).decode()
     size = wheel.getinfo("vitviz/assets/tiny/model.safetensors").file_size
-    assert size == (resources.assets() / "tiny" / "model.safetensors").stat().st_size
+    assert size == (assets.TINY / "model.safetensors").stat().st_size
 
 
 def test_the_installed_package_finds_its_files():
-    assert (resources.assets() / "tiny" / "model.safetensors").is_file()
-    assert loaders.TINY_DIR == resources.assets() / "tiny"
+    assert (assets.TINY / "model.safetensors").is_file()
+    assert assets.TINY == assets.TINY
 
 
 def test_importing_vitviz_changes_nothing_global():
@@ -49,7 +48,7 @@ import logging, sys, warnings
 import matplotlib, numpy as np, torch
 before = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
           list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
-import vitviz.analyses.attention, vitviz.core.attention, vitviz.models.budget, vitviz.analyses.classify, vitviz.tools.cli, vitviz.render.browser
+import vitviz.analyses.attention, vitviz.core.attention, vitviz.models.budget, vitviz.analyses.classify, vitviz.tools.cli, vitviz.render.browser, vitviz.specs.views
 import vitviz.core.images, vitviz.models.loaders, vitviz.models.cache, vitviz.core.patches, vitviz.render.plotting, vitviz.core.posembed
 import vitviz.views.attention, vitviz.views.classify, vitviz.views.patches, vitviz.views.posembed
 after = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),

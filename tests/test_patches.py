@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from vitviz.core import patches
+from vitviz.specs import registry
 
 
 def test_toy_walkthrough_matches_the_seed():
@@ -62,7 +63,7 @@ def test_token_counts_from_the_seeds():
 
 def test_vit_b16_attention_cost_by_hand():
     """The seed claims ~4.3 G MACs of attention for ViT-B/16; per head it is 197²·64, not 197²·768."""
-    m = patches.vit_macs(patches.VIT_SIZES["ViT-B"], 16, 224, 224)
+    m = patches.vit_macs(registry.VIT_SIZES["ViT-B"], 16, 224, 224)
     scores = 12 * 12 * 197 * 197 * 64  # layers × heads × T² × head dim
     assert m["attention scores QKᵀ"] == scores == 357_663_744
     attention = m["attention scores QKᵀ"] + m["attention × V"]
@@ -101,10 +102,10 @@ def _measured_macs(model: torch.nn.Module, x: torch.Tensor) -> dict[str, int]:
 def test_cost_calculator_matches_flop_counter(size, patch, h, w):
     import timm
 
-    model = timm.create_model(f"{patches.TIMM_NAMES[size]}_patch16_224", pretrained=False, patch_size=patch,
+    model = timm.create_model(f"{registry.TIMM_NAMES[size]}_patch16_224", pretrained=False, patch_size=patch,
                               img_size=(h, w)).eval()
     measured = _measured_macs(model, torch.randn(1, 3, h, w))
-    mine = patches.vit_macs(patches.VIT_SIZES[size], patch, h, w)
+    mine = patches.vit_macs(registry.VIT_SIZES[size], patch, h, w)
     for part in ("patch embedding", "QKV projection", "output projection", "MLP", "classifier head"):
         assert mine[part] == measured[part], part
     assert mine["attention scores QKᵀ"] + mine["attention × V"] == measured["attention"]
@@ -135,7 +136,7 @@ def test_embedding_weight_is_the_patch_projection_for_both_families(dino_s8_dir)
     from vitviz.specs import registry
 
     hf = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
-    assert tuple(patches.embedding_weight(hf.model).shape) == (384, 3, 8, 8)
+    assert tuple(hf.read(patches.embedding_weight).shape) == (384, 3, 8, 8)
     tiny = loaders.load_embedded()
-    w = patches.embedding_weight(tiny.model)
+    w = tiny.read(patches.embedding_weight)
     assert w.shape[-1] == tiny.spec.patch and w.shape[1] == 3

@@ -7,10 +7,11 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import module_of
 
-from vitviz.models import loaders
 from vitviz.analyses import relevance
-from vitviz.models.runner import LoadedModel
+from vitviz.models import loaders
+from vitviz.models.runner import Runner
 from vitviz.specs.registry import ModelSpec
 
 
@@ -18,7 +19,7 @@ def hooks_of(model: torch.nn.Module) -> int:
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
 
 
-def one_region_model() -> LoadedModel:
+def one_region_model() -> Runner:
     """A one-block timm ViT whose background tokens are exactly zero, so their keys and values are zero.
 
     No position embedding, zero biases in the patch projection and q/k/v, LayerNorm with zero bias (so
@@ -36,7 +37,8 @@ def one_region_model() -> LoadedModel:
         model.blocks[0].attn.qkv.bias.zero_()
         model.cls_token.normal_()
     spec = ModelSpec("one-region test model", "timm", "test", 8, 1, 32, 0.0, "classify", dim=32, depth=1, heads=2)
-    return LoadedModel(spec, model, (0.0,) * 3, (1.0,) * 3, 32, "built by the test", loaders._timm_forward(model))
+    return Runner(spec, model, loaders._timm_forward(model), mean=(0.0,) * 3, std=(1.0,) * 3, resolution=32,
+                  origin="built by the test")
 
 
 def test_relevance_lands_only_on_the_region_that_can_change_the_logit():
@@ -59,24 +61,25 @@ def test_relevance_lands_only_on_the_region_that_can_change_the_logit():
     y = x.clone()  # other pixels in the region: the logits move (the region is what the class depends on)
     y[:, :, 8:16, 16:32] = torch.rand(3, 8, 16, generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():
-        assert (loaded.forward(y)[0] - loaded.forward(x)[0]).abs().max() > 1e-5  # small: timm initialises weights small
+        model = module_of(loaded)
+        assert (model(y) - model(x)).abs().max() > 1e-5  # small: timm initialises weights small
 
 
 def test_top_class_by_default_no_hooks_no_parameter_gradients_and_bad_class():
     tiny = loaders.load_embedded()
     x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
-    flags = [b.attn.fused_attn for b in tiny.model.blocks]
+    flags = [b.attn.fused_attn for b in module_of(tiny).blocks]
     r = relevance.class_relevance(tiny, x)
     assert r.target == int(np.argmax(r.logits))
     second = relevance.class_relevance(tiny, x, rank=2)  # the class ranked second, from the same forward
     assert second.target == int(np.argsort(-r.logits)[1]) and np.array_equal(second.logits, r.logits)
-    assert hooks_of(tiny.model) == 0 and [b.attn.fused_attn for b in tiny.model.blocks] == flags
-    assert all(p.grad is None for p in tiny.model.parameters())
+    assert hooks_of(module_of(tiny)) == 0 and [b.attn.fused_attn for b in module_of(tiny).blocks] == flags
+    assert all(p.grad is None for p in module_of(tiny).parameters())
     assert r.relevance[0] >= 1 and np.all(r.relevance >= -1e-12)  # R = I + non-negative terms
     assert abs(r.rollout.sum() - 1) < 1e-5  # rollout rows stay distributions
     with pytest.raises(ValueError, match="no class 99"):
         relevance.class_relevance(tiny, x, 99)
-    assert hooks_of(tiny.model) == 0
+    assert hooks_of(module_of(tiny)) == 0
 
 
 def test_relevance_from_threads_equals_sequential():

@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import torch
 import pytest
+import torch
+from conftest import module_of
 
-from vitviz.core import attention
-from vitviz.models import loaders
+from vitviz import assets
+from vitviz.core import attention, posembed
+from vitviz.embedded import quality, scenes, train
 from vitviz.models import cache as models
-from vitviz.core import posembed
-from vitviz.embedded import quality
-from vitviz.embedded import scenes
-from vitviz.embedded import train
+from vitviz.models import hooks, loaders
 
-QUALITY = json.loads((loaders.TINY_DIR / "quality.json").read_text())
+QUALITY = json.loads((assets.TINY / "quality.json").read_text())
 
 
 def test_scenes_are_seeded_and_masks_match():
@@ -28,10 +27,10 @@ def test_scenes_are_seeded_and_masks_match():
 
 
 def test_shipped_files_and_card():
-    info = loaders.tiny_info()
-    assert (loaders.TINY_DIR / "model.safetensors").stat().st_size < 8 * 2**20
+    info = assets.tiny_info()
+    assert (assets.TINY / "model.safetensors").stat().st_size < 8 * 2**20
     assert info["train_seconds"] <= 30 * 60 * 1.1 and "not DINO" in info["objective"]
-    card = (loaders.TINY_DIR / "MODEL_CARD.md").read_text()
+    card = (assets.TINY / "MODEL_CARD.md").read_text()
     assert f"{QUALITY['accuracy']:.1%}" in card and "supervised" in card
 
 
@@ -153,11 +152,11 @@ def test_spread_penalty_reads_the_last_block(monkeypatch):
     the last block's, computed here from attention recorded independently in float32.
     """
     loaded = loaders.load_embedded()
-    model = loaded.model
+    model = module_of(loaded)
     imgs, _, _ = scenes.make_batch(quality.TEST_SEED, 8)
     x = torch.cat([loaded.normalise(img) for img in imgs])
     got: dict[int, torch.Tensor] = {}
-    with torch.inference_mode(), attention.record_attention(model, lambda layer, a: got.__setitem__(layer, a[:, :, 0, 1:])):
+    with torch.inference_mode(), hooks.record_attention(model, lambda layer, a: got.__setitem__(layer, a[:, :, 0, 1:])):
         model(x)
     per_block = [train.spread_penalty(got[layer].float(), spread=8).item() for layer in sorted(got)]
     assert min(abs(v - per_block[-1]) for v in per_block[:-1]) > 0.05  # the blocks can be told apart
@@ -208,7 +207,7 @@ def test_timeline_shows_attention_emerge():
     imgs, _, masks = scenes.make_batch(quality.TEST_SEED, 100)
     side = 64 // 8
     lifts, spread = {}, {}
-    steps = [s for s, _ in loaders.tiny_checkpoints()]
+    steps = [s for s, _ in assets.tiny_checkpoints()]
     for step in (steps[0], steps[-1]):
         _, cls = quality.last_layer_cls(models.get_checkpoint(step), imgs)
         mean = cls.mean(1)  # (B, N)
@@ -220,8 +219,8 @@ def test_timeline_shows_attention_emerge():
 
 def test_timeline_position_embeddings_gain_structure():
     """Random at step 0; after training, neighbours (and rings around the centre) are alike."""
-    steps = [s for s, _ in loaders.tiny_checkpoints()]
-    first, last = (posembed.neighbourhood(posembed.learned_grid(models.get_checkpoint(s).model))
+    steps = [s for s, _ in assets.tiny_checkpoints()]
+    first, last = (posembed.neighbourhood(models.get_checkpoint(s).read(posembed.learned_grid))
                    for s in (steps[0], steps[-1]))
     assert abs(first["next_door"]) < 0.1 and abs(first["all"]) < 0.1
     assert last["next_door"] > last["all"] + 0.2

@@ -141,7 +141,9 @@ def swin_in_cache(tmp_path):
 def test_swin_tables_are_the_models_own_and_gather_as_it_does(swin_in_cache):
     from vitviz.views import posembed as view
 
-    model = swin_in_cache.model
+    from conftest import module_of
+
+    model = module_of(swin_in_cache)
     tables = windows.bias_tables(model)
     assert [t[0] for t in tables][:3] == ["stage 1, block 1", "stage 1, block 2", "stage 2, block 1"]
     assert len(tables) == 12 and [t[1].shape for t in tables[::4]] == [(169, 3), (169, 12), (169, 12)]

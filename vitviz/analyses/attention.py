@@ -1,94 +1,176 @@
-"""One forward per (model, image, resolution): checked against the budget, run under the model's lock, cached.
+"""Attention over every layer of one forward: what the Attention tab, the command line and the bundles draw from.
 
-``analyse`` is what the Attention tab (and anything else that wants a model's
-attention over a picture) calls. It fits the picture, refuses it with a clear
-message when it would be over the model's token limit, runs the forward
-through :meth:`vitviz.models.runner.LoadedModel.capture` (the model's lock: no other
-request can touch the model meanwhile) and keeps the result in a small
-thread-safe LRU cache, so that moving a slider redraws without a forward.
+:class:`AttentionProbe` is what the forward is asked to record (through :meth:`vitviz.models.runner.Runner.analyse`:
+fitted, budget-checked, under the model's lock, kept in the one cache of results), and :func:`analyse` the call
+everything else makes: moving a slider redraws from the kept result without a forward.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from vitviz.models import budget
-from vitviz.core.attention import AttentionMaps
-from vitviz.core.images import Fitted, fit_to_patches, fitted_shape
-from vitviz.models.runner import LoadedModel
-from vitviz.core.lru import LRU
+from vitviz.core.attention import FUSIONS, AttentionMaps, fuse_heads, patch_distances
+from vitviz.core.images import Fitted
+from vitviz.models import budget, hooks
+from vitviz.models.runner import Forward, Runner, find as find_run
+from vitviz.specs.registry import ModelSpec
 
-CACHE_ITEMS = 12
-CACHE_BYTES = 1536 * 2**20
-"""The cache keeps the newest analyses within both limits (the newest one always stays)."""
+FULL_BUDGET_BYTES = 192 * 2**20
+"""Keep every layer's full per-head float32 matrices only while they fit in this (DINO ViT-S/8 at 224 px does)."""
+FUSED_BUDGET_BYTES = 256 * 2**20
+"""Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
+
+
+def kept_bytes(spec: ModelSpec, tokens: int) -> int:
+    """Bytes :func:`collect` keeps for ``tokens`` tokens of ``spec`` (every layer while they fit, else the last
+    layer plus head-fused float16 matrices), plus the (N, N) patch-distance matrix and one head's product with it."""
+    t, n = tokens, tokens - spec.prefix
+    layer = spec.heads * t * t * 4
+    full = spec.depth * layer
+    fused = 3 * spec.depth * t * t * 2
+    fused = fused if fused <= FUSED_BUDGET_BYTES else fused // 3
+    kept = full if full <= FULL_BUDGET_BYTES else layer + fused
+    return kept + 2 * n * n * 4
+
+
+def attention_bytes(spec: ModelSpec, tokens: int) -> int:
+    """Estimated peak bytes of one forward of ``spec`` over ``tokens`` tokens with every layer's attention recorded."""
+    return budget.forward_bytes(spec, tokens) + kept_bytes(spec, tokens)
+
+
+def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: int, prefix: int,
+            full_budget: int = FULL_BUDGET_BYTES, fused_budget: int = FUSED_BUDGET_BYTES) -> AttentionMaps:
+    """Run ``forward(x)`` once (x: (1, 3, H, W)) and keep what the views need.
+
+    ``forward`` returns (logits or None, last-layer tokens (T, D)). Full (H, T, T) matrices of every layer are
+    kept (the model's own float32 tensors, by reference) when they fit in ``full_budget`` bytes; otherwise only
+    the last layer's, plus head-fused float16 matrices for rollout (mean, max and min while they fit in
+    ``fused_budget``, else the mean only). Nothing of size L·H·T² is held in that case.
+    """
+    gh, gw = x.shape[-2] // patch, x.shape[-1] // patch
+    n = gh * gw
+    t = n + prefix
+    layers = len(hooks.attention_modules(model))
+    dist = patch_distances(gh, gw, patch)  # (N, N) pixels; exact mean distance needs every query
+    cls_rows: dict[int, torch.Tensor] = {}
+    distance: dict[int, torch.Tensor] = {}
+    full: dict[int, torch.Tensor] = {}
+    fused: dict[str, torch.Tensor] = {}
+    plan: dict[str, bool] = {}
+
+    def on_attention(layer: int, attn: torch.Tensor) -> None:
+        a = attn[0].detach()  # (H, T, T), float32
+        if a.shape[-1] != t:
+            raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
+        if not plan:  # the first layer shows the real head count: choose what to keep
+            plan["all"] = layers * a.shape[0] * t * t * 4 <= full_budget
+            if not plan["all"]:
+                kept = FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
+                fused.update({f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept})
+        cls_rows[layer] = a[:, 0, prefix:].clone()
+        pp = a[:, prefix:, prefix:]  # (H, N, N) patch queries to patch keys, a view
+        per_query = torch.einsum("hqk,qk->hq", pp, dist) / pp.sum(-1).clamp_min(1e-12)  # no (H, N, N) temporary
+        distance[layer] = per_query.mean(-1)
+        if plan["all"] or layer == layers - 1:
+            full[layer] = a  # the model never writes to it again: a reference, not a copy
+        for f, buf in fused.items():
+            buf[layer] = fuse_heads(a, f)
+
+    with hooks.record_attention(model, on_attention):
+        logits, tokens = forward(x)
+    if len(cls_rows) != layers:
+        raise RuntimeError(f"recorded {len(cls_rows)} of {layers} attention layers")
+    return AttentionMaps(
+        grid=(gh, gw), patch=patch, prefix=prefix,
+        cls=torch.stack([cls_rows[i] for i in range(layers)]).numpy(),
+        distance=torch.stack([distance[i] for i in range(layers)]).numpy(),
+        full=full,
+        fused=fused,
+        norms=None if tokens is None else tokens.float().norm(dim=-1).numpy(),
+        logits=None if logits is None else logits.float().numpy(),
+    )
+
+
+@dataclass(frozen=True)
+class AttentionProbe:
+    """Every layer's attention of one forward (:func:`collect`), for :meth:`Runner.analyse`.
+
+    ``checkpoint_input`` fits the picture with the checkpoint's own preprocessing (the classifier's resize and
+    crop) instead of the Attention tab's aspect-keeping fit.
+    """
+
+    patch: int
+    prefix: int
+    checkpoint_input: bool = False
+    full_budget: int = FULL_BUDGET_BYTES
+    fused_budget: int = FUSED_BUDGET_BYTES
+    grad: bool = False
+
+    @property
+    def key(self) -> tuple:
+        return ("attention", self.checkpoint_input, self.full_budget, self.fused_budget)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return attention_bytes(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> AttentionMaps:
+        return collect(model, x, forward, self.patch, self.prefix, self.full_budget, self.fused_budget)
+
+    def nbytes(self, maps: AttentionMaps) -> int:
+        return maps.nbytes
+
+
+def probe_for(runner: Runner, checkpoint_input: bool = False, **budgets: int) -> AttentionProbe:
+    return AttentionProbe(runner.spec.patch, runner.spec.prefix, checkpoint_input, **budgets)
 
 
 @dataclass
 class Analysis:
-    """One forward pass and everything needed to redraw it: the model, the fitted picture, the maps."""
+    """One forward pass and everything needed to redraw it: the model, the fitted picture, the maps.
 
-    loaded: LoadedModel
+    Attributes:
+        runner: the model that ran (its ``notice`` says when it stands in for the one asked for).
+        fitted: the picture as the model saw it.
+        maps: what the forward left behind.
+        resolution: the short side used (the embedded model's own 64 px whatever was asked).
+        token: names this analysis (a digest of model, picture and resolution).
+        seconds: how long the forward took.
+    """
+
+    runner: Runner
     fitted: Fitted
     maps: AttentionMaps
     resolution: int = 0
-    """The short side the picture was fitted to (the embedded model's own size for the embedded model)."""
     token: str = ""
-    """Names this analysis for :func:`find` (a digest of model, picture and resolution)."""
+    seconds: float = 0.0
 
 
-_cache: LRU[Analysis] = LRU(CACHE_ITEMS, CACHE_BYTES, lambda a: a.maps.nbytes)
+def analyse(runner: Runner, rgb: np.ndarray, resolution: int | None = None, checkpoint_input: bool = False,
+            **budgets: int) -> Analysis:
+    """Every layer's attention of one forward of ``rgb`` (short side ``resolution``, aspect kept), kept.
 
+    The embedded model always runs at its own 64 px: it was trained at that size only. With
+    ``checkpoint_input`` the picture is preprocessed as the checkpoint expects (the Classify tab).
 
-def image_key(rgb: np.ndarray) -> str:
-    """A digest of an (H, W, 3) array's pixels and shape."""
-    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+    Raises:
+        ValueError: when the fitted picture would be over the model's token budget (checked from the shapes
+            alone, before resizing or any forward).
+    """
+    run = runner.analyse(probe_for(runner, checkpoint_input, **budgets), rgb, resolution)
+    return Analysis(run.runner, run.fitted, run.value, run.resolution, run.token, run.seconds)
 
 
 def find(token: str) -> Analysis | None:
-    """The cached analysis named ``token``, or None when it has left the cache."""
-    return next((a for a in _cache.values() if a.token == token), None)
+    """The kept analysis named ``token``, or None when it has left the cache."""
+    run = find_run(token)
+    if run is None or not isinstance(run.value, AttentionMaps):
+        return None
+    return Analysis(run.runner, run.fitted, run.value, run.resolution, run.token, run.seconds)
 
 
-def clear_cache() -> None:
-    _cache.clear()
-
-
-def _resolution(loaded: LoadedModel, resolution: int, shape: tuple[int, int]) -> int:
-    """The short side the picture will be fitted to, after checking the token budget from the shapes alone."""
-    if loaded.spec.family == "embedded":
-        resolution = loaded.resolution
-    p = loaded.spec.patch
-    resolution = max(int(resolution), p)
-    h, w = fitted_shape(*shape, resolution, p, "keep")
-    budget.check_attention(loaded.spec, (h // p, w // p), resolution)
-    return resolution
-
-
-def prepare(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> tuple[Fitted, int]:
+def prepare(runner: Runner, rgb: np.ndarray, resolution: int) -> tuple[Fitted, int]:
     """The picture fitted as :func:`analyse` fits it, and the short side used; ``ValueError`` over the budget."""
-    resolution = _resolution(loaded, resolution, rgb.shape[:2])
-    return fit_to_patches(rgb, resolution, loaded.spec.patch, "keep"), resolution
-
-
-def analyse(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> Analysis:
-    """Fit ``rgb`` (short side ``resolution``, aspect kept) and run ``loaded`` once; cached.
-
-    The embedded model always runs at its own 64 px: it was trained at that size only.
-
-    Raises:
-        ValueError: when the fitted picture would be over the model's token budget
-            (checked from the shapes alone, before resizing or any forward).
-    """
-    resolution = _resolution(loaded, resolution, rgb.shape[:2])
-    key = (id(loaded.model), image_key(rgb), resolution)  # cached entries keep their model alive
-
-    def run() -> Analysis:  # the same request twice at once runs one forward; the other waits for it
-        fitted = fit_to_patches(rgb, resolution, loaded.spec.patch, "keep")
-        token = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
-        maps = loaded.capture(loaded.normalise(fitted.image), fitted.grid)
-        return Analysis(loaded, fitted, maps, resolution, token)
-
-    return _cache.get_or_make(key, run)
+    return runner.fit(rgb, resolution, probe_for(runner))

@@ -1,8 +1,8 @@
 """Classification with a timm ViT, and the experiments that expose its design.
 
-Preprocessing comes from the checkpoint (``timm.data.create_transform`` on its
-resolved data config); labels from timm's ImageNet info or the checkpoint's
-own label names.
+Preprocessing comes from the checkpoint (:meth:`vitviz.models.runner.Runner.preprocess`: timm's transform on its
+resolved data config); labels from timm's ImageNet info or the checkpoint's own label names. Every forward goes
+through the runner: the shuffle experiment is a probe, the model's size is read under its lock.
 """
 
 from __future__ import annotations
@@ -13,25 +13,10 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from PIL import Image
 
 from vitviz.core import patches
-from vitviz.models.runner import LoadedModel
-
-
-def preprocess(loaded: LoadedModel, rgb: np.ndarray) -> torch.Tensor:
-    """(H, W, 3) uint8 -> (1, 3, S, S) exactly as the checkpoint expects (resize, crop, normalise)."""
-    from timm.data import create_transform
-
-    transform = create_transform(**loaded.data_config)
-    return transform(Image.fromarray(rgb))[None]
-
-
-def to_picture(loaded: LoadedModel, x: torch.Tensor) -> np.ndarray:
-    """Undo the normalisation of (1, 3, S, S) model input -> (S, S, 3) uint8."""
-    mean = torch.tensor(loaded.mean).view(3, 1, 1)
-    std = torch.tensor(loaded.std).view(3, 1, 1)
-    return ((x[0] * std + mean).clamp(0, 1).permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+from vitviz.models.runner import Forward, Runner
+from vitviz.specs import registry
 
 
 def top_k(logits: np.ndarray, labels: list[str] | None, k: int = 5) -> dict[str, float]:
@@ -43,10 +28,10 @@ def top_k(logits: np.ndarray, labels: list[str] | None, k: int = 5) -> dict[str,
     return {(labels[i] if labels else f"class {i}"): float(p[i]) for i in best}
 
 
-def size_of(model: torch.nn.Module) -> patches.ViTSize:
+def size_of(model: torch.nn.Module) -> registry.ViTSize:
     """Width, depth and heads of a timm VisionTransformer, for the MAC calculator."""
     blocks = list(model.blocks)
-    return patches.ViTSize(type(model).__name__, int(model.embed_dim), len(blocks), int(blocks[0].attn.num_heads),
+    return registry.ViTSize(type(model).__name__, int(model.embed_dim), len(blocks), int(blocks[0].attn.num_heads),
                            blocks[0].mlp.fc1.out_features / model.embed_dim)
 
 
@@ -55,6 +40,11 @@ def model_macs(model: torch.nn.Module, h: int, w: int) -> int:
     p = model.patch_embed.patch_size[0]
     return sum(patches.vit_macs(size_of(model), p, h, w, num_classes=model.num_classes,
                                 prefix=model.num_prefix_tokens).values())
+
+
+def macs_of(runner: Runner, h: int, w: int) -> int:
+    """:func:`model_macs` of a runner's model (read under its lock)."""
+    return runner.read(lambda model: model_macs(model, h, w))
 
 
 def shuffle_patches(x: torch.Tensor, patch: int, perm: torch.Tensor) -> torch.Tensor:
@@ -97,17 +87,40 @@ class ShuffleResult:
     diff_without_pos: float  # the same with position embeddings removed (≈ 0)
 
 
-def shuffle_experiment(loaded: LoadedModel, rgb: np.ndarray, seed: int = 0) -> ShuffleResult:
+@dataclass(frozen=True)
+class ShuffleProbe:
+    """Four forwards: the picture and its shuffled patches, each with and without position embeddings."""
+
+    perm: tuple[int, ...]
+    grad: bool = False
+    checkpoint_input: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("shuffle", hash(self.perm))
+
+    def estimate(self, spec, tokens: int) -> int:
+        from vitviz.models import budget
+
+        return budget.forward_bytes(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple[torch.Tensor, ...]:
+        p = model.patch_embed.patch_size[0]
+        xs = shuffle_patches(x, p, torch.tensor(self.perm))
+        return model(x), model(xs), forward_without_positions(model, x), forward_without_positions(model, xs), xs
+
+    def nbytes(self, out) -> int:
+        return sum(o.numel() * o.element_size() for o in out)
+
+
+def shuffle_experiment(runner: Runner, rgb: np.ndarray, seed: int = 0) -> ShuffleResult:
     """Permute the patches; compare logits with and without position embeddings."""
-    x = preprocess(loaded, rgb)
-    p = loaded.model.patch_embed.patch_size[0]
+    x = runner.preprocess(rgb)
+    p = runner.spec.patch
     n = (x.shape[-2] // p) * (x.shape[-1] // p)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    xs = shuffle_patches(x, p, perm)
-    with loaded.exclusive() as model:  # no other request's hooks can be on the model meanwhile
-        a, b = model(x), model(xs)
-        a0, b0 = forward_without_positions(model, x), forward_without_positions(model, xs)
-    return ShuffleResult(to_picture(loaded, xs), top_k(a[0].numpy(), loaded.labels), top_k(b[0].numpy(), loaded.labels),
+    a, b, a0, b0, xs = runner.run(ShuffleProbe(tuple(perm.tolist())), x)
+    return ShuffleResult(runner.picture(xs), top_k(a[0].numpy(), runner.labels), top_k(b[0].numpy(), runner.labels),
                          float((a - b).abs().max()), float((a0 - b0).abs().max()))
 
 
@@ -131,11 +144,11 @@ def patch_size_tradeoff(size: str = "ViT-S", resolution: int = 224, repeats: int
     """
     import timm
 
-    spec = patches.VIT_SIZES[size]
+    spec = registry.VIT_SIZES[size]
     rows = []
     x = torch.randn(1, 3, resolution, resolution)
     for p in (8, 16, 32):
-        model = timm.create_model(f"{patches.TIMM_NAMES[size]}_patch16_224", pretrained=False, patch_size=p,
+        model = timm.create_model(f"{registry.TIMM_NAMES[size]}_patch16_224", pretrained=False, patch_size=p,
                                   img_size=resolution).eval()
         n = (resolution // p) ** 2
         rows.append((p, n + 1, sum(q.numel() for q in model.parameters()), (n + 1) ** 2,

@@ -16,31 +16,39 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vitviz.analyses import attention as analysis
-from vitviz.models import hooks as probes
 from vitviz.core.images import Fitted
-from vitviz.models.runner import LoadedModel
-from vitviz.core.lru import LRU
+from vitviz.models import budget, hooks
+from vitviz.models.runner import Forward, Runner
+from vitviz.specs.registry import ModelSpec
 
 
-def every_layer_tokens(loaded: LoadedModel, fitted: Fitted) -> torch.Tensor:
-    """(L, T, D) float32: the token stream after every block, from one forward."""
-    blocks = probes.blocks(loaded.model)
-    with loaded.exclusive(), probes.capture({str(i): (b, "output") for i, b in enumerate(blocks)}) as seen:
-        loaded.forward(loaded.normalise(fitted.image))
+@dataclass(frozen=True)
+class TokensProbe:
+    """The token stream after every block of one forward, (L, T, D) float32 (each block's output, so the last
+    one is before the model's final LayerNorm)."""
+
+    grad: bool = False
+    checkpoint_input: bool = False
+    key: tuple = ("tokens",)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return budget.forward_bytes(spec, tokens) + spec.depth * tokens * spec.dim * 4
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> torch.Tensor:
+        blocks = hooks.blocks(model)
+        with hooks.capture({str(i): (b, "output") for i, b in enumerate(blocks)}) as seen:
+            forward(x)
         return torch.stack([seen[str(i)][0].detach().float() for i in range(len(blocks))])
 
+    def nbytes(self, streams: torch.Tensor) -> int:
+        return streams.numel() * streams.element_size()
 
-_cache: LRU[torch.Tensor] = LRU(8, 256 * 2**20, lambda t: t.numel() * t.element_size())
-"""Token streams of the newest pictures, within 256 MB (the newest always stays)."""
 
-
-def tokens_for(loaded: LoadedModel, rgb: np.ndarray, resolution: int) -> tuple[Fitted, torch.Tensor]:
+def tokens_for(runner: Runner, rgb: np.ndarray, resolution: int) -> tuple[Fitted, torch.Tensor]:
     """The picture fitted as the Attention tab fits it (budget checked first) and its (L, T, D) token streams;
-    cached, so moving to another layer runs no forward."""
-    fitted, resolution = analysis.prepare(loaded, rgb, resolution)
-    key = (loaded.model, analysis.image_key(rgb), resolution)  # the key keeps its model alive
-    return fitted, _cache.get_or_make(key, lambda: every_layer_tokens(loaded, fitted))
+    kept, so moving to another layer runs no forward."""
+    run = runner.analyse(TokensProbe(), rgb, resolution)
+    return run.fitted, run.value
 
 
 @dataclass

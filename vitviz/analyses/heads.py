@@ -17,19 +17,20 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vitviz.analyses import attention as analysis
-from vitviz.core import attention
-from vitviz.models import hooks as probes
 from vitviz.core.images import Fitted
-from vitviz.models.runner import LoadedModel
-from vitviz.core.lru import LRU
+from vitviz.models import budget, hooks
+from vitviz.models.runner import Forward, Runner
+from vitviz.specs.registry import ModelSpec
 
 
 @dataclass
 class LayerRecord:
-    """One layer of one forward: (H, T, d) q, k, v; (H, T, T) the model's attention; (H, T, d) each head's output."""
+    """One layer of one forward: (H, T, d) q, k, v; (H, T, T) the model's attention; (H, T, d) each head's output.
 
-    fitted: Fitted
+    ``grid`` is the (gh, gw) patch grid; T = prefix + gh·gw.
+    """
+
+    grid: tuple[int, int]
     prefix: int
     layer: int
     scale: float
@@ -79,41 +80,51 @@ class HeadTrace:
         return float(np.abs(self.mixed - self.model_out).max())
 
 
-def record_layer(loaded: LoadedModel, fitted: Fitted, layer: int) -> LayerRecord:
-    """One forward of the fitted picture, keeping layer ``layer`` (0-based) taken apart."""
-    parts = probes.attention_parts(loaded.model, layer)
-    kept: dict[str, torch.Tensor] = {}
+@dataclass(frozen=True)
+class LayerProbe:
+    """One layer taken apart in one forward: its projected q, k, v, its attention and every head's output."""
 
-    def on_attention(i: int, attn: torch.Tensor) -> None:
-        if i == layer:
-            kept["attn"] = attn[0].detach().clone()
+    layer: int
+    prefix: int
+    patch: int
+    grad: bool = False
+    checkpoint_input: bool = False
 
-    x = loaded.normalise(fitted.image)
-    with loaded.exclusive():
-        with probes.capture(parts.targets) as seen, attention.record_attention(loaded.model, on_attention):
-            loaded.forward(x)
+    @property
+    def key(self) -> tuple:
+        return ("layer", self.layer)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        """The forward, the layer's (H, T, T) attention kept, and q, k, v and the heads' output (4 × (T, D))."""
+        return budget.forward_bytes(spec, tokens) + spec.heads * tokens * tokens * 4 + 4 * tokens * spec.dim * 4
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> LayerRecord:
+        parts = hooks.attention_parts(model, self.layer)
+        kept: dict[str, torch.Tensor] = {}
+
+        def on_attention(i: int, attn: torch.Tensor) -> None:
+            if i == self.layer:
+                kept["attn"] = attn[0].detach().clone()
+
+        with hooks.capture(parts.targets) as seen, hooks.record_attention(model, on_attention):
+            forward(x)
         q, k, v = (t.detach().clone() for t in parts.split(seen))
         out = seen["heads_out"][0].detach()
         t = out.shape[0]
         heads_out = out.reshape(t, parts.heads, parts.head_dim).transpose(0, 1).clone()
-    return LayerRecord(fitted, loaded.spec.prefix, layer, parts.scale, q, k, v, kept["attn"], heads_out)
+        grid = (x.shape[-2] // self.patch, x.shape[-1] // self.patch)
+        return LayerRecord(grid, self.prefix, self.layer, parts.scale, q, k, v, kept["attn"], heads_out)
+
+    def nbytes(self, r: LayerRecord) -> int:
+        return sum(t.numel() * t.element_size() for t in (r.q, r.k, r.v, r.attn, r.heads_out))
 
 
-_cache: LRU[LayerRecord] = LRU(4)
-"""The last few layers taken apart: another head or query of the same layer runs no forward."""
-
-
-def layer_record(loaded: LoadedModel, rgb: np.ndarray, resolution: int, layer: int) -> LayerRecord:
-    """:func:`record_layer` for a picture fitted as the Attention tab fits it (budget checked first); the
-    last few are cached, so choosing another head or query does not run the model again.
-
-    ``layer`` is 1-based and clamped to the model's depth.
-    """
-    fitted, resolution = analysis.prepare(loaded, rgb, resolution)
-    depth = loaded.depth
-    layer = int(np.clip(int(layer), 1, depth)) - 1
-    key = (loaded.model, analysis.image_key(rgb), resolution, layer)  # the key keeps its model alive
-    return _cache.get_or_make(key, lambda: record_layer(loaded, fitted, layer))
+def layer_record(runner: Runner, rgb: np.ndarray, resolution: int, layer: int) -> tuple[Fitted, LayerRecord]:
+    """The picture fitted as the Attention tab fits it and layer number ``layer`` (1 = first; clamped to the
+    model's depth) of its forward taken apart; kept, so another head or query of the layer runs no forward."""
+    layer = int(np.clip(int(layer), 1, runner.depth)) - 1
+    run = runner.analyse(LayerProbe(layer, runner.spec.prefix, runner.spec.patch), rgb, resolution)
+    return run.fitted, run.value
 
 
 def trace(record: LayerRecord, head: int, query: int) -> HeadTrace:
@@ -125,7 +136,6 @@ def trace(record: LayerRecord, head: int, query: int) -> HeadTrace:
     scores = (k @ q) * record.scale  # (T,)
     weights = torch.softmax(scores, 0)
     mixed = weights @ v  # (d,)
-    fitted = record.fitted
-    return HeadTrace(record.layer, head, query, record.prefix, fitted.grid, q.numpy(),
+    return HeadTrace(record.layer, head, query, record.prefix, record.grid, q.numpy(),
                      scores.numpy(), weights.numpy(), record.attn[head, query].double().numpy(), mixed.numpy(),
                      record.heads_out[head, query].double().numpy())

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from vitviz.core import attention
-from vitviz.models.runner import LoadedModel
+from vitviz.models import budget, hooks
+from vitviz.models.runner import Forward, Runner
+from vitviz.specs.registry import ModelSpec
 
 
 @dataclass
@@ -40,35 +42,53 @@ class Relevance:
     logits: np.ndarray
 
 
-def class_relevance(loaded: LoadedModel, x: torch.Tensor, target: int | None = None, rank: int = 1) -> Relevance:
-    """One forward and one backward pass of x (1, 3, H, W) for class ``target``, or, when ``target`` is None,
-    for the class the model ranks ``rank``-th on this picture (1 = its top class; from the same forward).
+@dataclass(frozen=True)
+class RelevanceProbe:
+    """One forward and one backward pass for class ``target`` (or, when None, the class ranked ``rank``-th by the
+    same forward), with every layer's attention recorded; autograd is asked for the gradients of the recorded
+    attention only, so no parameter's ``.grad`` is touched."""
 
-    Runs under the model's lock with gradients on, but asks autograd for the gradients of the
-    recorded attention only: no parameter's ``.grad`` is touched, and the attention hooks are
-    gone when this returns (also on error).
-    """
-    attns: list[torch.Tensor] = []
-    with loaded.lock, torch.inference_mode(False), torch.enable_grad():
-        model = loaded.model
-        model.eval()
-        with attention.record_attention(model, lambda _layer, a: attns.append(a)):
-            logits, _ = loaded.forward(x)
+    target: int | None = None
+    rank: int = 1
+    grad: bool = True
+    checkpoint_input: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("relevance", self.target, self.rank)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        """Every layer's attention and its gradient, on top of the forward."""
+        return budget.forward_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Relevance:
+        attns: list[torch.Tensor] = []
+        with hooks.record_attention(model, lambda _layer, a: attns.append(a)):
+            logits, _ = forward(x)
         if logits is None:
-            raise ValueError(f"{loaded.spec.key} has no classifier head: choose a classification model.")
+            raise ValueError("This model has no classifier head: choose a classification model.")
         classes = logits.shape[-1]
+        target = self.target
         if target is None:
             order = torch.argsort(logits[0].detach(), descending=True, stable=True)
-            target = int(order[min(max(int(rank), 1), classes) - 1])
-        target = int(target)
-        if not 0 <= target < classes:
+            target = int(order[min(max(int(self.rank), 1), classes) - 1])
+        if not 0 <= int(target) < classes:
             raise ValueError(f"This model has classes 0 to {classes - 1}; there is no class {target}.")
-        grads = torch.autograd.grad(logits[0, target], attns)
-    with torch.no_grad():
-        t = attns[0].shape[-1]
-        r = torch.eye(t, dtype=torch.float64)
-        for a, g in zip(attns, grads):
-            cam = (g[0].double() * a[0].double()).clamp(min=0).mean(0)  # (T, T)
-            r = r + cam @ r
-        plain = attention.rollout_cls_mean([a[0].detach() for a in attns])
-    return Relevance(target, r[0].numpy(), plain, logits[0].detach().numpy())
+        grads = torch.autograd.grad(logits[0, int(target)], attns)
+        with torch.no_grad():
+            t = attns[0].shape[-1]
+            r = torch.eye(t, dtype=torch.float64)
+            for a, g in zip(attns, grads):
+                cam = (g[0].double() * a[0].double()).clamp(min=0).mean(0)  # (T, T)
+                r = r + cam @ r
+            plain = attention.rollout_cls_mean([a[0].detach() for a in attns])
+        return Relevance(int(target), r[0].numpy(), plain, logits[0].detach().numpy())
+
+    def nbytes(self, r: Relevance) -> int:
+        return r.relevance.nbytes + r.rollout.nbytes + r.logits.nbytes
+
+
+def class_relevance(runner: Runner, x: torch.Tensor, target: int | None = None, rank: int = 1) -> Relevance:
+    """Relevance for class ``target`` (or the class ranked ``rank``-th on this input) from one forward and one
+    backward of the prepared input x (1, 3, H, W), through the runner (its lock; hooks gone on return)."""
+    return runner.run(RelevanceProbe(target, rank), x)

@@ -28,7 +28,8 @@ from vitviz.models import cache as models
 from vitviz.core import patches
 from vitviz.render import plotting
 from vitviz.specs import registry
-from vitviz import assets as resources
+from vitviz import assets
+from vitviz.specs import views as views_spec
 from vitviz.render import web
 from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
@@ -38,11 +39,11 @@ from vitviz.views import patches as patches_view
 from vitviz.views import posembed as posembed_view
 from vitviz.views import windows as windows_view
 
-EXAMPLES = resources.examples()
+EXAMPLES = assets.EXAMPLES
 PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
-LEARNED, TIMELINE = posembed_view.LEARNED, posembed_view.TIMELINE
-PE_SOURCES = list(posembed_view.SINUSOIDAL) + [TIMELINE] + [LEARNED + k for k, s in registry.REGISTRY.items()
+LEARNED, TIMELINE = views_spec.LEARNED, views_spec.TIMELINE
+PE_SOURCES = list(views_spec.SINUSOIDAL) + [TIMELINE] + [LEARNED + k for k, s in registry.REGISTRY.items()
                                                              if s.task != "relative"]  # a Swin has no absolute table
 MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
 """Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
@@ -291,7 +292,7 @@ def run_windows(src, patch, resolution, policy, size_name, window, row, col):
     window = budget.number(window, "window side M", 1, 32, integer=True)
     row, col = (budget.number(v, name, 0, 999, integer=True) for v, name in ((row, "query row"), (col, "query column")))
     image, text = windows_view.render_windows(fitted, window, row, col)
-    dim = patches.VIT_SIZES[size_name].dim if size_name in patches.VIT_SIZES else 768
+    dim = registry.VIT_SIZES[size_name].dim if size_name in registry.VIT_SIZES else 768
     side = min(fitted.image.shape[:2])
     return image, text, windows_view.render_costs(int(patch), dim, window, side)
 
@@ -304,7 +305,7 @@ def patches_tab() -> dict:
             resolution = gr.Slider(8, 640, value=224, step=1, label="input resolution (pixels, rounded down to a multiple of P)")
             policy = gr.Radio(list(images.POLICIES), value="crop", label="how the image is made to fit",
                               info="; ".join(f"{k}: {v}" for k, v in images.POLICIES.items()))
-            size_name = gr.Dropdown(list(patches.VIT_SIZES), value="ViT-B", label="model size for the counts")
+            size_name = gr.Dropdown(list(registry.VIT_SIZES), value="ViT-B", label="model size for the counts")
             go = gr.Button("Cut into patches", variant="primary")
             gr.Examples(example_paths(PHOTOS + SCENES[:2] + ["toy_8x8.png"]), inputs=[src],
                         label="examples (click one)")
@@ -444,19 +445,19 @@ def run_relative_bias(source, window, heads, block, head, row, col, cmap):
 
 def rpb_controls(source):
     """UI only: window side and head count shape the formula table; a Swin's tables come with their own."""
-    formula = source == posembed_view.RPB_FORMULA
+    formula = source == views_spec.RPB_FORMULA
     return gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=not formula)
 
 
 def pe_controls(source):
     """UI only: the grid and D sliders matter for sinusoidal tables only; the checkpoint slider for the timeline."""
-    formula = source in posembed_view.SINUSOIDAL
+    formula = source in views_spec.SINUSOIDAL
     return (gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=formula),
             gr.Slider(visible=source == TIMELINE))
 
 
 def posembed_tab(tab: gr.Tab) -> dict:
-    n_ckpt = max(1, len(loaders.tiny_checkpoints()))
+    n_ckpt = max(1, len(assets.tiny_checkpoints()))
     with gr.Row():
         with gr.Column(scale=1):
             source = gr.Dropdown(PE_SOURCES, value="2D sinusoidal",
@@ -507,7 +508,7 @@ def posembed_tab(tab: gr.Tab) -> dict:
                 "query-key score, looked up in a table by their offset. The same table serves every query, so what "
                 "a head prefers depends on where a key is relative to the query, never on where it is in the image.")
         with gr.Row():
-            rpb_source = gr.Dropdown(posembed_view.relative_bias_sources(), value=posembed_view.RPB_FORMULA,
+            rpb_source = gr.Dropdown(list(views_spec.relative_bias_sources()), value=views_spec.RPB_FORMULA,
                                      label="bias table")
             rpb_m = gr.Slider(2, 12, value=7, step=1, label="window side M")
             rpb_heads = gr.Slider(1, 8, value=3, step=1, label="heads")
@@ -569,7 +570,7 @@ def run_attention(src, model_key, resolution, layer, keep, alpha, cmap, fusion, 
     roll = attention_view.render_rollout(a, fusion, discard, cmap, alpha)
     dist = attention_view.render_distance(a)
     info = (f"{notice}\n\n" if notice else "") + (
-        f"**{a.loaded.spec.key}** ({a.loaded.origin}); input {a.fitted.note}")
+        f"**{a.runner.spec.key}** ({a.runner.origin}); input {a.fitted.note}")
     return info, heads.heads, heads.table, roll, heads.box, heads.crop, dist
 
 
@@ -651,9 +652,9 @@ def run_inside_head(src, model_key, resolution, layer, head, row, col, cls, cmap
     resolution = budget.number(resolution, "short side", 8, 512, integer=True)
     layer, head, row, col = (budget.number(v, name, lo, 999, integer=True) for v, name, lo in (
         (layer, "layer", 1), (head, "head", 0), (row, "query row", 0), (col, "query column", 0)))
-    record = heads.layer_record(loaded, load(src), resolution, layer)
+    fitted, record = heads.layer_record(loaded, load(src), resolution, layer)
     token, where = heads_view.query_token(record, row, col, bool(cls))
-    image, text = heads_view.render(record, heads.trace(record, head, token), where, cmap)
+    image, text = heads_view.render(fitted, heads.trace(record, head, token), where, cmap)
     return image, (f"{loaded.notice}\n\n" if loaded.notice else "") + text
 
 
@@ -723,8 +724,8 @@ def run_explorer(src, model_key, resolution, keep, alpha, cmap):
 
 
 def attention_tab() -> dict:
-    n_ckpt = max(1, len(loaders.tiny_checkpoints()))
-    spread_from = loaders.tiny_info().get("spread_from_step")
+    n_ckpt = max(1, len(assets.tiny_checkpoints()))
+    spread_from = assets.tiny_info().get("spread_from_step")
     with gr.Row():
         with gr.Column(scale=1):
             src = image_input()
@@ -795,7 +796,7 @@ def attention_tab() -> dict:
         pca_note = gr.Markdown()
         pca_fig = figure("feature-pca")
     with gr.Accordion("Two models side by side, on one scale", open=False) as pair_box:
-        choices = attention_view.comparison_choices()
+        choices = list(views_spec.comparison_choices())
         steps = [c for c in choices if " @ step " in c]
         with gr.Row():
             pair_a = gr.Dropdown(choices, value=steps[len(steps) // 2] if steps else choices[0], label="left model")
@@ -1184,7 +1185,7 @@ def projector_css(theme: gr.themes.Base) -> str:
 def launch_kwargs() -> dict:
     """Theme, CSS and the page script (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
     theme = light_only(gr.themes.Default(text_size=gr.themes.sizes.text_lg, primary_hue="blue"))
-    kwargs = dict(theme=theme, css=projector_css(theme), css_paths=[resources.assets() / "theme.css"],
+    kwargs = dict(theme=theme, css=projector_css(theme), css_paths=[assets.THEME],
                   js=(WEB / "page.js").read_text(), max_file_size="50mb",
                   server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools

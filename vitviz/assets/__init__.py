@@ -1,20 +1,40 @@
-"""vitviz.assets: the files that ship inside the package (example pictures, the embedded model, the theme).
+"""The files that ship inside the package: example pictures, the embedded model and its checkpoints, the theme.
 
-They live in the package itself, so an installed vitviz finds them from any working folder.
+They live in the package itself, so an installed vitviz finds them from any working folder. This is the lowest
+floor of the house: paths and file listings only (nothing heavy is imported).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+EXAMPLES = ROOT / "examples"
+TINY = ROOT / "tiny"
+"""The embedded offline model: weights, training-timeline checkpoints, training log, model card, quality."""
+THEME = ROOT / "theme.css"
 
 
-def assets() -> Path:
-    """The folder of shipped files (``examples/``, ``tiny/``, ``theme.css``)."""
-    return ROOT
+def tiny_info() -> dict:
+    """tiny/train_info.json: how the embedded model was built and trained."""
+    return json.loads((TINY / "train_info.json").read_text())
 
 
-def examples() -> Path:
-    """The example pictures."""
-    return ROOT / "examples"
+def tiny_checkpoints() -> list[tuple[int, Path]]:
+    """(training step, file) of the shipped training-timeline checkpoints, in order."""
+    files = sorted((TINY / "checkpoints").glob("step*.safetensors"))
+    return [(int(f.stem[4:]), f) for f in files]
+
+
+def example(name: str) -> Path:
+    """An example picture by its name in a link (the file name without extension), or ``KeyError``."""
+    for path in sorted(EXAMPLES.iterdir()):
+        if path.stem == name and path.suffix in (".png", ".jpg"):
+            return path
+    raise KeyError(name)
+
+
+def example_names() -> list[str]:
+    """The example pictures' names (file names without extension)."""
+    return [p.stem for p in sorted(EXAMPLES.iterdir()) if p.suffix in (".png", ".jpg")]

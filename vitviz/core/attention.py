@@ -1,81 +1,19 @@
-"""Recording and analysing a ViT's attention.
+"""The maths of attention maps: what one forward left behind, rollout, DINO's mass threshold, boxes.
 
-Shapes: B images, H heads, L layers, T tokens = prefix + N patches (prefix: the
-class token plus any distillation or register tokens), patch grid (gh, gw) with
-N = gh·gw. One attention matrix is (H, T, T), rows are queries, and each row
-sums to 1 (post-softmax).
-
-``record_attention`` is the only place that touches hooks. It works for timm
-ViTs (it switches their fused attention off for the duration, because a hook
-on a fused ``scaled_dot_product_attention`` path sees nothing) and for
-transformers ViT / DINOv2 loaded with ``attn_implementation="eager"`` (the SDPA
-path returns no weights, and we say so instead of showing nothing).
+Shapes: B images, H heads, L layers, T tokens = prefix + N patches (prefix: the class token plus any
+distillation or register tokens), patch grid (gh, gw) with N = gh·gw. One attention matrix is (H, T, T), rows
+are queries, and each row sums to 1 (post-softmax). Recording the matrices is :mod:`vitviz.models.hooks` and
+:mod:`vitviz.analyses.attention`; nothing here touches a model.
 """
 
 from __future__ import annotations
 
-import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import numpy as np
 import torch
 
-FUSIONS = ("mean", "max", "min")
-"""How heads are combined for the head-fused views and rollout."""
-FULL_BUDGET_BYTES = 192 * 2**20
-"""Keep every layer's full per-head float32 matrices only while they fit in this (DINO ViT-S/8 at 224 px does)."""
-FUSED_BUDGET_BYTES = 256 * 2**20
-"""Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
-
-_TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
-_HF_ATTN = re.compile(r"(^|\.)(encoder\.layer|layers)\.\d+\.attention$")
-
-
-def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The self-attention modules of a timm or transformers ViT, in layer order."""
-    mods = [m for name, m in model.named_modules() if _TIMM_ATTN.search(name) or _HF_ATTN.search(name)]
-    if not mods:
-        raise ValueError(f"{type(model).__name__} has no ViT attention layers we know how to read.")
-    return mods
-
-
-@contextmanager
-def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.Tensor], None]) -> Iterator[int]:
-    """Call ``on_attention(layer, attn)`` with post-softmax attn (B, H, T, T) for each layer in each forward.
-
-    Yields the number of layers. All hooks are removed and timm's ``fused_attn``
-    flags restored on exit, also when the body raises.
-    """
-    handles: list[torch.utils.hooks.RemovableHandle] = []
-    fused: list[tuple[torch.nn.Module, bool]] = []
-
-    def hf_hook(layer: int):
-        def hook(_mod, _inp, out):
-            weights = out[1] if isinstance(out, tuple) and len(out) > 1 else None
-            if weights is None:
-                raise RuntimeError("This model returned no attention weights; load it with "
-                                   "attn_implementation='eager'.")
-            on_attention(layer, weights)
-        return hook
-
-    try:
-        for layer, mod in enumerate(attention_modules(model)):
-            if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm
-                fused.append((mod, mod.fused_attn))
-                mod.fused_attn = False
-                handles.append(mod.attn_drop.register_forward_hook(
-                    lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
-            else:  # transformers: forward returns (output, attention weights)
-                handles.append(mod.register_forward_hook(hf_hook(layer)))
-        yield len(handles)
-    finally:
-        for h in handles:
-            h.remove()
-        for mod, flag in fused:
-            mod.fused_attn = flag
-
+from vitviz.specs.views import FUSIONS
 
 def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
     """(N, N) Euclidean distance in pixels between the centres of every two patches, row-major."""
@@ -292,60 +230,3 @@ def bounding_box(mask: np.ndarray, patch: int) -> tuple[int, int, int, int] | No
         return None
     rows, cols = np.nonzero(comp)
     return int(cols.min() * patch), int(rows.min() * patch), int((cols.max() + 1) * patch), int((rows.max() + 1) * patch)
-
-
-def collect(model: torch.nn.Module, x: torch.Tensor, grid: tuple[int, int], patch: int, prefix: int,
-            forward: Callable[[torch.nn.Module, torch.Tensor], tuple[torch.Tensor | None, torch.Tensor | None]],
-            budget: int = FULL_BUDGET_BYTES, fused_budget: int = FUSED_BUDGET_BYTES) -> AttentionMaps:
-    """Run ``forward(model, x)`` once (x: (1, 3, H, W)) and keep what the views need.
-
-    ``forward`` returns (logits or None, last-layer tokens (T, D) or None). Full
-    (H, T, T) matrices of every layer are kept (the model's own float32 tensors,
-    by reference) when they fit in ``budget`` bytes; otherwise only the last
-    layer's, plus head-fused float16 matrices for rollout (mean, max and min
-    while they fit in ``fused_budget``, else the mean only). Nothing of size
-    L·H·T² is held in that case.
-    """
-    gh, gw = grid
-    n = gh * gw
-    t = n + prefix
-    layers = len(attention_modules(model))
-    dist = patch_distances(gh, gw, patch)  # (N, N) pixels; exact mean distance needs every query
-    cls_rows: dict[int, torch.Tensor] = {}
-    distance: dict[int, torch.Tensor] = {}
-    full: dict[int, torch.Tensor] = {}
-    fused: dict[str, torch.Tensor] = {}
-    plan: dict[str, bool] = {}
-
-    def on_attention(layer: int, attn: torch.Tensor) -> None:
-        a = attn[0].detach()  # (H, T, T), float32
-        if a.shape[-1] != t:
-            raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
-        if not plan:  # the first layer shows the real head count: choose what to keep
-            plan["all"] = layers * a.shape[0] * t * t * 4 <= budget
-            if not plan["all"]:
-                kept = FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
-                fused.update({f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept})
-        cls_rows[layer] = a[:, 0, prefix:].clone()
-        pp = a[:, prefix:, prefix:]  # (H, N, N) patch queries to patch keys, a view
-        per_query = torch.einsum("hqk,qk->hq", pp, dist) / pp.sum(-1).clamp_min(1e-12)  # no (H, N, N) temporary
-        distance[layer] = per_query.mean(-1)
-        if plan["all"] or layer == layers - 1:
-            full[layer] = a  # the model never writes to it again: a reference, not a copy
-        for f, buf in fused.items():
-            buf[layer] = fuse_heads(a, f)
-
-    model.eval()
-    with torch.inference_mode(), record_attention(model, on_attention):
-        logits, tokens = forward(model, x)
-    if len(cls_rows) != layers:
-        raise RuntimeError(f"recorded {len(cls_rows)} of {layers} attention layers")
-    return AttentionMaps(
-        grid=grid, patch=patch, prefix=prefix,
-        cls=torch.stack([cls_rows[i] for i in range(layers)]).numpy(),
-        distance=torch.stack([distance[i] for i in range(layers)]).numpy(),
-        full=full,
-        fused=fused,
-        norms=None if tokens is None else tokens.float().norm(dim=-1).numpy(),
-        logits=None if logits is None else logits.float().numpy(),
-    )

@@ -18,6 +18,8 @@ from typing import Union
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from vitviz.specs.views import FIT_POLICIES
+
 MAX_PIXELS = 40_000_000
 """Pixel budget: larger images are refused from their header, before decoding."""
 MAX_ASPECT = 10.0
@@ -29,13 +31,8 @@ INTAKE_SHORT_SIDE = 640
 
 ImageSource = Union[str, Path, bytes, Image.Image, np.ndarray]
 
-POLICIES = {
-    "crop": "resize the short side to the target, then cut the centre square",
-    "pad": "resize the long side to the target, then pad the rest with grey",
-    "stretch": "resize both sides to the target, ignoring the aspect ratio",
-    "keep": "resize the short side to the target, then trim each side down to a multiple of the patch size",
-}
-"""Ways to make an image fit the model, and what each does (shown in the UI)."""
+POLICIES = FIT_POLICIES
+"""Ways to make an image fit the model, and what each does (declared with the views' settings)."""
 
 
 def _open(src: ImageSource) -> Image.Image:

@@ -9,13 +9,12 @@ one weight tensor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from vitviz.core.posembed import sincos_2d
+from vitviz.specs.registry import ViTSize
 
 
 def grid_size(h: int, w: int, patch: int) -> tuple[int, int]:
@@ -74,26 +73,6 @@ def linear_vs_conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         b = embed_conv(x, weight, bias)
     return float((a - b).abs().max())
 
-
-@dataclass(frozen=True)
-class ViTSize:
-    """A standard ViT width/depth (the paper's Table 1 plus DeiT's Tiny)."""
-
-    name: str
-    dim: int
-    depth: int
-    heads: int
-    mlp_ratio: float = 4.0
-
-
-VIT_SIZES: dict[str, ViTSize] = {
-    "ViT-Ti": ViTSize("ViT-Ti", 192, 12, 3),
-    "ViT-S": ViTSize("ViT-S", 384, 12, 6),
-    "ViT-B": ViTSize("ViT-B", 768, 12, 12),
-    "ViT-L": ViTSize("ViT-L", 1024, 24, 16),
-    "ViT-H": ViTSize("ViT-H", 1280, 32, 16),
-}
-TIMM_NAMES = {"ViT-Ti": "vit_tiny", "ViT-S": "vit_small", "ViT-B": "vit_base", "ViT-L": "vit_large", "ViT-H": "vit_huge"}
 
 COST_PARTS = ("patch embedding", "QKV projection", "attention scores QKᵀ", "attention × V",
               "output projection", "MLP", "classifier head")

@@ -19,32 +19,55 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vitviz.core import attention
-from vitviz.core import posembed
+from dataclasses import dataclass
+
+from vitviz.core import attention, posembed
 from vitviz.embedded import scenes
-from vitviz.models.runner import LoadedModel
+from vitviz.models import hooks
 from vitviz.models.loaders import load_embedded
+from vitviz.models.runner import Runner
 
 TEST_SEED, VAL_SEED = 777, 778  # training uses seed 1; these scenes are never trained on
 KEEP = 0.6
 
 
-def last_layer_cls(loaded: LoadedModel, images: np.ndarray, batch: int = 100) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class LastLayerProbe:
+    """Logits (B, K) and the last layer's class-token attention to the patches (B, H, N) of a batch."""
+
+    layers: int
+    prefix: int
+    grad: bool = False
+    checkpoint_input: bool = False
+    key: tuple = ("last layer cls",)
+
+    def estimate(self, spec, tokens: int) -> int:
+        return 0
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward) -> tuple[torch.Tensor, torch.Tensor]:
+        got: dict[str, torch.Tensor] = {}
+
+        def keep_last(layer: int, attn: torch.Tensor) -> None:
+            if layer == self.layers - 1:
+                got["cls"] = attn[:, :, 0, self.prefix:].float().clone()
+
+        with hooks.record_attention(model, keep_last):
+            logits, _ = forward(x)
+        return logits, got["cls"]
+
+    def nbytes(self, out) -> int:
+        return 0
+
+
+def last_layer_cls(runner: Runner, images: np.ndarray, batch: int = 100) -> tuple[np.ndarray, np.ndarray]:
     """Logits (B, K) and last-layer class-token attention to the patches (B, H, N) for (B, H, W, 3) images."""
-    layers = loaded.depth
-    prefix = loaded.spec.prefix
+    probe = LastLayerProbe(runner.depth, runner.spec.prefix)
     logits, cls = [], []
-    got: dict[int, torch.Tensor] = {}
-
-    def keep_last(layer: int, attn: torch.Tensor) -> None:
-        if layer == layers - 1:
-            got["cls"] = attn[:, :, 0, prefix:].float().clone()
-
-    with loaded.exclusive() as model, attention.record_attention(model, keep_last):
-        for i in range(0, len(images), batch):
-            x = torch.cat([loaded.normalise(img) for img in images[i:i + batch]])
-            logits.append(model(x))
-            cls.append(got["cls"])
+    for i in range(0, len(images), batch):
+        x = torch.cat([runner.normalise(img) for img in images[i:i + batch]])
+        out, attn = runner.run(probe, x)
+        logits.append(out)
+        cls.append(attn)
     return torch.cat(logits).numpy(), torch.cat(cls).numpy()
 
 
@@ -110,7 +133,7 @@ def measure(weights: Path | None = None, n: int = 600) -> dict:
         per_head_iou=[round(float(v), 3) for v in ious.mean(0)],
         oracle_iou=oracle_iou,
         attention_share=where,
-        position_embeddings=posembed.neighbourhood(posembed.learned_grid(loaded.model)),
+        position_embeddings=posembed.neighbourhood(loaded.read(posembed.learned_grid)),
     )
     return figures
 

@@ -44,11 +44,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from vitviz.core import attention
-from vitviz import assets as resources
+from vitviz import assets
 from vitviz.embedded import scenes
+from vitviz.models import hooks
 
-ASSET_DIR = resources.assets() / "tiny"
+ASSET_DIR = assets.TINY
 
 ARCH = "vit_tiny_patch16_224"
 MODEL_KWARGS = dict(img_size=64, patch_size=8, embed_dim=96, depth=4, num_heads=3, num_classes=len(scenes.CLASSES))
@@ -152,7 +152,7 @@ def step_loss(model: torch.nn.Module, token_head: torch.nn.Module, x: torch.Tens
     times the token-labelling loss: ``token_head`` maps each patch token (B, N, D) to K + 1
     logits, scored against :func:`token_targets`, plus ``spread_weight`` (default
     ``ATTENTION_SPREAD_WEIGHT``) times :func:`spread_penalty` of the last block's class-token
-    attention (B, H, N), read through :func:`vitviz.core.attention.record_attention`.
+    attention (B, H, N), read through :func:`vitviz.models.hooks.record_attention`.
     Forward under bfloat16 autocast, loss in float32.
     """
     last = len(model.blocks) - 1
@@ -162,7 +162,7 @@ def step_loss(model: torch.nn.Module, token_head: torch.nn.Module, x: torch.Tens
         if layer == last:
             got["cls"] = attn[:, :, 0, model.num_prefix_tokens:]  # (B, H, N), with gradient
 
-    with torch.autocast("cpu", dtype=torch.bfloat16), attention.record_attention(model, keep_last):
+    with torch.autocast("cpu", dtype=torch.bfloat16), hooks.record_attention(model, keep_last):
         tokens = model.forward_features(x)  # (B, prefix + N, D)
         logits = model.forward_head(tokens)  # (B, K) from the class token
         patch_logits = token_head(tokens[:, model.num_prefix_tokens:])  # (B, N, K + 1)

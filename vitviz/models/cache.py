@@ -8,7 +8,7 @@ weights are never shown as a pretrained model.
 
 Where things live: the list of models is :mod:`vitviz.specs.registry`, how they are
 loaded is :mod:`vitviz.models.loaders`, and the object that owns a loaded model and
-runs every forward under its lock is :class:`vitviz.models.runner.LoadedModel`.
+runs every forward under its lock is :class:`vitviz.models.runner.Runner`.
 """
 
 from __future__ import annotations
@@ -16,24 +16,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import replace
 from typing import Callable
 
+from vitviz import assets
 from vitviz.models import loaders
-from vitviz.models.runner import LoadedModel
-from vitviz.specs.registry import OFFLINE_KEY, spec as registry_spec
+from vitviz.models.runner import Runner
+from vitviz.specs.registry import OFFLINE_KEY, REGISTRY, spec as registry_spec
 
 FAILURE_TTL = 300.0
 """Seconds a failed load is remembered before it is tried again."""
 log = logging.getLogger("vitviz")
 
-_cache: dict[str, LoadedModel] = {}
+_cache: dict[str, Runner] = {}
 _failures: dict[str, tuple[float, str]] = {}
 _cache_lock = threading.Lock()
 _key_locks: dict[str, threading.Lock] = {}
 
 
-def _cached(cache_key: str, make: Callable[[], LoadedModel]) -> LoadedModel:
+def _cached(cache_key: str, make: Callable[[], Runner]) -> Runner:
     with _cache_lock:
         if cache_key in _cache:
             return _cache[cache_key]
@@ -59,31 +59,31 @@ def clear_cache() -> None:
         _availability.clear()
 
 
-def get_checkpoint(step: int) -> LoadedModel:
+def get_checkpoint(step: int) -> Runner:
     """A training-timeline checkpoint of the embedded model, by training step (cached)."""
-    files = dict(loaders.tiny_checkpoints())
+    files = dict(assets.tiny_checkpoints())
     if step not in files:
         raise ValueError(f"No checkpoint at step {step}; there are {sorted(files)}.")
     return _cached(f"{OFFLINE_KEY}@{step}", lambda: loaders.load_embedded(files[step]))
 
 
-def checkpoint_at(index: int) -> tuple[int, LoadedModel]:
+def checkpoint_at(index: int) -> tuple[int, Runner]:
     """(training step, model) of the ``index``-th shipped checkpoint, clamped to the ones there are."""
-    steps = [s for s, _ in loaders.tiny_checkpoints()]
+    steps = [s for s, _ in assets.tiny_checkpoints()]
     step = steps[min(max(int(index), 0), len(steps) - 1)]
     return step, get_checkpoint(step)
 
 
-def _fallback(key: str, reason: str) -> LoadedModel:
+def _fallback(key: str, reason: str) -> Runner:
     embedded = _cached(OFFLINE_KEY, loaders.load_embedded)
-    return replace(embedded, notice=(
+    return embedded.standing_in((
         f"**Showing {OFFLINE_KEY}, not {key}:** {reason}. The offline model is a tiny ViT that vitviz "
         "trained itself on generated shapes (with labels, not DINO); its attention is real but it only "
         "knows the shape scenes in the examples. On a photo it still picks one of its shape classes, however "
         "sure it looks."))
 
 
-def get_model(key: str, progress: Callable[[float, str], None] | None = None) -> LoadedModel:
+def get_model(key: str, progress: Callable[[float, str], None] | None = None) -> Runner:
     """The loaded model for registry ``key``, loading it once per process.
 
     When the real weights cannot be had (hub unreachable and not cached, or a
@@ -131,8 +131,6 @@ def available_now() -> dict[str, bool]:
     with _availability_lock:
         if not _availability:
             reachable = loaders.hub_reachable(timeout=1.2)
-            from vitviz.specs.registry import REGISTRY
-
             for key, spec in REGISTRY.items():
                 _availability[key] = reachable or not loaders.availability(spec).startswith("needs")
         found = dict(_availability)

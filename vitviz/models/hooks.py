@@ -1,22 +1,71 @@
-"""Reading tensors from inside a model during one forward, with hooks that are always removed.
+"""Hooks: reading what a model computes during one forward, always removed afterwards.
 
-``capture`` hooks named modules (their input or their output) for the duration
-of a ``with`` block; ``attention_parts`` names the parts of one attention layer
-of a timm or transformers ViT (projections, head count, scale), and
-``blocks`` lists the transformer blocks, so that the views can take a layer apart.
-Call these only with the model's lock held (:meth:`vitviz.models.runner.LoadedModel.exclusive`):
-a hook sees every forward that runs while it is in place.
+``record_attention`` hands every layer's post-softmax attention to a callback (switching timm's fused attention
+off for the duration, because a hook on a fused ``scaled_dot_product_attention`` path sees nothing; transformers
+models must be loaded with ``attn_implementation="eager"``, and we say so instead of showing nothing).
+``capture`` records named modules' inputs or outputs. ``attention_parts`` names the pieces of one attention layer
+of a timm or transformers ViT (projections, head count, scale) and ``blocks`` lists the transformer blocks.
+
+Every hook lives in a context manager that removes it on exit, also when the forward raises. A hook sees every
+forward that runs while it is in place, so these run only inside :meth:`vitviz.models.runner.Runner.run`, under
+the model's lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 
-from vitviz.core.attention import attention_modules
+_TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
+_HF_ATTN = re.compile(r"(^|\.)(encoder\.layer|layers)\.\d+\.attention$")
+
+
+def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The self-attention modules of a timm or transformers ViT, in layer order."""
+    mods = [m for name, m in model.named_modules() if _TIMM_ATTN.search(name) or _HF_ATTN.search(name)]
+    if not mods:
+        raise ValueError(f"{type(model).__name__} has no ViT attention layers we know how to read.")
+    return mods
+
+
+@contextmanager
+def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.Tensor], None]) -> Iterator[int]:
+    """Call ``on_attention(layer, attn)`` with post-softmax attn (B, H, T, T) for each layer in each forward.
+
+    Yields the number of layers. All hooks are removed and timm's ``fused_attn``
+    flags restored on exit, also when the body raises.
+    """
+    handles: list[torch.utils.hooks.RemovableHandle] = []
+    fused: list[tuple[torch.nn.Module, bool]] = []
+
+    def hf_hook(layer: int):
+        def hook(_mod, _inp, out):
+            weights = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            if weights is None:
+                raise RuntimeError("This model returned no attention weights; load it with "
+                                   "attn_implementation='eager'.")
+            on_attention(layer, weights)
+        return hook
+
+    try:
+        for layer, mod in enumerate(attention_modules(model)):
+            if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm
+                fused.append((mod, mod.fused_attn))
+                mod.fused_attn = False
+                handles.append(mod.attn_drop.register_forward_hook(
+                    lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
+            else:  # transformers: forward returns (output, attention weights)
+                handles.append(mod.register_forward_hook(hf_hook(layer)))
+        yield len(handles)
+    finally:
+        for h in handles:
+            h.remove()
+        for mod, flag in fused:
+            mod.fused_attn = flag
 
 
 @contextmanager

@@ -10,7 +10,6 @@ fallback to the embedded model live in :mod:`vitviz.models.cache`.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import socket
@@ -21,13 +20,11 @@ from typing import Callable
 
 import torch
 
-from vitviz.models import hooks as probes
-from vitviz import assets as resources
-from vitviz.models.runner import LoadedModel
+from vitviz import assets
+from vitviz.models import hooks
+from vitviz.models.runner import Runner
 from vitviz.specs.registry import OFFLINE_KEY, REGISTRY, ModelSpec
 
-ASSETS = resources.assets()
-TINY_DIR = ASSETS / "tiny"
 HUB_HOST = "huggingface.co"
 log = logging.getLogger("vitviz")
 
@@ -74,7 +71,7 @@ def hub_reachable(timeout: float = 1.5, ttl: float = 60.0) -> bool:
 def _hf_forward(model: torch.nn.Module) -> Callable:
     """forward(x) -> (None, last encoder layer's output tokens (T, D), before the final norm)."""
     takes_interp = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
-    last_layer = probes.blocks(model)[-1]
+    last_layer = hooks.blocks(model)[-1]
 
     def forward(x: torch.Tensor):
         kw = {"interpolate_pos_encoding": True} if takes_interp else {}
@@ -89,7 +86,7 @@ def _hf_forward(model: torch.nn.Module) -> Callable:
     return forward
 
 
-def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None = None) -> LoadedModel:
+def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None = None) -> Runner:
     """Load a transformers ViT / DINOv2 with eager attention, from a repo id or a local folder.
 
     Raises ``OSError`` when the weights are not available (offline and not cached).
@@ -112,7 +109,8 @@ def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None
     local_dir = Path(str(source)).is_dir()
     origin = (f"local checkpoint {source}" if local_dir else
               "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
-    return LoadedModel(spec, model, tuple(proc.image_mean), tuple(proc.image_std), res, origin, _hf_forward(model))
+    return Runner(spec, model, _hf_forward(model), mean=tuple(proc.image_mean), std=tuple(proc.image_std),
+                  resolution=res, origin=origin)
 
 
 def _timm_forward(model: torch.nn.Module) -> Callable:
@@ -138,7 +136,7 @@ def _timm_cached_file(name: str) -> str:
 
 
 def load_timm(name: str, file: str | Path | None = None, local_only: bool = False,
-              spec: ModelSpec | None = None, cfg_overlay: dict | None = None, **kwargs) -> LoadedModel:
+              spec: ModelSpec | None = None, cfg_overlay: dict | None = None, **kwargs) -> Runner:
     """Create a timm model with pretrained weights: from ``file``, the local cache, or the hub.
 
     Preprocessing and labels come from the checkpoint's pretrained config
@@ -170,32 +168,21 @@ def load_timm(name: str, file: str | Path | None = None, local_only: bool = Fals
                          dim=int(model.embed_dim), depth=len(model.blocks), heads=int(model.blocks[0].attn.num_heads))
     origin = (f"local checkpoint {Path(file).name}" if file is not None and not local_only else
               "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
-    return LoadedModel(spec, model, tuple(data_cfg["mean"]), tuple(data_cfg["std"]), res, origin,
-                       _timm_forward(model), labels, data_cfg)
+    return Runner(spec, model, _timm_forward(model), mean=tuple(data_cfg["mean"]), std=tuple(data_cfg["std"]),
+                  resolution=res, origin=origin, labels=labels, data_config=data_cfg)
 
 
-def tiny_info() -> dict:
-    """assets/tiny/train_info.json: how the embedded model was built and trained."""
-    return json.loads((TINY_DIR / "train_info.json").read_text())
-
-
-def tiny_checkpoints() -> list[tuple[int, Path]]:
-    """(training step, file) of the shipped training-timeline checkpoints, in order."""
-    files = sorted((TINY_DIR / "checkpoints").glob("step*.safetensors"))
-    return [(int(f.stem[4:]), f) for f in files]
-
-
-def load_embedded(file: Path | None = None) -> LoadedModel:
+def load_embedded(file: Path | None = None) -> Runner:
     """The embedded tiny ViT (final weights, or a timeline checkpoint ``file``)."""
-    info = tiny_info()
-    path = file or TINY_DIR / "model.safetensors"
+    info = assets.tiny_info()
+    path = file or assets.TINY / "model.safetensors"
     if not path.is_file():
-        raise OSError(f"The embedded model is missing: {path} (restore assets/tiny from the repository).")
+        raise OSError(f"The embedded model is missing: {path} (restore vitviz/assets/tiny from the repository).")
     cfg = dict(info["pretrained_cfg"])
     cfg.pop("file", None)
-    loaded = load_timm(info["arch"], file=path, cfg_overlay=cfg, spec=REGISTRY[OFFLINE_KEY], **info["kwargs"])
-    loaded.origin = "embedded in vitviz (assets/tiny), trained here on generated shapes"
-    return loaded
+    runner = load_timm(info["arch"], file=path, cfg_overlay=cfg, spec=REGISTRY[OFFLINE_KEY], **info["kwargs"])
+    runner.origin = "vitviz's own files (vitviz/assets/tiny), trained by vitviz on generated shapes"
+    return runner
 
 
 def availability(spec: ModelSpec) -> str:

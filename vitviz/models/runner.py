@@ -1,81 +1,247 @@
-"""A loaded model and the one door to it: every forward runs here, under the model's lock.
+"""A loaded model and the only way to run it.
 
-Gradio runs callbacks in threads, so two requests can reach the same model at
-once. Recording attention puts hooks on the model and switches timm's fused
-attention off for the duration; a plain forward from another request during
-that time would feed its attention into the first request's hooks. So nothing
-runs a model except through :meth:`LoadedModel.exclusive` (or :meth:`capture`,
-built on it), which holds a lock that belongs to that model and is shared by every
-``LoadedModel`` that wraps it (a fallback copy carries the same lock).
+Gradio answers requests in threads, so two requests can reach one model at the same moment. Recording what a
+model computes puts hooks on it (and switches timm's fused attention off) for the length of one forward; another
+request's forward meanwhile would feed its numbers into the first request's hooks. So a :class:`Runner` owns its
+model outright: the module and its forward function are private, and there are three ways in, all under the
+model's lock (shared by every runner that wraps the same module):
 
-Why a lock rather than lock-free capture: on two cores one forward already
-keeps both busy (torch's intra-op threads), so two forwards side by side are no
-faster than one after the other; ``benchmarks/load.py --forwards`` measures it.
+- :meth:`Runner.analyse`: fit the picture, check the budget, take the lock, run a :class:`Probe` (its hooks on
+  for this forward only), keep the result in the one cache of results. Every analysis of a picture goes here.
+- :meth:`Runner.run`: the same for an input the caller prepared (a batch, or the classifier's own
+  preprocessing), without fitting or keeping.
+- :meth:`Runner.read`: read weights (position tables, patch filters), never a forward.
+
+Why a lock rather than lock-free capture: on two cores one forward already keeps both busy (torch's intra-op
+threads), so two forwards side by side are no faster than one after the other (``benchmarks/load.py --forwards``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import torch
 
-from vitviz.core import attention as att
+from vitviz.core.images import Fitted, fit_to_patches, fitted_shape
+from vitviz.core.lru import LRU
+from vitviz.models import budget, hooks
 from vitviz.specs.registry import ModelSpec
+
+T = TypeVar("T")
+Forward = Callable[[torch.Tensor], tuple[torch.Tensor | None, torch.Tensor]]
+"""A model's forward: (B, 3, H, W) normalised pixels -> (logits (B, K) or None, first image's last tokens (T, D))."""
+
+
+class Probe(Protocol[T]):
+    """What one forward records.
+
+    ``key`` names what it records (with the model, picture and resolution it makes the cache key); ``grad`` asks
+    for a forward with autograd on (relevance); ``checkpoint_input`` fits the picture with the checkpoint's own
+    preprocessing (the classifier's resize and crop) instead of the Attention tab's keep-the-aspect fitting.
+    ``__call__`` runs inside the lock with the model in eval mode; any hooks it puts on must come off before it
+    returns (context managers), also when it raises.
+    """
+
+    key: Hashable
+    grad: bool
+    checkpoint_input: bool
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int: ...
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> T: ...
+
+    def nbytes(self, result: T) -> int: ...
 
 
 @dataclass
-class LoadedModel:
-    """A model ready to run.
+class Run(Generic[T]):
+    """One probe's result on one picture, with what the picture became on the way in.
 
-    ``forward(x)`` takes (1, 3, H, W) normalised pixels and returns (logits (1, K)
-    or None, last-layer tokens (T, D)); call it only inside :meth:`exclusive`.
-    ``notice`` is non-empty when this is a stand-in for the model that was asked for.
+    Attributes:
+        runner: the model that ran (its ``notice`` says when it stands in for another).
+        fitted: the picture as the model saw it (``fitted.note`` says what was done).
+        resolution: the short side used, in pixels (the embedded model's own 64 whatever was asked).
+        value: what the probe recorded.
+        seconds: how long the forward took.
+        token: a digest naming this run (model, probe, picture, resolution).
     """
 
-    spec: ModelSpec
-    model: torch.nn.Module
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
+    runner: "Runner"
+    fitted: Fitted
     resolution: int
-    origin: str
-    forward: Callable[[torch.Tensor], tuple[torch.Tensor | None, torch.Tensor]]
-    labels: list[str] | None = None
-    data_config: dict = field(default_factory=dict)
-    notice: str = ""
-    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    value: T
+    seconds: float
+    token: str
+    nbytes: int = 0
 
-    @property
-    def params(self) -> int:
-        return sum(p.numel() for p in self.model.parameters())
 
-    @property
-    def depth(self) -> int:
+RESULTS_ITEMS = 24
+RESULTS_BYTES = 1536 * 2**20
+"""The one cache of probe results keeps the newest within both limits (the newest one always stays)."""
+_results: LRU[Run] = LRU(RESULTS_ITEMS, RESULTS_BYTES, lambda r: r.nbytes)
+
+
+def clear_results() -> None:
+    _results.clear()
+
+
+def image_key(rgb: np.ndarray) -> str:
+    """A digest of an (H, W, 3) array's pixels and shape."""
+    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+
+
+def find(token: str) -> Run | None:
+    """The kept run named ``token``, or None when it has left the cache."""
+    return next((r for r in _results.values() if r.token == token), None)
+
+
+class Runner:
+    """A model ready to run, and the only way to run it (see the module's text).
+
+    ``notice`` is non-empty when this model stands in for one that was asked for (:meth:`standing_in`).
+    """
+
+    def __init__(self, spec: ModelSpec, module: torch.nn.Module, forward: Forward, *, mean: tuple[float, ...],
+                 std: tuple[float, ...], resolution: int, origin: str, labels: list[str] | None = None,
+                 data_config: dict | None = None, notice: str = "", lock: threading.RLock | None = None) -> None:
+        self.spec, self.mean, self.std, self.resolution = spec, tuple(mean), tuple(std), int(resolution)
+        self.origin, self.labels, self.data_config, self.notice = origin, labels, dict(data_config or {}), notice
+        self._module, self._forward = module.eval(), forward
+        self._lock = lock or threading.RLock()
+        self.depth = len(hooks.attention_modules(module))
         """Number of attention layers."""
-        return len(att.attention_modules(self.model))
+        self.params = sum(p.numel() for p in module.parameters())
+        self.key = spec.key
+
+    def __repr__(self) -> str:
+        return f"Runner({self.spec.key!r}, origin={self.origin!r})"
+
+    def standing_in(self, notice: str) -> "Runner":
+        """This model (same module, same lock) answering for another key, with ``notice`` saying so."""
+        other = Runner.__new__(Runner)
+        other.__dict__.update(self.__dict__)
+        other.notice = notice
+        return other
+
+    @property
+    def heads(self) -> int:
+        return self.spec.heads
+
+    @property
+    def embedded(self) -> bool:
+        """The model vitviz trained itself (runs at its own size only)."""
+        return self.spec.family == "embedded"
+
+    # ---- input ------------------------------------------------------------------------------------------------
 
     def normalise(self, rgb: np.ndarray) -> torch.Tensor:
-        """(H, W, 3) uint8 -> (1, 3, H, W) float normalised with the checkpoint's mean / std."""
+        """(H, W, 3) uint8 -> (1, 3, H, W) float normalised with the checkpoint's mean and std."""
         x = torch.tensor(rgb, dtype=torch.uint8).permute(2, 0, 1)[None].float() / 255.0
-        mean = torch.tensor(self.mean).view(1, 3, 1, 1)
-        std = torch.tensor(self.std).view(1, 3, 1, 1)
-        return (x - mean) / std
+        return (x - torch.tensor(self.mean).view(1, 3, 1, 1)) / torch.tensor(self.std).view(1, 3, 1, 1)
 
-    @contextmanager
-    def exclusive(self) -> Iterator[torch.nn.Module]:
-        """The model, in eval mode under ``torch.inference_mode``, for this thread alone until exit."""
-        with self.lock, torch.inference_mode():
-            self.model.eval()
-            yield self.model
+    def side(self, resolution: int) -> int:
+        """The short side a picture is fitted to for ``resolution`` (the embedded model: always its own)."""
+        return self.resolution if self.embedded else max(int(resolution), self.spec.patch)
 
-    def capture(self, x: torch.Tensor, grid: tuple[int, int], **budgets) -> att.AttentionMaps:
-        """One forward of x (1, 3, H, W) with every layer's attention recorded, for this request only.
+    def fit(self, rgb: np.ndarray, resolution: int, probe: Probe | None = None) -> tuple[Fitted, int]:
+        """``rgb`` fitted as the Attention tab fits it (short side, aspect kept, whole patches) and the side used.
 
-        ``grid`` is the (gh, gw) patch grid of x; ``budgets`` go to :func:`vitviz.core.attention.collect`.
+        Raises ``ValueError`` (saying what to change) when one forward would be over the per-request budget,
+        checked from the shapes alone before any resizing.
         """
-        with self.exclusive() as model:
-            return att.collect(model, x, grid, self.spec.patch, self.spec.prefix,
-                               lambda _m, inp: self.forward(inp), **budgets)
+        side = self.side(resolution)
+        p = self.spec.patch
+        h, w = fitted_shape(*rgb.shape[:2], side, p, "keep")
+        budget.check_tokens(self.spec, (h // p, w // p), side, None if probe is None else probe.estimate)
+        return fit_to_patches(rgb, side, p, "keep"), side
+
+    def preprocess(self, rgb: np.ndarray) -> torch.Tensor:
+        """(H, W, 3) uint8 -> (1, 3, S, S) exactly as the checkpoint expects (timm's transform from its data config)."""
+        from PIL import Image
+        from timm.data import create_transform
+
+        return create_transform(**self.data_config)(Image.fromarray(rgb))[None]
+
+    def picture(self, x: torch.Tensor) -> np.ndarray:
+        """Undo the normalisation of a (1, 3, S, S) input -> (S, S, 3) uint8: the picture the model saw."""
+        mean = torch.tensor(self.mean).view(3, 1, 1)
+        std = torch.tensor(self.std).view(3, 1, 1)
+        return ((x[0] * std + mean).clamp(0, 1).permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+
+    # ---- the three ways in ------------------------------------------------------------------------------------
+
+    def run(self, probe: Probe[T], x: torch.Tensor) -> T:
+        """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock."""
+        with self._lock:
+            self._module.eval()
+            if probe.grad:
+                with torch.inference_mode(False), torch.enable_grad():
+                    return probe(self._module, x, self._forward)
+            with torch.inference_mode():
+                return probe(self._module, x, self._forward)
+
+    def analyse(self, probe: Probe[T], rgb: np.ndarray, resolution: int | None = None) -> Run[T]:
+        """Fit ``rgb``, check the budget, run ``probe`` once under the lock, keep the result (one cache for all).
+
+        The same request twice at once runs one forward; the other waits for it and shares the answer.
+        """
+        if probe.checkpoint_input:
+            side = self.resolution
+            make_input = lambda: self.preprocess(rgb)  # noqa: E731
+        else:
+            fitted, side = self.fit(rgb, resolution if resolution is not None else self.resolution, probe)
+            make_input = lambda: self.normalise(fitted.image)  # noqa: E731
+        key = (self._module, probe.key, image_key(rgb), side)  # the key keeps its module alive
+
+        def make() -> Run[T]:
+            x = make_input()
+            t0 = time.perf_counter()
+            value = self.run(probe, x)
+            seconds = time.perf_counter() - t0
+            shown = fitted if not probe.checkpoint_input else self._checkpoint_fitted(rgb, x)
+            token = hashlib.sha1(repr((self.spec.key, probe.key, key[2], side)).encode()).hexdigest()[:16]
+            return Run(self, shown, side, value, seconds, token, probe.nbytes(value))
+
+        run = _results.get_or_make(key, make)
+        return run if run.runner is self else Run(self, run.fitted, run.resolution, run.value, run.seconds, run.token,
+                                                   run.nbytes)
+
+    def read(self, fn: Callable[[torch.nn.Module], T]) -> T:
+        """``fn(module)`` under the lock, for reading weights (never for a forward: that is :meth:`run`)."""
+        with self._lock, torch.inference_mode():
+            return fn(self._module)
+
+    def _checkpoint_fitted(self, rgb: np.ndarray, x: torch.Tensor) -> Fitted:
+        dc = self.data_config
+        h0, w0 = rgb.shape[:2]
+        s = x.shape[-1]
+        p = self.spec.patch
+        note = (f"the {w0}×{h0} picture → {s}×{s} as this checkpoint expects ({dc.get('interpolation', 'bicubic')} "
+                f"resize, crop {dc.get('crop_pct', 1.0)}): {s // p}×{s // p} = {(s // p) ** 2} patches of {p}×{p}.")
+        return Fitted(self.picture(x), p, "checkpoint", note)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A probe that records nothing: ``fn(model, x, forward)`` as it is, under the lock (for experiments and
+    benchmarks that need the model's own call, e.g. ``output_attentions=True`` as a reference)."""
+
+    fn: Callable[[torch.nn.Module, torch.Tensor, Forward], Any]
+    key: Hashable = "call"
+    grad: bool = False
+    checkpoint_input: bool = False
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return budget.forward_bytes(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Any:
+        return self.fn(model, x, forward)
+
+    def nbytes(self, result: Any) -> int:
+        return 0

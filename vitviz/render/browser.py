@@ -94,7 +94,7 @@ def attention_payload(a: Analysis, layer: int, keep: float = 0.6, alpha: float =
     cls = np.concatenate([maps.cls, means], axis=1).astype(np.float32)
     send = range(maps.layers) if rows_bytes(a) * maps.layers <= ALL_LAYERS_BYTES else [start]
     out = {
-        "token": a.token, "model": a.loaded.spec.key, "grid": list(maps.grid), "patch": maps.patch,
+        "token": a.token, "model": a.runner.spec.key, "grid": list(maps.grid), "patch": maps.patch,
         "layers": maps.layers, "heads": maps.heads, "image": png_data_url(a.fitted.image),
         "cls": b64(cls), "rollout": b64(maps.rollout("mean").astype(np.float32).ravel()),
         "rows": {str(i): layer_rows(a, i) for i in send},

@@ -80,3 +80,24 @@ def spec(key: str) -> ModelSpec:
     if key not in REGISTRY:
         raise ValueError(f"Unknown model {key!r}; choose one of the listed models.")
     return REGISTRY[key]
+
+
+@dataclass(frozen=True)
+class ViTSize:
+    """A standard ViT width/depth (the paper's Table 1 plus DeiT's Tiny)."""
+
+    name: str
+    dim: int
+    depth: int
+    heads: int
+    mlp_ratio: float = 4.0
+
+
+VIT_SIZES: dict[str, ViTSize] = {
+    "ViT-Ti": ViTSize("ViT-Ti", 192, 12, 3),
+    "ViT-S": ViTSize("ViT-S", 384, 12, 6),
+    "ViT-B": ViTSize("ViT-B", 768, 12, 12),
+    "ViT-L": ViTSize("ViT-L", 1024, 24, 16),
+    "ViT-H": ViTSize("ViT-H", 1280, 32, 16),
+}
+TIMM_NAMES = {"ViT-Ti": "vit_tiny", "ViT-S": "vit_small", "ViT-B": "vit_base", "ViT-L": "vit_large", "ViT-H": "vit_huge"}

@@ -23,7 +23,6 @@ from PIL import Image
 
 from vitviz.analyses import attention as analysis
 from vitviz.models import budget
-from vitviz.analyses import classify
 from vitviz.core import images
 from vitviz.models import cache as models
 from vitviz.core import patches
@@ -33,6 +32,7 @@ from vitviz.views import attention as attention_view
 from vitviz.views import classify as classify_view
 from vitviz.views import patches as patches_view
 from vitviz.views import posembed as posembed_view
+from vitviz.specs import registry
 
 Made = tuple[dict[str, Image.Image], dict]
 """(figures by name, numbers): what one view makes."""
@@ -59,7 +59,7 @@ def _patches(p: dict, rgb: np.ndarray) -> Made:
                               p["policy"])
     v = patches_view.render(fitted, p["model_size"])
     h, w = fitted.image.shape[:2]
-    size = patches.VIT_SIZES[p["model_size"]]
+    size = registry.VIT_SIZES[p["model_size"]]
     numbers = {"input": fitted.note, **patches.token_counts(h, w, fitted.patch, size.heads, size.depth),
                "macs": patches.vit_macs(size, fitted.patch, h, w)}
     return {"grid": v.grid, "costs": v.cost_chart}, numbers
@@ -80,7 +80,7 @@ def _position_embeddings(p: dict, rgb: None) -> Made:
 def _classify(p: dict, rgb: np.ndarray) -> Made:
     loaded = models.get_model(p["model"])
     v = classify_view.render(loaded, rgb)
-    x = classify.preprocess(loaded, rgb)
+    x = loaded.preprocess(rgb)
     numbers = {"model": loaded.spec.key, "notice": loaded.notice, "top5": v.top5, "input_size": list(x.shape[-2:]),
                "parameters": loaded.params}
     return {"maps": v.maps}, numbers

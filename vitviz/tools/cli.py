@@ -61,8 +61,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_costs(args: argparse.Namespace) -> int:
     from vitviz.core import patches
+    from vitviz.specs import registry
 
-    parts = patches.vit_macs(patches.VIT_SIZES[args.model], args.patch, args.size, args.size)
+    parts = patches.vit_macs(registry.VIT_SIZES[args.model], args.patch, args.size, args.size)
     total = sum(parts.values())
     if args.format == "json":
         print(json.dumps({"model": args.model, "patch": args.patch, "size": args.size, "macs": parts,
@@ -239,7 +240,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     from vitviz.core import images
-    from vitviz.core import patches
     from vitviz.render import plotting
     from vitviz.specs import registry
 
@@ -250,7 +250,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="the supported models and which can be had now").set_defaults(run=cmd_models)
 
     p = sub.add_parser("costs", help="multiply-accumulates of one forward pass, per component")
-    p.add_argument("--model", choices=list(patches.VIT_SIZES), default="ViT-B")
+    p.add_argument("--model", choices=list(registry.VIT_SIZES), default="ViT-B")
     p.add_argument("--patch", type=int, default=16)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")

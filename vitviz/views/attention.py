@@ -12,12 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
+from vitviz import assets
+from vitviz.analyses.attention import Analysis, analyse
 from vitviz.core import attention as att
-from vitviz.models import loaders
+from vitviz.core.lru import LRU
 from vitviz.models import cache as models
 from vitviz.render import plotting
-from vitviz.analyses.attention import Analysis, analyse
-from vitviz.core.lru import LRU
+from vitviz.specs import registry
+from vitviz.specs.views import comparison_choices
 
 
 def layer_index(a: Analysis, layer: int) -> int:
@@ -195,7 +197,7 @@ def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float =
             ys, xs = np.nonzero(out.reshape(maps.grid))
             p = maps.patch
             ax.scatter((xs + 0.5) * p, (ys + 0.5) * p, s=80, facecolors="none", edgecolors="#00e5ff", linewidths=2)
-            ax.set_title(f"{a.loaded.spec.key}\n[CLS] attention, head mean")
+            ax.set_title(f"{a.runner.spec.key}\n[CLS] attention, head mean")
             ax.axis("off")
             hx = axes[1, j]
             hx.hist(norms, bins=40, color="#0072b2")
@@ -206,8 +208,8 @@ def render_registers(pair: list[Analysis], cmap: str = "inferno", alpha: float =
             hx.set_ylabel("tokens")
             hx.set_title("token norms")
         image = plotting.to_image(fig)
-    note = (f"High-norm patch tokens (above Q3 + 3·IQR, circled): **{counts[0]}** in {pair[0].loaded.spec.key}, "
-            f"**{counts[-1]}** in {pair[-1].loaded.spec.key}. Registers give the model scratch space of its own, "
+    note = (f"High-norm patch tokens (above Q3 + 3·IQR, circled): **{counts[0]}** in {pair[0].runner.spec.key}, "
+            f"**{counts[-1]}** in {pair[-1].runner.spec.key}. Registers give the model scratch space of its own, "
             "so it stops parking global information in background patches.")
     return note, image
 
@@ -232,7 +234,7 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
     model's near-uniform attention looks flat instead of being stretched to full contrast; each
     title says how many of the patches hold 60% of the attention.
     """
-    steps = loaders.tiny_checkpoints()
+    steps = assets.tiny_checkpoints()
     runs = [(step, analyse(models.get_checkpoint(step), rgb, 64)) for step, _ in steps]
     maps = [a.maps.cls_map(a.maps.layers - 1) for _, a in runs]
     top = max(float(m.max()) for m in maps)
@@ -246,17 +248,8 @@ def render_timeline(rgb: np.ndarray, step_index: int, cmap: str = "inferno",
     return overview, heads.heads
 
 
-def comparison_choices() -> list[str]:
-    """What the side-by-side view offers: the attention models, then the offline model at each saved training step."""
-    from vitviz.specs import registry
-
-    return registry.keys("attention") + [f"{registry.OFFLINE_KEY} @ step {s}" for s, _ in loaders.tiny_checkpoints()]
-
-
 def comparison_model(choice: str, progress=None):
     """The loaded model for one of :func:`comparison_choices` (``ValueError`` for anything else)."""
-    from vitviz.specs import registry
-
     if choice in registry.keys("attention"):
         return models.get_model(choice, progress)
     prefix = f"{registry.OFFLINE_KEY} @ step "

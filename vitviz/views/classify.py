@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image
 
 from vitviz.analyses import classify
-from vitviz.models.runner import LoadedModel
+from vitviz.analyses.attention import analyse
+from vitviz.models.runner import Runner
 from vitviz.views.attention import map_grid
 
 
@@ -20,20 +20,17 @@ class ClassifyView:
     facts: str
 
 
-def render(loaded: LoadedModel, rgb: np.ndarray, cmap: str = "inferno", alpha: float = 0.6) -> ClassifyView:
+def render(loaded: Runner, rgb: np.ndarray, cmap: str = "inferno", alpha: float = 0.6) -> ClassifyView:
     """One forward gives the logits and the attention (last layer head mean and rollout)."""
-    x = classify.preprocess(loaded, rgb)
-    p = loaded.spec.patch
-    grid = (x.shape[-2] // p, x.shape[-1] // p)
-    t0 = time.perf_counter()
-    maps = loaded.capture(x, grid)
-    seconds = time.perf_counter() - t0
+    a = analyse(loaded, rgb, checkpoint_input=True)
+    maps, seconds, picture = a.maps, a.seconds, a.fitted.image
+    grid = maps.grid
     top5 = classify.top_k(maps.logits[0], loaded.labels)
     best = next(iter(top5))
-    picture = classify.to_picture(loaded, x)
     img = map_grid(picture, [maps.cls_map(maps.layers - 1), maps.rollout("mean")],
                    ["last layer, head mean", "rollout (mean)"], f"Where [CLS] looked for “{best}”", cmap, alpha)
-    macs = classify.model_macs(loaded.model, x.shape[-2], x.shape[-1])
+    side = picture.shape[0]
+    macs = classify.macs_of(loaded, side, side)
     n = grid[0] * grid[1]
     dc = loaded.data_config
     facts = (f"**{loaded.spec.key}**, weights from {loaded.origin}\n\n"
@@ -70,12 +67,12 @@ def tradeoff_markdown(rows: tuple[tuple, ...], size: str = "ViT-S", resolution: 
             "buy spatial detail with compute, not with parameters.")
 
 
-def render_relevance(loaded: LoadedModel, rgb: np.ndarray, rank: int = 1, cmap: str = "inferno",
+def render_relevance(loaded: Runner, rgb: np.ndarray, rank: int = 1, cmap: str = "inferno",
                      alpha: float = 0.6) -> tuple[Image.Image, str]:
     """Class-specific relevance for the ``rank``-th class of the top 5 (1 = the top class), beside plain rollout."""
     from vitviz.analyses import relevance
 
-    x = classify.preprocess(loaded, rgb)
+    x = loaded.preprocess(rgb)
     p = loaded.spec.patch
     grid = (x.shape[-2] // p, x.shape[-1] // p)
     rank = min(max(int(rank), 1), 5)
@@ -84,7 +81,7 @@ def render_relevance(loaded: LoadedModel, rgb: np.ndarray, rank: int = 1, cmap: 
     name = loaded.labels[target] if loaded.labels else f"class {target}"
     prefix = loaded.spec.prefix
     rel, roll = r.relevance[prefix:].reshape(grid), r.rollout[prefix:].reshape(grid)
-    picture = classify.to_picture(loaded, x)
+    picture = loaded.picture(x)
     img = map_grid(picture, [rel, roll], [f"relevance for “{name}”", "plain rollout (any class)"],
                    f"Class {rank} of the top 5: “{name}”", cmap, alpha,
                    bar_label="relevance, attention (each map scaled to its own range)")

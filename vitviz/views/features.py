@@ -9,10 +9,10 @@ from PIL import Image
 from vitviz.analyses import features
 from vitviz.render import plotting
 from vitviz.core.images import Fitted
-from vitviz.models.runner import LoadedModel
+from vitviz.models.runner import Runner
 
 
-def render(loaded: LoadedModel, fitted: Fitted, streams: torch.Tensor, layer: int) -> tuple[Image.Image, str]:
+def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) -> tuple[Image.Image, str]:
     """Figure and summary for the patch tokens after layer number ``layer`` (1 = first; clamped to the depth),
     from the (L, T, D) token streams of :func:`vitviz.analyses.features.tokens_for`."""
     depth = streams.shape[0]

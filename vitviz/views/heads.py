@@ -6,27 +6,28 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from PIL import Image, ImageDraw
 
-from vitviz.render import plotting
 from vitviz.analyses.heads import HeadTrace, LayerRecord
+from vitviz.core.images import Fitted
+from vitviz.render import plotting
 
 
 def query_token(record: LayerRecord, row: int, col: int, cls: bool = False) -> tuple[int, tuple[int, int] | None]:
     """(token index, (row, col) or None for [CLS]): patch (row, col) clamped to the grid, or the class token."""
     if cls:
         return 0, None
-    gh, gw = record.fitted.grid
+    gh, gw = record.grid
     row, col = int(np.clip(row, 0, gh - 1)), int(np.clip(col, 0, gw - 1))
     return record.prefix + row * gw + col, (row, col)
 
 
-def render(record: LayerRecord, tr: HeadTrace, where: tuple[int, int] | None, cmap: str = "inferno") -> tuple[Image.Image, str]:
+def render(fitted: Fitted, tr: HeadTrace, where: tuple[int, int] | None, cmap: str = "inferno") -> tuple[Image.Image, str]:
     """Four steps in one figure: the query patch, its scores over the keys, the softmax, the weighted sum.
 
     Returns (figure, markdown with the numbers and how far ours are from the model's).
     """
     gh, gw = tr.grid
     p = tr.prefix
-    rgb = record.fitted.image
+    rgb = fitted.image
     patch = rgb.shape[0] // gh
     shown = Image.fromarray(rgb)
     if where is not None:

@@ -15,6 +15,7 @@ from vitviz.core import patches
 from vitviz.render import plotting
 from vitviz.core.images import Fitted
 from vitviz.core.posembed import similarity
+from vitviz.specs import registry
 
 EMBED_DIM = 64
 """Width of the illustrative projection on this tab (random weights, seeded)."""
@@ -39,7 +40,7 @@ def fit(rgb: np.ndarray, resolution: int, patch: int, policy: str) -> Fitted:
 
 def slip_sentence(size_name: str, patch: int, parts: dict[str, int]) -> str:
     """What counting T²·D per head (instead of T²·D/H) would claim for the attention of ``size_name``."""
-    heads = patches.VIT_SIZES[size_name].heads
+    heads = registry.VIT_SIZES[size_name].heads
     scores = parts["attention scores QKᵀ"]
     attn = scores + parts["attention × V"]
     return (f"(A common slip counts T²·D per head instead of T²·D/H. For {size_name}/{patch} that makes the QKᵀ "
@@ -69,7 +70,7 @@ def _fmt(n: float) -> str:
 
 def cost_table(patch: int, h: int, w: int) -> tuple[str, dict[str, dict[str, int]]]:
     """Markdown table of MACs (components as rows, standard sizes as columns), and the raw numbers."""
-    rows = {name: patches.vit_macs(size, patch, h, w) for name, size in patches.VIT_SIZES.items()}
+    rows = {name: patches.vit_macs(size, patch, h, w) for name, size in registry.VIT_SIZES.items()}
     names = list(rows)
     out = ["| component | " + " | ".join(f"{n}/{patch}" for n in names) + " |",
            "|---" * (len(names) + 1) + "|"]
@@ -98,7 +99,7 @@ def render(fitted: Fitted, size_name: str = "ViT-B") -> PatchesView:
     rgb, p = fitted.image, fitted.patch
     h, w = rgb.shape[:2]
     grid, scale = grid_image(fitted)
-    size = patches.VIT_SIZES[size_name]
+    size = registry.VIT_SIZES[size_name]
     counts = patches.token_counts(h, w, p, size.heads, size.depth)
     summary = (
         f"{fitted.note}\n\n"
@@ -187,7 +188,7 @@ def render_filters(loaded, k: int = 8) -> tuple[Image.Image, str]:
 
     Each component is stretched to its own range (mid-grey is zero when its entries are balanced).
     """
-    weight = patches.embedding_weight(loaded.model)
+    weight = loaded.read(patches.embedding_weight)
     comps, share = patches.filter_components(weight, k)
     pictures = []
     for c in comps:  # (C, P, P) -> (P, P, 3) uint8, enlarged with sharp pixel edges

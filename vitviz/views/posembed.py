@@ -7,15 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from vitviz.core import posembed
 from vitviz.models import budget
 from vitviz.models import cache as models
 from vitviz.render import plotting
-from vitviz.core import posembed
+from vitviz.specs.views import LEARNED, RPB_FORMULA, TIMELINE, relative_bias_sources
 
-SINUSOIDAL = ("2D sinusoidal", "1D sinusoidal")
-LEARNED = "learned: "
-"""Prefix of a registry model's learned table in the list of sources."""
-TIMELINE = "learned: vitviz tiny, training timeline"
 
 
 @dataclass
@@ -46,10 +43,10 @@ def grid_for(source: str, rows, cols, dim, step_index) -> tuple[np.ndarray, str,
     """
     if source == TIMELINE:
         step, loaded = models.checkpoint_at(budget.number(step_index, "checkpoint", 0, 99, integer=True))
-        return posembed.learned_grid(loaded.model), f"vitviz tiny after {step} training steps", ""
+        return loaded.read(posembed.learned_grid), f"vitviz tiny after {step} training steps", ""
     if source.startswith(LEARNED):
         loaded = models.get_model(source[len(LEARNED):])
-        return posembed.learned_grid(loaded.model), f"{loaded.spec.key} (learned)", loaded.notice
+        return loaded.read(posembed.learned_grid), f"{loaded.spec.key} (learned)", loaded.notice
     rows, cols = (budget.number(v, name, 1, 32, integer=True) for v, name in ((rows, "rows"), (cols, "columns")))
     dim = budget.number(dim, "embedding size D", 8, 768, integer=True)
     return sinusoidal_grid(source, rows, cols, dim), source, ""
@@ -116,16 +113,6 @@ def render_rotary(dim: int, reach: int, base: float = 100.0, cmap: str = "viridi
                             annotate=len(offsets) <= 7)
 
 
-RPB_FORMULA = "formula: each head penalises distance (not learned)"
-"""The bias table that needs no weights; the others are the registry's Swin models' learned tables."""
-
-
-def relative_bias_sources() -> list[str]:
-    from vitviz.specs import registry
-
-    return [RPB_FORMULA] + registry.keys("relative")
-
-
 def relative_bias_table(source: str, m: int, heads: int, block: int) -> tuple[np.ndarray, int, str, str]:
     """((2M−1)², H) table, M, its name, and a notice, for one of :func:`relative_bias_sources`.
 
@@ -140,7 +127,7 @@ def relative_bias_table(source: str, m: int, heads: int, block: int) -> tuple[np
     if source != RPB_FORMULA:
         loaded = models.get_model(source)
         if not loaded.notice:
-            tables = windows.bias_tables(loaded.model)
+            tables = loaded.read(windows.bias_tables)
             block = int(np.clip(block, 1, len(tables)))
             name, table, window = tables[block - 1]
             return table, window, f"{source}, {name} of {len(tables)}", ""
