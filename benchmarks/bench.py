@@ -71,13 +71,12 @@ def one(kind: str, size: int, ckpt: str) -> dict:
     import numpy as np
     import torch
 
+    from vitviz import assets
     from vitviz.analyses import attention as analysis
     from vitviz.core import images
     from vitviz.models import loaders
-    from vitviz import assets
-    from vitviz.views import attention as view
-
     from vitviz.models.runner import Call, clear_results
+    from vitviz.views import attention as view
 
     loaded = loaders.load_hf(ckpt)
     plain = Call(lambda m, x, _f: m(pixel_values=x, interpolate_pos_encoding=True))  # the model's own call, locked
@@ -142,28 +141,36 @@ def subprocess_one(kind: str, size: int, ckpt: Path) -> dict:
 
 
 def startup() -> float:
-    code = "import time; t=time.perf_counter(); import app; app.build_demo(); print(time.perf_counter()-t)"
+    code = ("import time; t=time.perf_counter(); from vitviz import app; app.build_demo(); "
+            "print(time.perf_counter()-t)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     return float(res.stdout.strip().splitlines()[-1])
 
 
-def tab_times() -> list[tuple[str, float]]:
-    """Time each tab's main callback as the UI calls it (warm: models already loaded)."""
-    from vitviz import app
-    from vitviz import assets
-    from vitviz.models.runner import clear_results
+def timed_view(view: str, picture, **settings):
+    """A callable showing one declared view as every door does (vitviz.views.show with checked settings)."""
+    from vitviz.specs import views as spec
+    from vitviz.views import show
 
-    cat = str(assets.EXAMPLES / "cat.png")
-    scene = str(assets.EXAMPLES / "scene_star.png")
+    values = spec.VIEWS[view].check(settings)
+    return lambda: show(view, picture, values)
+
+
+def tab_times() -> list[tuple[str, float]]:
+    """Each tab's main view, warm (models loaded, nothing kept from before)."""
+    from vitviz import assets
+    from vitviz.core import images
+    from vitviz.models.runner import clear_results
+    from vitviz.specs import registry
+
+    cat = images.load_rgb(assets.EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE)
+    scene = images.load_rgb(assets.EXAMPLES / "scene_star.png", images.INTAKE_SHORT_SIDE)
+    tiny = registry.OFFLINE_KEY
     calls = [
-        ("Patches /patches (cat, P=16, 224 px)", lambda: app.run_patches(cat, 16, 224, "crop", "ViT-B")),
-        ("Position embeddings (2D, 14×14, D=64)",
-         lambda: app.run_posembed("2D sinusoidal", 14, 14, 64, "cosine", 20, 20, 0, "viridis")),
-        ("Attention /attention (offline tiny model, scene)",
-         lambda: app.run_attention(scene, app.registry.OFFLINE_KEY, 64, 6, 0.6, 0.6, "inferno", "mean", 0.0,
-                                   progress=lambda *a, **k: None)),
-        ("Classify /classify (offline tiny model, scene)",
-         lambda: app.run_classify(scene, app.registry.OFFLINE_KEY, progress=lambda *a, **k: None)),
+        ("Patches /patches (cat, P=16, 224 px)", timed_view("patches", cat, patch=16, resolution=224)),
+        ("Position embeddings (2D, 14×14, D=64)", timed_view("position_embeddings", None)),
+        ("Attention /attention (offline tiny model, scene)", timed_view("attention", scene, model=tiny, layer=4)),
+        ("Classify /classify (offline tiny model, scene)", timed_view("classify", scene, model=tiny)),
     ]
     rows = []
     for name, fn in calls:
@@ -176,21 +183,22 @@ def tab_times() -> list[tuple[str, float]]:
 
 
 def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
-    """The views beyond the four ideas, as the UI calls them: (view, case, first call, next call) in seconds.
+    """The views beyond the four ideas: (view, case, first call, next call) in seconds.
 
     The first call runs the model (a forward, or a forward and a backward for relevance); the next
-    asks for another head, class or query, which the caches answer without a forward where they can.
+    asks for another head, class or query, which the kept results answer without a forward where they can.
     Models: the offline tiny model; a DINO ViT-S/8-shaped and a ViT-B/16-shaped model (random weights,
     the real architectures) put in the model cache, as if downloaded.
     """
     import timm
 
-    from vitviz import app
+    from vitviz import assets
+    from vitviz.core import images
+    from vitviz.models import cache as models
     from vitviz.models import loaders
     from vitviz.models.runner import clear_results
-    from vitviz.models import cache as models
     from vitviz.specs import registry
-    from vitviz import assets
+    from vitviz.specs import views as spec
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(ckpt, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -201,36 +209,33 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
 
             save_file(timm.create_model("vit_base_patch16_224", pretrained=False).state_dict(), str(weights))
         models._cache[vitb.key] = loaders.load_timm(vitb.source, file=weights, spec=vitb)
-    cat = str(assets.EXAMPLES / "cat.png")
-    scene = str(assets.EXAMPLES / "scene_star.png")
-    quiet = dict(progress=lambda *a, **k: None)
+    cat = images.load_rgb(assets.EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE)
+    scene = images.load_rgb(assets.EXAMPLES / "scene_star.png", images.INTAKE_SHORT_SIDE)
     tiny = registry.OFFLINE_KEY
-    steps = [c for c in app.attention_view.comparison_choices() if " @ step " in c]
+    steps = [c for c in spec.comparison_choices() if " @ step " in c]
     cases = [
-        ("/windows", "cat, P = 16, 224 px, M = 7", lambda i: app.run_windows(cat, 16, 224, "crop", "ViT-B", 7, 3, 5 + i)),
-        ("/relative_bias", "formula, M = 7", lambda i: app.run_relative_bias(
-            app.posembed_view.RPB_FORMULA, 7, 3, 1, i, 1, 2, "viridis")),
-        ("/inside_head", "offline tiny, 64 px", lambda i: app.run_inside_head(
-            scene, tiny, 64, 4, i, 3, 4, False, "inferno", **quiet)),
-        ("/inside_head", "DINO ViT-S/8 shape, 224 px", lambda i: app.run_inside_head(
-            cat, "DINO ViT-S/8", 224, 12, i, 10, 12, False, "inferno", **quiet)),
-        ("/feature_pca", "offline tiny, 64 px", lambda i: app.run_feature_pca(scene, tiny, 64, 4 - i, **quiet)),
-        ("/feature_pca", "DINO ViT-S/8 shape, 224 px", lambda i: app.run_feature_pca(cat, "DINO ViT-S/8", 224,
-                                                                                   12 - i, **quiet)),
-        ("/compare_models", "two tiny checkpoints", lambda i: app.run_compare(
-            scene, steps[0], steps[-1], 64, 1.0 - 0.25 * i, 0.6, "inferno", **quiet)),
-        ("/relevance", "offline tiny", lambda i: app.run_relevance(scene, tiny, 1 + i, **quiet)),
-        ("/relevance", "ViT-B/16 shape, 224 px", lambda i: app.run_relevance(cat, vitb.key, 1 + i, **quiet)),
+        ("/windows", "cat, P = 16, 224 px, M = 7", lambda i: timed_view("windows", cat, col=5 + i)),
+        ("/relative_bias", "formula, M = 7", lambda i: timed_view("relative_bias", None, head=i)),
+        ("/inside_head", "offline tiny, 64 px", lambda i: timed_view("inside_head", scene, model=tiny, layer=4,
+                                                                      head=i)),
+        ("/inside_head", "DINO ViT-S/8 shape, 224 px", lambda i: timed_view("inside_head", cat, head=i, row=10,
+                                                                             col=12)),
+        ("/feature_pca", "offline tiny, 64 px", lambda i: timed_view("feature_pca", scene, model=tiny, layer=4 - i)),
+        ("/feature_pca", "DINO ViT-S/8 shape, 224 px", lambda i: timed_view("feature_pca", cat, layer=12 - i)),
+        ("/compare_models", "two tiny checkpoints", lambda i: timed_view(
+            "compare_models", scene, model_a=steps[0], model_b=steps[-1], fraction=1.0 - 0.25 * i)),
+        ("/relevance", "offline tiny", lambda i: timed_view("relevance", scene, model=tiny, rank=1 + i)),
+        ("/relevance", "ViT-B/16 shape, 224 px", lambda i: timed_view("relevance", cat, model=vitb.key, rank=1 + i)),
     ]
     rows = []
-    for view, case, fn in cases:
-        fn(0)  # loads models, warms code paths
+    for view, case, make in cases:
+        make(0)()  # loads models, warms code paths
         clear_results()
         t0 = time.perf_counter()
-        fn(0)
+        make(0)()
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fn(1)
+        make(1)()
         rows.append((view, case, first, time.perf_counter() - t0))
     return rows
 

@@ -34,12 +34,14 @@ def serve(dino_dir: Path):
     """A Blocks with the app's explorer and a case picker; returns (demo, url, loaded models, the picture)."""
     import gradio as gr
 
-    from vitviz import app
+    from vitviz import assets
     from vitviz.analyses import attention as analysis
-    from vitviz.render import browser as explorer
+    from vitviz.app import attention as attention_tab
+    from vitviz.app.components import browser_view
     from vitviz.core import images
     from vitviz.models import loaders
-    from vitviz import assets
+    from vitviz.render import browser as explorer
+    from vitviz.specs import views as spec
 
     loaded = {"tiny": loaders.load_embedded(), "dino": loaders.load_hf(dino_dir)}
     rgb = images.load_rgb(assets.EXAMPLES / "cat.png")
@@ -50,14 +52,16 @@ def serve(dino_dir: Path):
         kind, size = CASES[case]
         a = analysis.analyse(loaded[kind], rgb, size)  # the forward (not part of what is timed here)
         t0 = time.perf_counter()
-        payload = explorer.attention_payload(a, 99)
+        values = spec.ATTENTION.check({"layer": 12})
+        payload = explorer.attention_payload(a, values, {f.name: f for f in attention_tab.HELD})
         payload["server_seconds"] = time.perf_counter() - t0
         payload["json_bytes"] = len(json.dumps(payload))
         return payload
 
     with gr.Blocks() as demo:
         case = gr.Radio(list(CASES), label="case", elem_id="case")
-        view = app.explorer_component()
+        view = browser_view("explorer", "attention-explorer", "attention explorer",
+                            server_functions=[attention_tab.explorer_rows])
         case.change(show, case, view)
     demo.queue()
     from benchmarks.load import free_port
@@ -115,12 +119,11 @@ def round_trip(dino_dir: Path) -> dict:
     """Today's server path: a warm /attention call (analysis cached, figures drawn on the server)."""
     from gradio_client import Client, handle_file
 
-    from vitviz import app
     from benchmarks.load import free_port
-    from vitviz.models import loaders
+    from vitviz import app, assets
     from vitviz.models import cache as models
+    from vitviz.models import loaders
     from vitviz.specs import registry
-    from vitviz import assets
 
     with models._cache_lock:
         models._cache["DINO ViT-S/8"] = loaders.load_hf(dino_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -138,10 +141,9 @@ def round_trip(dino_dir: Path) -> dict:
     out = {}
     for key, model, size in [("tiny", registry.OFFLINE_KEY, 64), ("dino224", "DINO ViT-S/8", 224),
                              ("dino480", "DINO ViT-S/8", 480)]:
-        args = (cat, model, size, 12, 0.6, 0.6, "inferno", "mean", 0.0)
-        client.predict(*args, api_name="/attention")  # the forward, once
+        client.predict(cat, model, size, api_name="/attention")  # the forward, once
         t0 = time.perf_counter()
-        client.predict(*args[:4], 0.55, *args[5:], api_name="/attention")  # a slider moved: redrawn on the server
+        client.predict(cat, model, size, keep=0.55, api_name="/attention")  # a slider moved: redrawn on the server
         out[key] = time.perf_counter() - t0
     demo.close()
     return out

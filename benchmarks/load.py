@@ -48,13 +48,13 @@ def free_port() -> int:
 
 
 class Server:
-    """``python app.py`` on a free port; ``peak_mb`` tracks its resident memory while ``watching``."""
+    """The app (``python -m vitviz.app``) on a free port; ``peak_mb`` tracks its resident memory while ``watching``."""
 
     def __init__(self, concurrency: int):
         self.port = free_port()
         env = dict(os.environ, GRADIO_SERVER_PORT=str(self.port), VITVIZ_MODEL_CONCURRENCY=str(concurrency))
-        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([sys.executable, "-m", "vitviz.app", "--port", str(self.port)], cwd=ROOT,
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{self.port}/"
         self._wait()
         self.peak_mb = self.rss_mb()
@@ -128,7 +128,7 @@ def request(k: int, pics: list[str]) -> tuple[str, list]:
 
     pic, api = pics[k % len(pics)], ENDPOINTS[(k // len(pics) + k) % 4]
     if api == "/attention":
-        return api, [pic, "DINO ViT-S/8", 64, 4 - k % 4, 0.6, 0.6, "inferno", "mean", 0.0]
+        return api, [pic, "DINO ViT-S/8", 64, 4 - k % 4, -1, 0.6, 0.6, "inferno", None, "mean", 0.0]
     if api == "/classify":
         return api, [pic, OFFLINE_KEY]
     if api == "/shuffle":
@@ -291,8 +291,7 @@ def worst_one(ckpt: str) -> dict:
 
     from benchmarks.bench import PeakRSS
     from vitviz.analyses import attention as analysis
-    from vitviz.models import budget
-    from vitviz.models import loaders
+    from vitviz.models import budget, loaders
     from vitviz.specs import registry
 
     spec = registry.REGISTRY["DINO ViT-S/8"]

@@ -17,7 +17,6 @@ import time
 import torch
 import torch.nn.functional as F
 
-
 from vitviz import train  # noqa: E402
 
 BATCH = 128

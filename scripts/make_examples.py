@@ -15,8 +15,8 @@ import numpy as np
 from PIL import Image
 
 from vitviz import assets
-from vitviz.embedded import scenes
 from vitviz.core.patches import TOY_VALUES
+from vitviz.embedded import scenes
 
 OUT = assets.EXAMPLES
 PHOTOS = {"cat.png": "chelsea.png", "coffee.png": "coffee.png", "astronaut.png": "astronaut.png",

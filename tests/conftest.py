@@ -79,8 +79,8 @@ def deit_file(tmp_path_factory) -> Path:
 @pytest.fixture
 def dino_in_cache(dino_s8_dir):
     """As if DINO ViT-S/8's weights were in the local Hugging Face cache (the real config, random weights)."""
-    from vitviz.models import loaders
     from vitviz.models import cache as models
+    from vitviz.models import loaders
     from vitviz.specs import registry
 
     loaded = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
@@ -96,6 +96,17 @@ def rgb_cat() -> np.ndarray:
     from vitviz.core.images import load_rgb
 
     return load_rgb(EXAMPLES / "cat.png")
+
+
+def raw_call(app_url: str, api: str, data_json: str) -> str:
+    """POST ``{"data": [...]}`` as raw text (NaN, Infinity, data: URLs: whatever any JSON library or script may
+    send) to an endpoint and return the event stream's answer (``event: complete`` or ``event: error``)."""
+    import httpx
+
+    r = httpx.post(f"{app_url}gradio_api/call/{api}", content='{"data": [%s]}' % data_json,
+                   headers={"content-type": "application/json"}, timeout=30)
+    r.raise_for_status()
+    return httpx.get(f"{app_url}gradio_api/call/{api}/{r.json()['event_id']}", timeout=120).text
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,21 @@
-"""End to end: the real app on 127.0.0.1, driven through gradio_client like any API user."""
+"""End to end: the real app on 127.0.0.1, driven through gradio_client like any API user.
+
+Every public endpoint is a declared view: its parameters are the view's settings (named, typed, with defaults),
+and it answers with data: {"model", "notice", "settings" (as used), "adjusted", "texts", "figures", "numbers"}.
+"""
 
 from __future__ import annotations
 
 import re
-import time
 
-import gradio as gr
 import pytest
 from conftest import EXAMPLES, ROOT
 from gradio_client import Client, handle_file
+from PIL import Image
 
 from vitviz import assets
-from vitviz.models import loaders
 from vitviz.specs import registry
+from vitviz.specs import views as spec
 
 
 @pytest.fixture(scope="module")
@@ -20,79 +23,106 @@ def client(app_url):
     return Client(app_url, verbose=False)
 
 
-def test_importing_and_building_the_app_loads_no_model():
-    import subprocess
-    import sys
-
-    code = ("import sys, app, vitviz.models.cache as m; app.build_demo(); "
-            "print(len(m._cache), 'transformers.models.vit.modeling_vit' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=str(ROOT)).stdout.split()
-    assert out[-2:] == ["0", "False"]
+def picture(name: str):
+    return handle_file(str(EXAMPLES / name))
 
 
-def test_named_endpoints_exist(client):
-    names = set(client.view_api(return_format="dict", print_info=False)["named_endpoints"])
-    assert {"/patches", "/position_embeddings", "/attention", "/classify", "/shuffle", "/registers",
-            "/timeline", "/toy", "/patch_size_tradeoff", "/patch_filters", "/rotary", "/inside_head", "/feature_pca",
-            "/compare_models", "/relevance", "/windows", "/relative_bias"} <= names
+def projector_sized(path) -> None:
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.width <= 790 and im.height <= 660
+        assert float(im.info["vitviz:text_px"]) >= 19.95
+
+
+def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client):
+    """view_api() is the declaration: names, types, choices and defaults, for every view (and the bundles)."""
+    api = client.view_api(return_format="dict", print_info=False)
+    named = api["named_endpoints"]
+    expected = {f"/{name}" for name in spec.VIEWS} | {f"/bundle_{n}" for n in ("patches", "position_embeddings",
+                                                                               "attention", "classify")} | {"/explorer"}
+    assert set(named) == expected and not api["unnamed_endpoints"]
+    for name, view in spec.VIEWS.items():
+        params = named[f"/{name}"]["parameters"]
+        assert [p["parameter_name"] for p in params] == list(view.names)
+        for p, f in zip(params, view.fields):
+            if f.kind == "image":
+                assert not p["parameter_has_default"]
+                continue
+            assert p["parameter_has_default"] and p["parameter_default"] == f.default
+            if f.kind == "int":
+                assert p["type"] == {"type": "integer"}
+            elif f.kind == "float":
+                assert p["type"] == {"type": "number"}
+            elif f.kind == "choice":
+                assert p["type"]["enum"] == list(f.options())
 
 
 def test_patches_endpoint(client):
-    grid, summary, costs, chart, equivalence, _ = client.predict(
-        handle_file(str(EXAMPLES / "cat.png")), 16, 224, "crop", "ViT-B", api_name="/patches")
+    r = client.predict(picture("cat.png"), 16, 224, "crop", "ViT-B", api_name="/patches")
+    summary, costs = r["texts"]["summary"], r["texts"]["costs"]
     assert "14·14 = 196" in summary and "N + 1 = 197" in summary and "38,809" in summary
     assert "4.1%" in costs and "17.56 G" in costs
-    assert "e-0" in equivalence  # max |difference| printed in scientific notation, float32 rounding
-    assert grid.endswith((".png", ".webp")) and chart.endswith((".png", ".webp"))
+    assert "e-0" in r["texts"]["equivalence"]  # max |difference|, float32 rounding
+    assert r["numbers"]["patches"] == 196 and r["settings"]["resolution"] == 224 and r["adjusted"] == {}
+    for path in r["figures"].values():
+        assert path.endswith(".png")
+
+
+def test_a_resolution_that_is_not_whole_patches_says_what_was_used(client):
+    r = client.predict(picture("cat.png"), resolution=230, api_name="/patches")
+    assert r["settings"]["resolution"] == 224 and r["adjusted"]["resolution"]["asked"] == 230
+    assert "rounded down" in r["notice"] and r["numbers"]["patches"] == 196
 
 
 def test_toy_patches(client):
-    _, summary, *_ = client.predict(handle_file(str(EXAMPLES / "toy_8x8.png")), 4, 8, "stretch", "ViT-Ti",
-                                    api_name="/patches")
-    assert "2·2 = 4" in summary and "N + 1 = 5" in summary
+    r = client.predict(picture("toy_8x8.png"), 4, 8, "stretch", "ViT-Ti", api_name="/patches")
+    assert "2·2 = 4" in r["texts"]["summary"] and "N + 1 = 5" in r["texts"]["summary"]
 
 
 def test_position_embeddings_endpoint(client):
-    summary, mosaic, tile, matrix, sim, resampled = client.predict(
-        "2D sinusoidal", 2, 2, 8, "dot", 4, 4, 0, "viridis", api_name="/position_embeddings")
-    assert "2×2 grid of 8-dimensional" in summary and all(p for p in (mosaic, tile, matrix, sim, resampled))
+    r = client.predict("2D sinusoidal", 2, 2, 8, "dot", 4, 4, 0, "viridis", api_name="/position_embeddings")
+    assert "2×2 grid of 8-dimensional" in r["texts"]["summary"] and len(r["figures"]) == 5
 
 
 def test_learned_position_embeddings_of_the_embedded_model(client):
-    summary, *_ = client.predict("learned: " + registry.OFFLINE_KEY, 8, 8, 8, "cosine", 12, 12, 0, "viridis",
-                                 api_name="/position_embeddings")
-    assert "8×8 grid of 96-dimensional" in summary
+    r = client.predict(source="learned: " + registry.OFFLINE_KEY, api_name="/position_embeddings")
+    assert "8×8 grid of 96-dimensional" in r["texts"]["summary"]
+    assert r["settings"]["rows"] == 8 and r["settings"]["dim"] == 96  # its own grid, said so
+    assert "not set here" in r["adjusted"]["dim"]["why"]
 
 
-def test_attention_offline_answers_fast_with_notice(client):
-    t0 = time.perf_counter()
-    notice, heads, table, roll, box, crop, dist = client.predict(
-        handle_file(str(EXAMPLES / "scene_star.png")), "DINO ViT-S/8", 64, 12, 0.6, 0.6, "inferno", "mean", 0.0,
-        api_name="/attention")
-    assert time.perf_counter() - t0 < 30
-    assert "Showing vitviz tiny" in notice and "not DINO ViT-S/8" in notice
-    heads_count = assets.tiny_info()["kwargs"]["num_heads"]
-    assert "mass kept" in table and table.count("| head ") == heads_count + 1  # each head and the mean
-    assert "layer 4 of 4" in table  # layer 12 asked of a 4-layer stand-in: the library clamps it
-    from PIL import Image
+def test_attention_offline_says_which_model_and_what_was_used(client):
+    r = client.predict(picture("scene_star.png"), "DINO ViT-S/8", 224, 12, -1, 0.6, 0.6, "inferno", None, "mean",
+                       0.0, api_name="/attention")
+    assert r["model"] == registry.OFFLINE_KEY
+    assert "Showing vitviz tiny" in r["notice"] and "not DINO ViT-S/8" in r["notice"]
+    assert r["settings"]["resolution"] == 64 and r["settings"]["layer"] == 4  # what was used, not what was asked
+    assert r["adjusted"]["resolution"] == {"asked": 224, "used": 64, "why": r["adjusted"]["resolution"]["why"]}
+    heads = assets.tiny_info()["kwargs"]["num_heads"]
+    table = r["texts"]["table"]
+    assert "mass kept" in table and table.count("| head ") == heads + 1 and "layer 4 of 4" in table
+    assert r["numbers"]["layer"] == 4 and len(r["numbers"]["maps"]) == heads + 1
+    projector_sized(r["figures"]["distance"])
 
-    with Image.open(dist) as d:  # the distance chart, drawn at projector sizes and sent as PNG with its text size
-        assert d.format == "PNG" and d.width <= 790 and d.height <= 660
-        assert float(d.info["vitviz:text_px"]) >= 20
+
+def test_attention_with_a_pinned_patch_draws_its_maps(client):
+    r = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, 2, 1, 0.5, 0.6, "magma", "3,4", "max",
+                       0.3, api_name="/attention")
+    assert r["settings"]["query"] == [3, 4] and set(r["figures"]) >= {"query", "heads", "rollout", "box", "crop"}
+    far = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, query="40,40", api_name="/attention")
+    assert far["settings"]["query"] == [7, 7] and "8×8 patches" in far["adjusted"]["query"]["why"]
 
 
 def test_classify_offline(client):
-    notice, top5, maps, facts = client.predict(handle_file(str(EXAMPLES / "scene_star.png")),
-                                               "ViT-B/16 (ImageNet-1k)", api_name="/classify")
-    assert "Showing vitviz tiny" in notice
-    assert top5["label"] in {"circle", "square", "triangle", "star", "cross", "ring"}
-    assert len(top5["confidences"]) == 5 and "parameters" in facts
+    r = client.predict(picture("scene_star.png"), "ViT-B/16 (ImageNet-1k)", api_name="/classify")
+    assert "Showing vitviz tiny" in r["notice"]
+    assert set(r["numbers"]["top5"]) <= {"circle", "square", "triangle", "star", "cross", "ring"}
+    assert len(r["numbers"]["top5"]) == 5 and "parameters" in r["texts"]["facts"]
 
 
 def test_shuffle_experiment_endpoint(client):
-    _, md = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), registry.OFFLINE_KEY, 0, api_name="/shuffle")
-    diff = float(md.split("between original and shuffled = **")[1].split("**")[0])
+    r = client.predict(picture("scene_ring.png"), registry.OFFLINE_KEY, 0, api_name="/shuffle")
+    assert r["numbers"]["diff_without_positions"] < 1e-4
+    diff = float(r["texts"]["text"].split("between original and shuffled = **")[1].split("**")[0])
     assert diff < 1e-4
 
 
@@ -101,14 +131,58 @@ def test_bad_upload_gives_a_clear_error_and_app_keeps_serving(client, tmp_path):
     bad.write_text("this is a text file, not a picture")
     with pytest.raises(Exception, match="not an image we can read"):
         client.predict(handle_file(str(bad)), 16, 224, "crop", "ViT-B", api_name="/patches")
-    _, summary, *_ = client.predict(handle_file(str(EXAMPLES / "coffee.png")), 32, 224, "crop", "ViT-B",
-                                    api_name="/patches")
-    assert "7·7 = 49" in summary
+    r = client.predict(picture("coffee.png"), 32, 224, "crop", "ViT-B", api_name="/patches")
+    assert "7·7 = 49" in r["texts"]["summary"]
+
+
+@pytest.mark.parametrize("endpoint, kwargs, words", [
+    ("/patches", {"patch": None}, "`patch` (patch size P (pixels)) must be one of 4, 8, 14, 16, 32; got None"),
+    ("/attention", {"resolution": "abc"}, "`resolution` (short side"),
+    ("/attention", {"layer": 2.5}, "`layer` (layer (1 = first)) must be a whole number from 1 to 12"),
+    ("/attention", {"cmap": "jet"}, "`cmap` (colormap) must be one of 'viridis'"),
+    ("/attention", {"query": "a,b"}, "`query`"),
+    ("/rotary", {"dim": 30}, "a multiple of 4"),
+])
+def test_a_wrong_value_gets_a_message_naming_the_parameter_and_what_it_accepts(client, endpoint, kwargs, words):
+    args = (picture("scene_star.png"),) if endpoint != "/rotary" else ()
+    with pytest.raises(Exception) as err:
+        client.predict(*args, **kwargs, api_name=endpoint)
+    assert words in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def uploaded_star(app_url) -> str:
+    """The star scene uploaded as a script uploads it, as the JSON an endpoint takes."""
+    import json
+
+    import httpx
+
+    with open(EXAMPLES / "scene_star.png", "rb") as f:
+        path = httpx.post(f"{app_url}gradio_api/upload", files={"files": ("star.png", f, "image/png")}).json()[0]
+    return json.dumps({"path": path, "meta": {"_type": "gradio.FileData"}})
+
+
+@pytest.mark.parametrize("settings, words", [
+    ('64, 4, -1, NaN, 0.6', "`keep` (keep this share of attention mass) must be a number from 0.1 to 0.95; got nan"),
+    ('64, 4, -1, 0.6, Infinity', "`alpha` (overlay opacity) must be a number from 0 to 1; got inf"),
+    ('NaN, 4, -1, 0.6, 0.6', "`resolution` (short side (pixels, rounded to the patch size)) must be a whole number"),
+    ('64, [4], -1, 0.6, 0.6', "`layer` (layer (1 = first)) must be a whole number from 1 to 12"),
+    ('64, {"a": 1}, -1, 0.6, 0.6', "`layer` (layer (1 = first)) must be a whole number from 1 to 12"),
+])
+def test_odd_values_in_raw_json_get_a_message_naming_the_parameter(app_url, uploaded_star, settings, words):
+    """NaN, Infinity, lists and objects in numeric slots, as any script may send them: a message, never a bare
+    error."""
+    from conftest import raw_call
+
+    star = uploaded_star
+    answer = raw_call(app_url, "attention", f'{star}, "{registry.OFFLINE_KEY}", {settings}, "inferno", null, '
+                                            '"mean", 0.0')
+    assert "event: error" in answer and words in answer
 
 
 def test_registers_comparison_refuses_a_stand_in(client):
-    note, img = client.predict(handle_file(str(EXAMPLES / "cat.png")), 224, 0.6, "inferno", api_name="/registers")
-    assert "cannot be loaded" in note and img is None
+    r = client.predict(picture("cat.png"), 224, 0.6, "inferno", api_name="/registers")
+    assert "cannot be loaded" in r["texts"]["note"] and r["figures"] == {}
 
 
 def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
@@ -126,46 +200,18 @@ def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
         scope: dict = {}
         exec(code, scope)
         assert scope["client"] is shared
-        assert "14×14 grid of 64-dimensional" in scope["summary"]  # the last summary: position embeddings
-        assert scope["top5"]["label"] and "Showing" in scope["notice"]
-        answers.append((scope["table"], scope["top5"], scope["distances"]))
+        assert "14×14 grid of 64-dimensional" in scope["positions"]["texts"]["summary"]
+        assert scope["classified"]["numbers"]["top5"] and "Showing" in scope["classified"]["notice"]
+        answers.append((scope["attention"]["numbers"], scope["classified"]["numbers"]["top5"]))
     assert answers[0] == answers[1]
-
-
-def test_intake_component_passes_uploads_undecoded(tmp_path):
-    """Webcam and clipboard arrive as data URLs, uploads as files; neither is decoded by gradio."""
-    import base64
-    import io
-
-    from gradio.data_classes import FileData
-    from PIL import Image
-
-    from vitviz import app
-
-    buf = io.BytesIO()
-    Image.new("RGB", (16, 16), (10, 20, 30)).save(buf, format="PNG")
-    comp = app.image_input()
-    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
-    raw = comp.preprocess(FileData(path="", url=url))
-    assert raw == buf.getvalue()
-    from vitviz.core.images import load_rgb
-
-    assert tuple(load_rgb(raw)[0, 0]) == (10, 20, 30)
-    junk = tmp_path / "junk.png"
-    junk.write_bytes(b"not a png")
-    assert comp.preprocess(FileData(path=str(junk))) == str(junk)  # no decoding, no gradio error
-    assert comp.preprocess(None) is None
 
 
 def test_timeline_endpoint(client):
     """Six checkpoints (180-px panels at most, two-line captions) in a figure that fits 1280×720, and the chosen one
     per head."""
-    from PIL import Image
-
-    strip, heads = client.predict(handle_file(str(EXAMPLES / "scene_ring.png")), 0, 0.6, "inferno",
-                                  api_name="/timeline")
+    r = client.predict(picture("scene_ring.png"), 0, 0.6, "inferno", api_name="/timeline")
     n = len(assets.tiny_checkpoints())
-    with Image.open(strip) as s, Image.open(heads) as h:
+    with Image.open(r["figures"]["strip"]) as s, Image.open(r["figures"]["heads"]) as h:
         assert n == 6 and s.width <= 790 and s.height <= 660
         assert s.width >= 3 * 180 and s.height > 2 * (180 + 2 * 25)  # three panels a row: two rows
         assert float(s.info["vitviz:text_px"]) == 20
@@ -175,9 +221,9 @@ def test_timeline_endpoint(client):
 def test_position_embedding_similarity_summary_matches_the_card(client):
     import json
 
-    summary, *_ = client.predict("learned: vitviz tiny, training timeline", 8, 8, 8, "cosine", 8, 8, 5, "viridis",
-                                 api_name="/position_embeddings")
+    r = client.predict(spec.TIMELINE, 8, 8, 8, "cosine", 8, 8, 5, "viridis", api_name="/position_embeddings")
     pe = json.loads((assets.TINY / "quality.json").read_text())["position_embeddings"]
+    summary = r["texts"]["summary"]
     assert f"next-door positions **{pe['next_door']:.2f}**" in summary
     assert f"equally far from the centre (not next door) **{pe['same_ring']:.2f}**" in summary
 
@@ -194,7 +240,7 @@ def test_a_module_level_demo_for_reload_mode_is_built_only_when_asked_for():
 
 
 def test_mcp_server_behind_a_flag(monkeypatch):
-    """VITVIZ_MCP=1 serves the named endpoints as MCP tools (needs gradio's optional mcp extra)."""
+    """VITVIZ_MCP=1 serves the declared views as MCP tools (needs gradio's optional mcp extra)."""
     import importlib.util
 
     from vitviz import app
@@ -216,112 +262,107 @@ def test_mcp_server_behind_a_flag(monkeypatch):
     demo.launch(**kwargs)
     try:
         tools = {t["name"] for t in httpx.get(f"http://127.0.0.1:{port}/gradio_api/mcp/schema", timeout=30).json()}
-        assert {"run_attention", "run_classify", "bundle_attention"} <= tools
+        assert {"attention", "classify", "bundle_attention"} <= tools
     finally:
         demo.close()
 
 
-def test_a_layer_asked_for_just_before_the_range_shrank_is_clamped_not_refused():
-    """Seen in CI: the page opened on the 4-layer offline model while a request still carried layer 12; gradio's
-    slider refused it ('Value 12 is greater than maximum value 4') and left an Error badge on the page."""
-    from vitviz import app
-
-    slider = app.FollowingSlider(1, 12, value=12, step=1)
-    slider.maximum = 4  # what layer_slider's update does for the offline model
-    assert slider.preprocess(12) == 4 and slider.preprocess(3) == 3 and slider.preprocess(0) == 1
-    with pytest.raises(gr.Error):
-        gr.Slider(1, 4, step=1).preprocess(12)  # the stock slider, for comparison
+def test_a_layer_past_the_models_depth_is_clamped_and_said(client):
+    """Seen in CI once: the page opened on the 4-layer offline model while a request still carried layer 12. The
+    view clamps it, and says so, instead of refusing it."""
+    r = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, 12, api_name="/inside_head")
+    assert r["settings"]["layer"] == 4 and "4 layers" in r["adjusted"]["layer"]["why"]
 
 
 def test_patch_filters_and_rotary_endpoints(client):
-    """The two newer views answer through their endpoints with figures at projector sizes, and explain bad input."""
-    from PIL import Image
-
-    picture, note = client.predict(registry.OFFLINE_KEY, api_name="/patch_filters")
+    r = client.predict(registry.OFFLINE_KEY, api_name="/patch_filters")
     tiny = assets.tiny_info()["kwargs"]
-    assert f"is {tiny['embed_dim']} filters of 8×8×3 numbers" in note
+    assert f"is {tiny['embed_dim']} filters of 8×8×3 numbers" in r["texts"]["text"]
     rope = client.predict(16, 3, 100, "viridis", api_name="/rotary")
-    for path in (picture, rope):
-        with Image.open(path) as im:
-            assert im.width <= 790 and im.height <= 660 and float(im.info["vitviz:text_px"]) >= 20
-    with pytest.raises(Exception, match="multiple of 4"):
-        client.predict(30, 3, 100, "viridis", api_name="/rotary")
-
-
-def projector_sized(path) -> None:
-    from PIL import Image
-
-    with Image.open(path) as im:
-        assert im.width <= 790 and im.height <= 660 and float(im.info["vitviz:text_px"]) >= 19.95
+    for path in (r["figures"]["filters"], rope["figures"]["rotary"]):
+        projector_sized(path)
 
 
 def test_inside_head_endpoint_checks_itself_against_the_model(client):
-    star = handle_file(str(EXAMPLES / "scene_star.png"))
-    picture, note = client.predict(star, "DINO ViT-S/8", 64, 12, 1, 3, 4, False, "inferno", api_name="/inside_head")
-    assert "Showing vitviz tiny" in note  # offline: the stand-in, said so
+    star = picture("scene_star.png")
+    r = client.predict(star, "DINO ViT-S/8", 64, 12, 1, 3, 4, False, "inferno", api_name="/inside_head")
+    note = r["texts"]["text"]
+    assert "Showing vitviz tiny" in r["notice"]  # offline: the stand-in, said so
+    assert r["numbers"]["softmax_error"] < 1e-5 and r["numbers"]["output_error"] < 1e-4
     errors = [float(e) for e in re.findall(r"≤ \*\*([0-9.e+-]+)\*\*", note)]
     assert len(errors) == 2 and errors[0] < 1e-5 and errors[1] < 1e-4  # softmax and weighted sum vs the model
     assert "sum to 1" in note and "65 keys" in note  # 8×8 patches + [CLS]
-    projector_sized(picture)
-    _, cls_note = client.predict(star, "DINO ViT-S/8", 64, 2, 0, 0, 0, True, "inferno", api_name="/inside_head")
-    assert cls_note != note
+    projector_sized(r["figures"]["inside_head"])
+    cls = client.predict(star, "DINO ViT-S/8", 64, 2, 0, 0, 0, True, "inferno", api_name="/inside_head")
+    assert cls["texts"]["text"] != note and cls["numbers"]["query"] == 0
 
 
 def test_feature_pca_endpoint(client):
-    picture, note = client.predict(handle_file(str(EXAMPLES / "scene_star.png")), registry.OFFLINE_KEY, 64, 4,
-                                   api_name="/feature_pca")
-    shares = [int(v) for v in re.findall(r"PC[123] (\d+)%", note)]
+    r = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, 4, api_name="/feature_pca")
+    shares = [int(v) for v in re.findall(r"PC[123] (\d+)%", r["texts"]["text"])]
     assert len(shares) == 3 and shares[0] >= shares[1] >= shares[2] > 0
-    projector_sized(picture)
+    projector_sized(r["figures"]["feature_pca"])
 
 
 def test_compare_models_endpoint_on_one_scale(client):
-    from vitviz.views import attention as attention_view
-
-    steps = [c for c in attention_view.comparison_choices() if " @ step " in c]
-    picture, note = client.predict(handle_file(str(EXAMPLES / "scene_star.png")), steps[0], steps[-1], 64, 1.0, 0.6,
-                                   "inferno", api_name="/compare_models")
-    rows = [line for line in note.splitlines() if line.startswith("| vitviz")]
+    steps = [c for c in spec.comparison_choices() if " @ step " in c]
+    r = client.predict(picture("scene_star.png"), steps[0], steps[-1], 64, 1.0, 0.6, "inferno",
+                       api_name="/compare_models")
+    rows = [line for line in r["texts"]["table"].splitlines() if line.startswith("| vitviz")]
     assert len(rows) == 2 and "@ step 0 |" in rows[0] and "4 of 4" in rows[1]
-    peaks = [float(r.split("|")[4].strip().rstrip("×")) for r in rows]
+    peaks = [float(row.split("|")[4].strip().rstrip("×")) for row in rows]
     assert peaks[0] < peaks[1]  # random weights spread attention evenly; trained ones gather it
-    projector_sized(picture)
-    with pytest.raises(Exception, match="Value: some/other-model is not in the list|Unknown model"):
-        client.predict(handle_file(str(EXAMPLES / "scene_star.png")), "some/other-model", steps[-1], 64, 1.0, 0.6,
-                       "inferno", api_name="/compare_models")
+    projector_sized(r["figures"]["pair"])
+    with pytest.raises(Exception, match="`model_a` \\(left model\\) must be one of"):
+        client.predict(picture("scene_star.png"), "some/other-model", steps[-1], api_name="/compare_models")
 
 
 def test_relevance_endpoint(client):
-    star = handle_file(str(EXAMPLES / "scene_star.png"))
-    picture, note = client.predict(star, registry.OFFLINE_KEY, 1, api_name="/relevance")
-    assert "**star**" in note and "Neither map is proof" in note
-    projector_sized(picture)
-    _, second = client.predict(star, registry.OFFLINE_KEY, 2, api_name="/relevance")
-    assert second != note
+    star = picture("scene_star.png")
+    r = client.predict(star, registry.OFFLINE_KEY, 1, api_name="/relevance")
+    assert "**star**" in r["texts"]["text"] and "Neither map is proof" in r["texts"]["text"]
+    projector_sized(r["figures"]["relevance"])
+    second = client.predict(star, registry.OFFLINE_KEY, 2, api_name="/relevance")
+    assert second["texts"]["text"] != r["texts"]["text"]
 
 
 def test_windows_and_relative_bias_endpoints(client):
-    picture, note, cost = client.predict(handle_file(str(EXAMPLES / "cat.png")), 16, 224, "crop", "ViT-B", 7, 3, 5,
-                                         api_name="/windows")
-    assert "each of the 196 patches" in note and "sees 49 keys" in note
-    for path in (picture, cost):
+    r = client.predict(picture("cat.png"), 16, 224, "crop", "ViT-B", 7, 3, 5, api_name="/windows")
+    assert "each of the 196 patches" in r["texts"]["text"] and "sees 49 keys" in r["texts"]["text"]
+    for path in r["figures"].values():
         projector_sized(path)
-    from vitviz.views import posembed as posembed_view
+    bias = client.predict(spec.RPB_FORMULA, 7, 3, 1, 0, 1, 2, "viridis", api_name="/relative_bias")
+    assert "169 possible offsets" in bias["texts"]["text"] and "**formula, 3 heads.**" in bias["texts"]["text"]
+    swin = client.predict("Swin-T (ImageNet-1k)", 5, 3, 4, 2, 1, 2, "viridis", api_name="/relative_bias")
+    assert "cannot be loaded here" in swin["notice"] and "81 possible offsets" in swin["texts"]["text"]
+    projector_sized(bias["figures"]["relative_bias"])
 
-    bias, text = client.predict(posembed_view.RPB_FORMULA, 7, 3, 1, 0, 1, 2, "viridis", api_name="/relative_bias")
-    assert "169 possible offsets" in text and "**formula, 3 heads.**" in text
-    _, swin = client.predict("Swin-T (ImageNet-1k)", 5, 3, 4, 2, 1, 2, "viridis", api_name="/relative_bias")
-    assert "cannot be loaded here" in swin and "169 possible offsets" not in swin  # offline: M = 5 formula, said so
-    assert "81 possible offsets" in swin
-    projector_sized(bias)
+
+def test_a_picture_sent_as_a_data_url_is_the_same_picture(app_url, client):
+    """A picture may come as a data: URL in the request (a webcam frame, a script): through the same intake, with
+    the same limits, the same answer. A path typed into a request reads nothing outside the app's uploads."""
+    import base64
+    import json
+
+    from conftest import raw_call
+
+    data = (EXAMPLES / "coffee.png").read_bytes()
+    url = "data:image/png;base64," + base64.b64encode(data).decode()
+    answer = raw_call(app_url, "patches", json.dumps(url) + ', 16, 224, "crop", "ViT-B"')
+    assert "event: complete" in answer
+    via_url = json.loads(answer.split("data: ", 1)[1].strip())[0]
+    via_file = client.predict(picture("coffee.png"), api_name="/patches")
+    assert via_url["numbers"] == via_file["numbers"]
+    elsewhere = raw_call(app_url, "patches", '"/etc/hostname", 16, 224, "crop", "ViT-B"')
+    assert "event: error" in elsewhere and "not uploaded to this app" in elsewhere
 
 
 def test_an_upload_is_decoded_once_and_shared_read_only():
-    """accept() checks a picture and the tab's work then uses it: one decoding, which no request may change."""
-    from vitviz import app
+    """The check on arrival and the tab's work use one decoding, which no request may change."""
+    from vitviz.app import uploads
 
     path = str(EXAMPLES / "coffee.png")
-    first, again = app.load(path), app.load(path)
+    first, again = uploads.picture(path), uploads.picture({"path": path})
     assert first is again and not first.flags.writeable
     with pytest.raises(ValueError):
         first[0, 0, 0] = 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from conftest import module_of
 
 from vitviz.analyses import attention as analysis

@@ -13,6 +13,8 @@ import pytest
 from browser_support import idle
 from PIL import Image
 
+pytestmark = pytest.mark.browser
+
 
 AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
 VIEWPORTS = {"projector": (1280, 720), "desktop": (1920, 1080), "phone": (390, 844)}
@@ -55,35 +57,46 @@ def figure_text_px(src: str) -> float | None:
     return None if value is None else float(value)
 
 
-@pytest.mark.parametrize("size", list(VIEWPORTS))
-@pytest.mark.parametrize("projector", [False, True], ids=["normal", "projector"])
-@pytest.mark.parametrize("tab", list(OPENS_WITH))
-def test_layout(browser, app_url, tab, projector, size, tmp_path):
+def audit(page, tab: str, projector: bool, size: str, shots) -> None:
+    """Audit the page as it stands (its tab, mode and viewport): overlaps, text over figures, sizes."""
     w, h = VIEWPORTS[size]
-    ctx, page = open_page(browser, f"{app_url}?tab={tab}" + ("&projector=1" if projector else ""), (w, h))
+    shown = page.locator(OPENS_WITH[tab]).first
+    shown.wait_for(state="attached", timeout=120_000)  # a computed example on open
+    shown.scroll_into_view_if_needed(timeout=120_000)
+    shown.wait_for(state="visible", timeout=120_000)
+    settle(page)
+    report = page.evaluate(AUDIT)
+    page.screenshot(path=str(shots / f"{tab}-{size}-{projector}.png"), full_page=True)
+    where = f"{tab}, {size}, {'projector' if projector else 'normal'} mode"
+    assert page.evaluate("document.body.classList.contains('vx-projector')") is projector, where
+    assert report["tabs"] == ["Patches", "Position embeddings", "Attention", "Classify"], where  # one tap each
+    assert report["overlaps"] == [], where
+    assert report["onFigures"] == [], where
+    assert report["figures"], f"no figure on screen: {where}"
+    for f in report["figures"]:
+        assert f["shownH"] <= h + 0.5, f"{where}: {f['id']} is {f['shownH']:.0f} px tall in a {h} px window"
+        px = figure_text_px(f["src"])
+        if px is not None:
+            assert px * f["scale"] >= FIGURE_MIN_PX[size] - 0.05, (
+                f"{where}: {f['id']}: text {px:.1f} px drawn, shown at {px * f['scale']:.1f} px")
+    for c in report["canvases"]:
+        assert c["px"] >= FIGURE_MIN_PX[size] - 0.05, (where, c)
+    small = [t for t in report["texts"] if t["px"] < PAGE_MIN_PX[projector] and t["text"] not in EXEMPT]
+    assert small == [], (where, small[:8])
+
+
+@pytest.mark.parametrize("tab", list(OPENS_WITH))
+def test_layout(browser, app_url, tab, tmp_path):
+    """One page per tab: every viewport in normal mode, then projector mode switched on in place, every viewport."""
+    ctx, page = open_page(browser, f"{app_url}?tab={tab}", VIEWPORTS["projector"])
     try:
-        shown = page.locator(OPENS_WITH[tab]).first
-        shown.wait_for(state="attached", timeout=120_000)  # a computed example on open
-        shown.scroll_into_view_if_needed(timeout=120_000)
-        shown.wait_for(state="visible", timeout=120_000)
-        settle(page)
-        report = page.evaluate(AUDIT)
-        page.screenshot(path=str(tmp_path / f"{tab}-{size}-{projector}.png"), full_page=True)
-        assert page.evaluate("document.body.classList.contains('vx-projector')") is projector
-        assert report["tabs"] == ["Patches", "Position embeddings", "Attention", "Classify"]  # one tap each
-        assert report["overlaps"] == []
-        assert report["onFigures"] == []
-        assert report["figures"], "no figure on screen"
-        for f in report["figures"]:
-            assert f["shownH"] <= h + 0.5, f"{f['id']} is {f['shownH']:.0f} px tall in a {h} px window"
-            px = figure_text_px(f["src"])
-            if px is not None:
-                assert px * f["scale"] >= FIGURE_MIN_PX[size] - 0.05, (
-                    f"{f['id']}: text {px:.1f} px drawn, shown at {px * f['scale']:.1f} px")
-        for c in report["canvases"]:
-            assert c["px"] >= FIGURE_MIN_PX[size] - 0.05, c
-        small = [t for t in report["texts"] if t["px"] < PAGE_MIN_PX[projector] and t["text"] not in EXEMPT]
-        assert small == [], small[:8]
+        for projector in (False, True):
+            if projector:
+                page.get_by_label("Projector mode (large text)").check()
+            for size, (w, h) in VIEWPORTS.items():
+                page.set_viewport_size({"width": w, "height": h})
+                page.evaluate("() => window.scrollTo(0, 0)")
+                audit(page, tab, projector, size, tmp_path)
     finally:
         ctx.close()
 
@@ -93,9 +106,11 @@ OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figur
                  "What a trained patch projection learned", "Windowed attention (Swin)"], []),
     "positions": (["Relative positions: 2D rotary encoding", "Relative positions: Swin's relative position bias"], []),
     "attention": (["Figures drawn on the server", "Training timeline of the offline model", "Inside one head",
-                   "Patch-feature PCA", "Two models side by side"], ["Show the timeline"]),
-    "classify": (["Experiment: patch size trade-off", "Class-specific relevance"], ["Shuffle and compare"]),
+                   "Patch-feature PCA", "Two models side by side"], []),
+    "classify": (["Experiment: patch size trade-off", "Class-specific relevance", "Experiment: shuffle the patches"],
+                 []),
 }
+"""An accordion opened shows its answer (computed on open): no button has to be pressed."""
 
 
 @pytest.mark.parametrize("tab", list(OPEN_UP))

@@ -12,6 +12,8 @@ from browser_support import idle, sync_api
 from vitviz.models import cache as models
 from vitviz.specs import registry
 
+pytestmark = pytest.mark.browser
+
 
 AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
 EXPLORER = "#attention-explorer .vx"

@@ -13,11 +13,11 @@ from PIL import Image
 
 from vitviz.analyses import attention as analysis
 from vitviz.analyses.attention import attention_bytes
-from vitviz.models import budget
 from vitviz.core import images
-from vitviz.models import loaders
+from vitviz.models import budget, loaders
 from vitviz.models import cache as models
 from vitviz.specs import registry
+from vitviz.specs.views import FIT_POLICIES
 from vitviz.views import patches as patches_view
 
 S8 = registry.REGISTRY["DINO ViT-S/8"]
@@ -65,7 +65,7 @@ def test_patch_grid_budget():
     assert patches_view.fit(rgb, 640, 4, "crop").grid == (160, 160)
 
 
-@pytest.mark.parametrize("policy", list(images.POLICIES))
+@pytest.mark.parametrize("policy", list(FIT_POLICIES))
 def test_fitted_shape_predicts_fit_to_patches(policy):
     rng = np.random.default_rng(0)
     for _ in range(25):

@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from conftest import module_of
 
 from vitviz.analyses import classify
-from vitviz.models import loaders
 from vitviz.core import patches
-from vitviz.views import classify as classify_view
+from vitviz.models import loaders
 from vitviz.specs import registry
+from vitviz.views import classify as classify_view
 
 
 @pytest.fixture(scope="module")

@@ -1,36 +1,59 @@
-"""The vitviz command, run as a subprocess the way a script would: outputs, numbers, reruns and exit codes."""
+"""The vitviz command: outputs, numbers, reruns and exit codes, run in-process (one subprocess test checks the
+installed console script itself)."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import zipfile
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES
 from PIL import Image
 
 from vitviz.core import patches
-from vitviz.specs import registry
 from vitviz.embedded import scenes
+from vitviz.specs import registry
+from vitviz.tools import cli
 
 VITVIZ = Path(sys.executable).parent / "vitviz"  # the console script pip install put beside this Python
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    return subprocess.run([str(VITVIZ), *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_the_console_script_is_installed():
+def run(*args: str) -> Ran:
+    """``vitviz ARGS`` in this process: its exit code and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = cli.main(list(args))
+        except SystemExit as stop:  # argparse's own refusals
+            code = stop.code
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+@pytest.mark.slow
+def test_the_console_script_is_installed_and_answers_help_without_loading_torch():
     assert VITVIZ.is_file(), "pip install -e . installs the vitviz command"
-    out = run("--help")
-    assert out.returncode == 0 and "crop" in out.stdout and "Exit codes" in out.stdout
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPROFILEIMPORTTIME="1")
+    out = subprocess.run([str(VITVIZ), "attention", "--help"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0 and "--keep" in out.stdout and "--threshold" in out.stdout
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "import time:" in line}
+    assert "torch" not in imported and "numpy" not in imported and "gradio" not in imported
 
 
 @pytest.fixture(scope="module")
@@ -70,21 +93,24 @@ def test_crop_a_folder_skips_the_broken_file_and_a_rerun_does_nothing(folder, tm
     assert {p.name: p.stat().st_mtime_ns for p in (out / "crops").iterdir()} == stamps
 
 
-def test_attention_files_hold_the_apps_numbers(app_url, tmp_path):
+def test_attention_files_hold_the_apps_numbers_and_the_settings_used(app_url, tmp_path):
     from gradio_client import Client, handle_file
 
     star = EXAMPLES / "scene_star.png"
-    out = run("attention", str(star), "--layer", "3", "--threshold", "0.7", "--out", str(tmp_path))
+    out = run("attention", str(star), "--layer", "3", "--threshold", "0.7", "--resolution", "512", "--out",
+              str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "Showing vitviz tiny" in out.stderr  # the same offline notice as the app
     for suffix in ("_heads.png", "_rollout.png", "_mask.png", ".json"):
         assert (tmp_path / f"scene_star{suffix}").stat().st_size > 100
     record = json.loads((tmp_path / "scene_star.json").read_text())
     assert record["model"] == registry.OFFLINE_KEY and record["layer"] == 3 and record["threshold"] == 0.7
-    table = Client(app_url, verbose=False).predict(handle_file(str(star)), "DINO ViT-S/8", 224, 3, 0.7, 0.6,
-                                                   "inferno", "mean", 0.0, api_name="/attention")[2]
-    rows = re.findall(r"\| (head \d|head mean) \| ([\d.]+)% \| ([\d.]+)% \| (\d+) \|", table)
-    assert len(rows) == len(record["maps"]) == 4
+    assert record["settings"]["resolution"] == 64  # what was used, not the 512 asked for, and why
+    assert record["adjusted"]["resolution"]["asked"] == 512 and "64 px only" in record["adjusted"]["resolution"]["why"]
+    answer = Client(app_url, verbose=False).predict(handle_file(str(star)), "DINO ViT-S/8", 224, 3, -1, 0.7,
+                                                    api_name="/attention")
+    rows = re.findall(r"\| (head \d|head mean) \| ([\d.]+)% \| ([\d.]+)% \| (\d+) \|", answer["texts"]["table"])
+    assert len(rows) == len(record["maps"]) == 4 and answer["numbers"]["maps"] == record["maps"]
     for (name, mass, frac, count), m in zip(rows, record["maps"]):
         assert name == m["map"] and count == str(m["patches"])
         assert mass == f"{m['mass_kept']:.1%}"[:-1] and frac == f"{m['patches_kept']:.1%}"[:-1]
@@ -94,7 +120,7 @@ def test_attention_files_hold_the_apps_numbers(app_url, tmp_path):
 
 
 def test_costs_and_models_print_the_librarys_numbers():
-    out = run("costs", "--model", "ViT-S", "--patch", "16", "--size", "224", "--format", "json")
+    out = run("costs", "--model-size", "ViT-S", "--patch", "16", "--resolution", "224", "--format", "json")
     data = json.loads(out.stdout)
     assert data["macs"] == patches.vit_macs(registry.VIT_SIZES["ViT-S"], 16, 224, 224)
     assert data["macs"]["attention scores QKᵀ"] == 12 * 6 * 197 * 197 * 64  # by hand
@@ -106,48 +132,39 @@ def test_costs_and_models_print_the_librarys_numbers():
 @pytest.mark.parametrize("args, code, words", [
     (["crop", "/no/such/folder", "--out", "/tmp/x"], 1, "is not a folder"),
     (["attention", "README.md", "--out", "/tmp/x"], 1, "not an image we can read"),
-    (["attention", "x.png", "--threshold", "1.5", "--out", "/tmp/x"], 2, "at most 1"),
-    (["costs", "--model", "ViT-Z"], 2, "invalid choice"),
+    (["attention", "x.png", "--threshold", "1.5", "--out", "/tmp/x"], 2,
+     "`keep` (keep this share of attention mass) must be a number from 0.1 to 0.95; got '1.5'"),
+    (["costs", "--model-size", "ViT-Z"], 2, "`model_size` (model size for the counts) must be one of 'ViT-Ti'"),
+    (["patches", "x.png", "--patch", "12"], 2, "`patch` (patch size P (pixels)) must be one of 4, 8, 14, 16, 32"),
 ])
 def test_exit_codes_scripts_can_rely_on(args, code, words):
-    out = run(*args, cwd=ROOT)
+    out = run(*args)
     assert out.returncode == code and words in out.stderr
 
 
-def test_serve_runs_the_installed_app_from_any_folder(tmp_path):
-    """The app ships inside the package: an installed vitviz serves it (examples included) wherever it is run."""
-    import time
+def test_every_flag_is_a_declared_setting_with_its_range():
+    """The flags come from the declarations: each view's settings, with the range or choices in the help."""
+    from vitviz.specs import views as spec
 
-    import httpx
-    from conftest import free_port
-
-    port = free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False")
-    proc = subprocess.Popen([str(VITVIZ), "serve", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline, page = time.time() + 90, None
-        while time.time() < deadline and proc.poll() is None:
-            try:
-                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        assert page is not None and page.status_code == 200 and "vitviz" in page.text
-    finally:
-        proc.terminate()
-        proc.wait(30)
+    helps = {}
+    for command in ("attention", "patches"):
+        buf = io.StringIO()
+        with redirect_stdout(buf), pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        helps[command] = re.sub(r"\s+", " ", buf.getvalue())
+    for command, view in (("attention", spec.ATTENTION), ("patches", spec.PATCHES)):
+        for f in view.settings():
+            assert f"--{f.name.replace('_', '-')}" in helps[command]
+            assert re.sub(r"\s+", " ", f.accepts())[:30] in helps[command]
 
 
 @pytest.mark.parametrize("api, args", [
-    ("/bundle_attention", ("star", "DINO ViT-S/8", 224, 3, 0.7, 0.5, "viridis", "mean", 0.0)),
+    ("/bundle_attention", ("star", "DINO ViT-S/8", 224, 3, -1, 0.7, 0.5, "viridis", "2,3", "mean", 0.0)),
     ("/bundle_patches", ("cat", 16, 224, "crop", "ViT-S")),
     ("/bundle_position_embeddings", ("2D sinusoidal", 6, 6, 32, "cosine", 8, 8, 0, "magma")),
     ("/bundle_classify", ("star", registry.OFFLINE_KEY)),
 ])
 def test_a_downloaded_view_is_made_again_by_the_command_pixel_for_pixel(app_url, tmp_path, api, args):
-    import zipfile
-
     from gradio_client import Client, handle_file
 
     pictures = {"star": EXAMPLES / "scene_star.png", "cat": EXAMPLES / "cat.png"}
@@ -162,31 +179,31 @@ def test_a_downloaded_view_is_made_again_by_the_command_pixel_for_pixel(app_url,
     assert json.loads((unpacked / "numbers.json").read_text())
     out = run("bundle", str(unpacked / "params.json"), "--out", str(tmp_path / "again"))
     assert out.returncode == 0, out.stderr
+    assert f"wrote {len(pngs)} figure{'s' if len(pngs) != 1 else ''} (PNG and PDF)" in out.stdout
     for png in pngs:
         with Image.open(png) as a, Image.open(tmp_path / "again" / png.name) as b:
             assert np.array_equal(np.asarray(a), np.asarray(b)), png.name
     if api == "/bundle_patches":  # matplotlib's figures travel as vectors: text, not a picture of text
         pdf = (unpacked / "figures" / "costs.pdf").read_bytes()
         assert b"/Subtype /Image" not in pdf and b"/Font" in pdf
+    if api == "/bundle_attention":  # params.json holds the settings as used, the reasons are in numbers.json
+        params = json.loads((unpacked / "params.json").read_text())
+        assert params["resolution"] == 64 and params["layer"] == 3 and params["query"] == [2, 3]
+        assert json.loads((unpacked / "numbers.json").read_text())["adjusted"]["resolution"]["used"] == 64
 
 
 def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
     """The same settings through /attention (what the page shows) and /bundle_attention: the same figures, pixel
-    for pixel (the page gets PNG; a figure at another layer or threshold differs)."""
-    import zipfile
-
+    for pixel."""
     from gradio_client import Client, handle_file
 
     client = Client(app_url, verbose=False)
-    args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 0.55, 0.7, "cividis", "max", 0.2)
-    _, heads, _, roll, box, crop, distance = client.predict(*args, api_name="/attention")
+    args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 1, 0.55, 0.7, "cividis", "4,4",
+            "max", 0.2)
+    shown = client.predict(*args, api_name="/attention")
     with zipfile.ZipFile(client.predict(*args, api_name="/bundle_attention")) as z:
         z.extractall(tmp_path)
-
-    def as_page_shows(png: Path) -> np.ndarray:
-        with Image.open(png) as im:
-            return np.asarray(im.convert("RGB"))
-
-    for shown, name in ((heads, "heads"), (roll, "rollout"), (box, "box"), (crop, "crop"), (distance, "distance")):
-        with Image.open(shown) as page:
-            assert np.array_equal(np.asarray(page.convert("RGB")), as_page_shows(tmp_path / "figures" / f"{name}.png")), name
+    assert set(shown["figures"]) == {p.stem for p in (tmp_path / "figures").glob("*.png")}
+    for name, page in shown["figures"].items():
+        with Image.open(page) as a, Image.open(tmp_path / "figures" / f"{name}.png") as b:
+            assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB"))), name

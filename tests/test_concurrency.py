@@ -161,9 +161,7 @@ def test_importing_the_library_changes_no_matplotlib_state():
 def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
     """Inside-one-head records, layer tokens and relevance (forward and backward) run at once with plain captures,
     on one model: each equals the same call made alone, and no hook or fused flag is left changed."""
-    from vitviz.analyses import features
-    from vitviz.analyses import heads
-    from vitviz.analyses import relevance
+    from vitviz.analyses import features, heads, relevance
     from vitviz.core.images import fit_to_patches
 
     tiny = loaders.load_embedded()

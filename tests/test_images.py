@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from vitviz.core import images
+from vitviz.specs.views import FIT_POLICIES
 
 
 def png_bytes(img: Image.Image, fmt: str = "PNG", **kw) -> bytes:
@@ -112,7 +113,7 @@ def test_too_small_and_absurd_aspect():
         images.load_rgb(None)
 
 
-@pytest.mark.parametrize("policy", list(images.POLICIES))
+@pytest.mark.parametrize("policy", list(FIT_POLICIES))
 def test_fit_policies_give_whole_patches(policy):
     rgb = np.random.default_rng(0).integers(0, 255, (300, 451, 3), dtype=np.uint8)
     f = images.fit_to_patches(rgb, 224, 16, policy)

@@ -9,27 +9,40 @@ from pathlib import Path
 
 import pytest
 
-from vitviz.specs import registry
 from vitviz import assets
+from vitviz.specs import registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)], check=True,
+    """The wheel, built from a copy of the tracked files in a temporary folder (nothing written into the checkout)."""
+    import shutil
+
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    tracked = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    for name in tracked:
+        if name.startswith(("vitviz/", "pyproject.toml", "README.md")):
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)], check=True,
                    capture_output=True, timeout=600)
     return zipfile.ZipFile(next(out.glob("vitviz-*.whl")))
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
     names = set(wheel.namelist())
     tiny = {f"vitviz/assets/tiny/{f}" for f in ("model.safetensors", "train_info.json", "quality.json")}
     steps = {f"vitviz/assets/tiny/checkpoints/{p.name}" for _, p in assets.tiny_checkpoints()}
     examples = {f"vitviz/assets/examples/{p.name}" for p in assets.EXAMPLES.iterdir() if p.suffix != ".py"}
-    web = {f"vitviz/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js")}
-    assert tiny | steps | examples | web | {"vitviz/assets/theme.css", "vitviz/cli.py"} <= names
+    web = {f"vitviz/render/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js",
+                                              "page.js", "carrier.js")}
+    packages = {f"vitviz/{p}/__init__.py" for p in ("specs", "core", "models", "analyses", "embedded", "render",
+                                                    "views", "tools", "app")}
+    assert tiny | steps | examples | web | packages | {"vitviz/assets/theme.css", "vitviz/tools/cli.py"} <= names
     assert len(steps) >= 4 and len(examples) >= 9
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "vitviz = vitviz.tools.cli:main" in wheel.read(entry).decode()
@@ -48,9 +61,10 @@ import logging, sys, warnings
 import matplotlib, numpy as np, torch
 before = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
           list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
-import vitviz.analyses.attention, vitviz.core.attention, vitviz.models.budget, vitviz.analyses.classify, vitviz.tools.cli, vitviz.render.browser, vitviz.specs.views
-import vitviz.core.images, vitviz.models.loaders, vitviz.models.cache, vitviz.core.patches, vitviz.render.plotting, vitviz.core.posembed
-import vitviz.views.attention, vitviz.views.classify, vitviz.views.patches, vitviz.views.posembed
+import vitviz.analyses.attention, vitviz.core.attention, vitviz.models.budget, vitviz.analyses.classify
+import vitviz.tools.cli, vitviz.tools.bundle, vitviz.render.browser, vitviz.specs.views, vitviz.models.runner
+import vitviz.core.images, vitviz.models.loaders, vitviz.models.cache, vitviz.core.patches, vitviz.render.plotting
+import vitviz.core.posembed, vitviz.views.attention, vitviz.views.classify, vitviz.views.patches, vitviz.views.posembed
 after = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
          list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
 print([a == b for a, b in zip(before, after)], "matplotlib.pyplot" in sys.modules, "gradio" in sys.modules)

@@ -121,8 +121,8 @@ def swin_in_cache(tmp_path):
     import timm
     from safetensors.torch import save_file
 
-    from vitviz.models import loaders
     from vitviz.models import cache as models
+    from vitviz.models import loaders
     from vitviz.specs import registry
 
     key = "Swin-T (ImageNet-1k)"
@@ -139,9 +139,9 @@ def swin_in_cache(tmp_path):
 
 
 def test_swin_tables_are_the_models_own_and_gather_as_it_does(swin_in_cache):
-    from vitviz.views import posembed as view
-
     from conftest import module_of
+
+    from vitviz.views import posembed as view
 
     model = module_of(swin_in_cache)
     tables = windows.bias_tables(model)

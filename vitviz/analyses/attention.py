@@ -15,7 +15,8 @@ import torch
 from vitviz.core.attention import FUSIONS, AttentionMaps, fuse_heads, patch_distances
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
-from vitviz.models.runner import Forward, Runner, find as find_run
+from vitviz.models.runner import Forward, Runner
+from vitviz.models.runner import find as find_run
 from vitviz.specs.registry import ModelSpec
 
 FULL_BUDGET_BYTES = 192 * 2**20

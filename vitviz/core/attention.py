@@ -15,6 +15,7 @@ import torch
 
 from vitviz.specs.views import FUSIONS
 
+
 def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
     """(N, N) Euclidean distance in pixels between the centres of every two patches, row-major."""
     r, c = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")

@@ -31,10 +31,6 @@ INTAKE_SHORT_SIDE = 640
 
 ImageSource = Union[str, Path, bytes, Image.Image, np.ndarray]
 
-POLICIES = FIT_POLICIES
-"""Ways to make an image fit the model, and what each does (declared with the views' settings)."""
-
-
 def _open(src: ImageSource) -> Image.Image:
     if isinstance(src, Image.Image):
         return src
@@ -185,7 +181,7 @@ class Fitted:
     Attributes:
         image: (H, W, 3) uint8 with H and W multiples of ``patch``.
         patch: patch size P.
-        policy: key of :data:`POLICIES`.
+        policy: key of :data:`vitviz.specs.views.FIT_POLICIES`.
         note: one sentence saying what was done, for the UI.
     """
 
@@ -211,8 +207,8 @@ def fitted_shape(h0: int, w0: int, size: int, patch: int, policy: str = "crop") 
 
     Lets a caller check a budget before any resizing; both are multiples of ``patch``.
     """
-    if policy not in POLICIES:
-        raise ValueError(f"Unknown fitting policy {policy!r}; choose one of {sorted(POLICIES)}.")
+    if policy not in FIT_POLICIES:
+        raise ValueError(f"Unknown fitting policy {policy!r}; choose one of {sorted(FIT_POLICIES)}.")
     if size < patch:
         raise ValueError(f"The resolution {size} is smaller than one {patch}-pixel patch.")
     side = size // patch * patch
@@ -248,7 +244,7 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
         size: target side in pixels (rounded down to a multiple of ``patch``);
             for ``keep`` it is the short side.
         patch: patch size P.
-        policy: one of :data:`POLICIES`.
+        policy: one of :data:`vitviz.specs.views.FIT_POLICIES`.
 
     Returns:
         :class:`Fitted` with image (H, W, 3), H % P == W % P == 0.
@@ -277,6 +273,6 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
         out = r[top:top + hh, left:left + ww]
     out = np.ascontiguousarray(out)
     gh, gw = out.shape[0] // patch, out.shape[1] // patch
-    note = (f"{w0}×{h0} input → {out.shape[1]}×{out.shape[0]} ({POLICIES[policy]}): "
+    note = (f"{w0}×{h0} input → {out.shape[1]}×{out.shape[0]} ({FIT_POLICIES[policy]}): "
             f"{gh}×{gw} = {gh * gw} patches of {patch}×{patch}.")
     return Fitted(out, patch, policy, note)

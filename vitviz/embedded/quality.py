@@ -14,12 +14,11 @@ Three figures, each averaged over images:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-
-from dataclasses import dataclass
 
 from vitviz.core import attention, posembed
 from vitviz.embedded import scenes

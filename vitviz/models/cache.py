@@ -21,7 +21,8 @@ from typing import Callable
 from vitviz import assets
 from vitviz.models import loaders
 from vitviz.models.runner import Runner
-from vitviz.specs.registry import OFFLINE_KEY, REGISTRY, spec as registry_spec
+from vitviz.specs.registry import OFFLINE_KEY, REGISTRY
+from vitviz.specs.registry import spec as registry_spec
 
 FAILURE_TTL = 300.0
 """Seconds a failed load is remembered before it is tried again."""

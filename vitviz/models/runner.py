@@ -146,8 +146,19 @@ class Runner:
         return (x - torch.tensor(self.mean).view(1, 3, 1, 1)) / torch.tensor(self.std).view(1, 3, 1, 1)
 
     def side(self, resolution: int) -> int:
-        """The short side a picture is fitted to for ``resolution`` (the embedded model: always its own)."""
-        return self.resolution if self.embedded else max(int(resolution), self.spec.patch)
+        """The short side a picture is fitted to for ``resolution``: a whole number of patches (rounded down), and
+        the embedded model's own size whatever was asked (it was trained at that size only)."""
+        p = self.spec.patch
+        return self.resolution if self.embedded else max(int(resolution), p) // p * p
+
+    def side_reason(self, resolution: int) -> str:
+        """Why :meth:`side` differs from ``resolution`` (empty when it does not)."""
+        used = self.side(resolution)
+        if used == int(resolution):
+            return ""
+        if self.embedded:
+            return f"{self.spec.key} runs at {used} px only (the size it was trained at), whatever short side is set."
+        return f"The short side is {used} px: {int(resolution)} rounded down to a whole number of {self.spec.patch}-px patches."
 
     def fit(self, rgb: np.ndarray, resolution: int, probe: Probe | None = None) -> tuple[Fitted, int]:
         """``rgb`` fitted as the Attention tab fits it (short side, aspect kept, whole patches) and the side used.

@@ -1,11 +1,11 @@
 """What the views drawn in the browser receive: packed once, compact, with the library's own numbers.
 
-Three views run in the browser (``vitviz/web/*.js``): the attention explorer,
+Three views run in the browser (``web/*.js`` beside this module): the attention explorer,
 the position-similarity map and the patch inspector. This module packs their
 data; nothing here imports gradio.
 
 The attention explorer receives one analysis.
-The explorer (``vitviz/web/explorer.js``) draws every map, contour and
+The explorer (``web/explorer.js``) draws every map, contour and
 percentage in the browser from this payload, so pointing at a patch or moving a
 slider needs no server call. The class token's maps travel as float32 with the
 head mean computed here, so the browser's "% of mass / % of patches" are the
@@ -27,10 +27,11 @@ import matplotlib
 import numpy as np
 from PIL import Image
 
-from vitviz.core import posembed
 from vitviz.analyses.attention import Analysis, find
+from vitviz.core import posembed
 from vitviz.core.images import Fitted
-from vitviz.render.plotting import DIVERGING, SEQUENTIAL
+from vitviz.render.plotting import DIVERGING
+from vitviz.specs.views import COLORMAPS
 
 ROWS_EXACT_BYTES = 4 * 2**20
 """A layer's patch-to-patch rows under this many float32 bytes travel exactly; above, as float16."""
@@ -49,7 +50,7 @@ def b64(a: np.ndarray) -> str:
 def colormaps() -> dict[str, str]:
     """matplotlib's 256-entry tables of the offered colormaps and the signed one, (256, 3) uint8 each."""
     return {name: b64((matplotlib.colormaps[name](np.arange(256))[:, :3] * 255).round().astype(np.uint8))
-            for name in SEQUENTIAL + (DIVERGING,)}
+            for name in COLORMAPS + (DIVERGING,)}
 
 
 def png_data_url(rgb: np.ndarray) -> str:
@@ -80,25 +81,33 @@ def rows_bytes(a: Analysis) -> int:
     return exact if exact <= ROWS_EXACT_BYTES else exact // 2
 
 
-def attention_payload(a: Analysis, layer: int, keep: float = 0.6, alpha: float = 0.6, cmap: str = "inferno") -> dict:
-    """Everything the explorer draws, for layer number ``layer`` (1 = first) as the starting view.
+def attention_payload(a: Analysis, values: dict, fields: dict) -> dict:
+    """Everything the explorer draws, opening on the Attention view's settings ``values`` (as used).
 
-    Keys: grid (gh, gw), patch, layers, heads, image (PNG data URL of the fitted picture),
-    cls (base64 float32 (L, H + 1, N), the last of the H + 1 being the head mean), rollout
-    (base64 float32 (N,), head-mean rollout), rows {layer: layer_rows}, token (to fetch
-    other layers' rows), the starting controls, colormaps and the byte count.
+    Keys: grid (gh, gw), patch, layers, heads, image (PNG data URL of the fitted picture), cls (base64 float32
+    (L, H + 1, N), the last of the H + 1 being the head mean), rollout (base64 float32 (N,), head-mean rollout),
+    rows {layer: layer_rows}, token (to fetch other layers' rows), ``state`` (the settings the explorer holds:
+    layer counted from 1, head with -1 for the mean, keep, alpha, cmap, query as [row, col] or None), ``fields``
+    (for each of them its link key, and for numbers their range and step: the declaration, so the browser writes
+    the same link and offers the same range as everything else), colormaps and the byte count.
     """
     maps = a.maps
-    start = int(np.clip(int(layer), 1, maps.layers)) - 1
+    start = int(np.clip(int(values["layer"]), 1, maps.layers)) - 1
     means = np.stack([maps.cls_map(i).ravel() for i in range(maps.layers)])[:, None]  # the library's own head mean
     cls = np.concatenate([maps.cls, means], axis=1).astype(np.float32)
     send = range(maps.layers) if rows_bytes(a) * maps.layers <= ALL_LAYERS_BYTES else [start]
+    query = values.get("query")
+    state = {"layer": start + 1, "head": int(values["head"]), "keep": float(values["keep"]),
+             "alpha": float(values["alpha"]), "cmap": values["cmap"], "query": None if query is None else list(query)}
     out = {
         "token": a.token, "model": a.runner.spec.key, "grid": list(maps.grid), "patch": maps.patch,
         "layers": maps.layers, "heads": maps.heads, "image": png_data_url(a.fitted.image),
         "cls": b64(cls), "rollout": b64(maps.rollout("mean").astype(np.float32).ravel()),
-        "rows": {str(i): layer_rows(a, i) for i in send},
-        "layer": start + 1, "keep": float(keep), "alpha": float(alpha), "cmap": cmap, "colormaps": colormaps(),
+        "rows": {str(i): layer_rows(a, i) for i in send}, "state": state,
+        "fields": {name: {"link": f.link, "lo": f.lo, "hi": f.hi, "step": f.step, "default": f.default,
+                          "words": dict(f.words), "choices": list(f.options()) if f.kind == "choice" else None}
+                   for name, f in fields.items()},
+        "colormaps": colormaps(),
     }
     out["bytes"] = sum(len(v) for v in (out["cls"], out["rollout"], out["image"])) + sum(
         len(r.get("data", "")) for r in out["rows"].values())

@@ -27,10 +27,6 @@ from matplotlib import font_manager
 from matplotlib.figure import Figure
 from PIL import Image, ImageDraw, ImageFont
 
-from vitviz.specs.views import COLORMAPS
-
-SEQUENTIAL = COLORMAPS
-"""Colour-blind-safe sequential colormaps offered in the UI (declared with the views' settings)."""
 DIVERGING = "PuOr_r"
 DPI = 100
 TEXT_PX_KEY = "vitviz:text_px"

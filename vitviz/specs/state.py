@@ -25,7 +25,7 @@ def _number_words(lo: float, hi: float, integer: bool) -> str:
     return f"{what} from {lo:g} to {hi:g}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Field:
     """One setting of a view.
 
@@ -38,10 +38,14 @@ class Field:
         choices: the accepted values of a "choice" (or a function returning them, for lists found at run time).
         link: the key that holds this setting in the page's address (None: not in the link).
         words: names for special values, e.g. {"mean": -1} for the head mean (accepted in the link and API).
+        multiple: a whole number the value must be a multiple of (a real constraint, unlike ``step``, which is
+            only how far one move of the control goes).
         follows: what narrows the range at run time ("layers", "heads", "rows", "cols"); a value past it is
             clamped to what the model or picture has, and the view says so.
         cli: other spellings of the command-line flag (kept from earlier versions of the command).
         info: one line under the control.
+
+    Fields compare by identity: one field object is one setting (one control, one link key) wherever it is used.
     """
 
     name: str
@@ -54,6 +58,7 @@ class Field:
     choices: tuple | Callable[[], tuple] = ()
     link: str | None = None
     words: Mapping[str, Any] = field(default_factory=dict)
+    multiple: int | None = None
     follows: str | None = None
     cli: tuple[str, ...] = ()
     info: str = ""
@@ -74,6 +79,8 @@ class Field:
         """What this field accepts, in words (for messages, help texts and the CLI)."""
         if self.kind in ("int", "float"):
             text = _number_words(self.lo, self.hi, self.kind == "int")
+            if self.multiple:
+                text += f", a multiple of {self.multiple}"
             extra = [f"{w!r} for {v}" for w, v in self.words.items()]
             if self.follows:
                 text += f" (at most the {self.follows[:-1] if self.follows.endswith('s') else self.follows} count "
@@ -134,7 +141,7 @@ class Field:
             v = int(round(v))
         if v in self.words.values():
             return v
-        if not self.lo <= v <= self.hi:
+        if not self.lo <= v <= self.hi or (self.multiple and v % self.multiple):
             raise self._refuse(value)
         return v
 
@@ -208,7 +215,7 @@ class Field:
         return self.check(text)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class View:
     """The declared state of one view: its fields, and the name of its endpoint.
 

@@ -87,7 +87,7 @@ POSITIONS = View("position_embeddings", "Position embeddings", (
     Field("source", "choice", "2D sinusoidal", "position embedding", choices=position_sources, link="pe"),
     Field("rows", "int", 14, "grid rows", 1, 32, 1, link="rows"),
     Field("cols", "int", 14, "grid columns", 1, 32, 1, link="cols"),
-    Field("dim", "int", 64, "embedding size D (sinusoidal; a multiple of 4)", 8, 768, 4, link="dim"),
+    Field("dim", "int", 64, "embedding size D (sinusoidal; a multiple of 4)", 8, 768, 4, link="dim", multiple=4),
     Field("kind", "choice", "cosine", "similarity", choices=("cosine", "dot"), link="sim"),
     Field("new_rows", "int", 20, "resample to rows", 1, 40, 1, link="rr"),
     Field("new_cols", "int", 20, "resample to columns", 1, 40, 1, link="rc"),
@@ -95,7 +95,7 @@ POSITIONS = View("position_embeddings", "Position embeddings", (
           0, max(len(STEPS) - 1, 0), 1, link="ckpt", info=_steps_text()),
     PE_CMAP))
 ROTARY = View("rotary", "2D rotary encoding", (
-    Field("dim", "int", 32, "size D (a multiple of 4)", 8, 128, 4, link="rope_d"),
+    Field("dim", "int", 32, "size D (a multiple of 4)", 8, 128, 4, link="rope_d", multiple=4),
     Field("reach", "int", 6, "offsets shown (±)", 1, 12, 1, link="rope_r"),
     Field("base", "float", 100.0, "base of the frequencies", 10, 10000, 10, link="rope_b"),
     PE_CMAP))

@@ -1,15 +1,17 @@
 """The ``vitviz`` command: the app's views for files and folders, with the app's registry, offline rules and messages.
 
     vitviz models                                          the registry, and which weights can be had now
-    vitviz costs --model ViT-B --patch 16 --size 224       the multiply-accumulate table (--format csv or json)
-    vitviz patches IMAGE --patch 16 --size 224 [--out DIR] token counts; with --out the grid picture and a JSON
-    vitviz attention IMAGE... --out DIR [--model KEY]      per picture: head maps, rollout, mask (PNG) and numbers (JSON)
-    vitviz crop FOLDER --out DIR [--model KEY]             the camera-trap recipe: attention -> mask -> box -> crop, CSV
+    vitviz costs --model-size ViT-B --patch 16 --resolution 224   the multiply-accumulate table (--format csv or json)
+    vitviz patches IMAGE [--patch 16 --resolution 224 …] [--out DIR]   token counts; with --out the grid and a JSON
+    vitviz attention IMAGE... --out DIR [--model KEY …]    per picture: head maps, rollout, mask (PNG) and numbers (JSON)
+    vitviz crop FOLDER --out DIR [--model KEY …]           the camera-trap recipe: attention -> mask -> box -> crop, CSV
     vitviz bundle params.json --out DIR                    a downloaded view's figures again, pixel for pixel
     vitviz serve [--port 7860]                             the web app
 
-Exit codes: 0 everything done; 1 nothing done (the message says why); 2 the command was written wrong;
-3 done in part: some inputs were skipped, each listed with its reason.
+The settings' flags come from the views' declarations (vitviz/specs/views.py): the same names, ranges and defaults
+as the app's controls and API, checked the same way. Exit codes: 0 everything done; 1 nothing done (the message
+says why); 2 the command was written wrong; 3 done in part: some inputs were skipped, each listed with its reason.
+Nothing heavy is imported to answer ``--help`` or a mistyped command.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+from vitviz.specs import views as spec
+from vitviz.specs.state import View
 
 DONE, FAILED, USAGE, PARTLY = 0, 1, 2, 3
 
@@ -36,13 +40,29 @@ def _progress(items: list, label: str):
     return tqdm(items, desc=label, unit="picture", file=sys.stderr, disable=len(items) < 2)
 
 
-def _model(key: str):
-    from vitviz.models import cache as models
+def settings_flags(p: argparse.ArgumentParser, view: View, only: tuple[str, ...] | None = None) -> None:
+    """One flag per declared setting of ``view`` (``--name``, plus its older spellings), read as text and checked by
+    the declaration after parsing, so a wrong value gets the same message as in the app and the API."""
+    for f in view.settings():
+        if only is not None and f.name not in only:
+            continue
+        flags = ["--" + f.name.replace("_", "-")] + [c for c in f.cli if c != "--" + f.name.replace("_", "-")]
+        default = ",".join(map(str, f.default)) if isinstance(f.default, tuple) else f.default
+        p.add_argument(*flags, dest=f.name, default=None, metavar=f.name.upper(),
+                       help=f"{f.label}: {f.accepts()} (default: {default})")
 
-    loaded = models.get_model(key)
-    if loaded.notice:
-        _say(loaded.notice.replace("**", ""))
-    return loaded
+
+def checked(view: View, args: argparse.Namespace, only: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The declared settings given on the command line, checked (defaults for the rest); ValueError if wrong."""
+    given = {f.name: getattr(args, f.name) for f in view.settings()
+             if (only is None or f.name in only) and getattr(args, f.name, None) is not None}
+    values = view.check(given)
+    return values if only is None else {k: v for k, v in values.items() if k in only}
+
+
+def _notice(shown) -> None:
+    if shown.note():
+        _say(shown.note().replace("**", ""))
 
 
 # ---- vitviz models / costs --------------------------------------------------------------------
@@ -59,24 +79,29 @@ def cmd_models(args: argparse.Namespace) -> int:
     return DONE
 
 
+COST_SETTINGS = ("patch", "resolution", "model_size")
+
+
 def cmd_costs(args: argparse.Namespace) -> int:
     from vitviz.core import patches
     from vitviz.specs import registry
 
-    parts = patches.vit_macs(registry.VIT_SIZES[args.model], args.patch, args.size, args.size)
+    v = checked(spec.PATCHES, args, COST_SETTINGS)
+    side = max(v["resolution"] // v["patch"] * v["patch"], v["patch"])
+    parts = patches.vit_macs(registry.VIT_SIZES[v["model_size"]], v["patch"], side, side)
     total = sum(parts.values())
     if args.format == "json":
-        print(json.dumps({"model": args.model, "patch": args.patch, "size": args.size, "macs": parts,
+        print(json.dumps({"model_size": v["model_size"], "patch": v["patch"], "resolution": side, "macs": parts,
                           "total": total}, indent=2))
     elif args.format == "csv":
         out = csv.writer(sys.stdout)
         out.writerow(["component", "macs", "share"])
-        out.writerows([name, v, f"{v / total:.4f}"] for name, v in parts.items())
+        out.writerows([name, n, f"{n / total:.4f}"] for name, n in parts.items())
         out.writerow(["total", total, "1.0000"])
     else:
-        print(f"{args.model}/{args.patch} at {args.size}×{args.size}: multiply-accumulates of one forward pass")
-        for name, v in list(parts.items()) + [("total", total)]:
-            print(f"  {name:<22} {v:>16,}  {v / total:6.1%}")
+        print(f"{v['model_size']}/{v['patch']} at {side}×{side}: multiply-accumulates of one forward pass")
+        for name, n in list(parts.items()) + [("total", total)]:
+            print(f"  {name:<22} {n:>16,}  {n / total:6.1%}")
     return DONE
 
 
@@ -84,24 +109,22 @@ def cmd_costs(args: argparse.Namespace) -> int:
 
 def cmd_patches(args: argparse.Namespace) -> int:
     from vitviz.core import images
-    from vitviz.core import patches
-    from vitviz.views import patches as view
+    from vitviz.views import show
 
-    rgb = images.load_rgb(args.image, images.INTAKE_SHORT_SIDE)
-    fitted = view.fit(rgb, args.size, args.patch, args.policy)
-    h, w = fitted.image.shape[:2]
-    counts = patches.token_counts(h, w, args.patch)
-    counts.pop("all attention entries", None)  # needs a model's heads and depth; the costs command has those
-    print(fitted.note)
-    for name, value in counts.items():
-        print(f"  {name:<22} {value:,}")
+    values = checked(spec.PATCHES, args)
+    shown = show("patches", images.load_rgb(args.image, images.INTAKE_SHORT_SIDE), values)
+    numbers = shown.numbers
+    print(numbers["input"])
+    for name in ("rows", "cols", "patches", "sequence", "attention entries"):
+        print(f"  {name:<22} {numbers[name]:,}")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         stem = Path(args.image).stem
-        view.grid_image(fitted)[0].save(out / f"{stem}_patches.png")
-        (out / f"{stem}_patches.json").write_text(json.dumps({"image": str(args.image), "note": fitted.note,
-                                                               "patch": args.patch, **counts}, indent=2))
+        shown.figures["grid"].save(out / f"{stem}_patches.png")
+        record = {"image": str(args.image), "settings": shown.settled.values, "adjusted": shown.settled.adjusted(),
+                  **numbers}
+        (out / f"{stem}_patches.json").write_text(json.dumps(record, indent=2, default=int))
         print(f"wrote {out / (stem + '_patches.png')} and its JSON")
     return DONE
 
@@ -109,33 +132,38 @@ def cmd_patches(args: argparse.Namespace) -> int:
 # ---- vitviz attention -------------------------------------------------------------------------------
 
 def cmd_attention(args: argparse.Namespace) -> int:
+    import numpy as np
     from PIL import Image
 
-    from vitviz.analyses import attention as analysis
-    from vitviz.core import images
     from vitviz.core import attention as att
-    from vitviz.views import attention as view
+    from vitviz.core import images
+    from vitviz.views.attention import analysis_for, show_attention
 
-    loaded = _model(args.model)
+    values = checked(spec.ATTENTION, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    skipped = []
+    skipped, told = [], False
     for path in _progress(args.images, "attention"):
         try:
-            a = analysis.analyse(loaded, images.load_rgb(path, images.INTAKE_SHORT_SIDE), args.size)
+            rgb = images.load_rgb(path, images.INTAKE_SHORT_SIDE)
+            shown = show_attention(rgb, values)
         except ValueError as err:
             skipped.append((path, str(err)))
             continue
+        if not told:
+            _notice(shown)
+            told = True
         stem = Path(path).stem
-        numbers = view.numbers(a, args.layer, args.threshold)
-        heads = view.render_heads(a, numbers["layer"], args.threshold, args.cmap, args.alpha)
-        heads.heads.save(out / f"{stem}_heads.png")
-        view.render_rollout(a, "mean", 0.0, args.cmap, args.alpha).save(out / f"{stem}_rollout.png")
-        mask = att.mass_mask(a.maps.cls_map(numbers["layer"] - 1), args.threshold)[0]
+        used = shown.settled.values
+        shown.figures["heads"].save(out / f"{stem}_heads.png")
+        shown.figures["rollout"].save(out / f"{stem}_rollout.png")
+        a, _ = analysis_for(rgb, values)  # kept from the view's forward: no second forward
+        mask = att.mass_mask(a.maps.cls_map(used["layer"] - 1), used["keep"])[0]
         big = np.kron(mask, np.ones((a.maps.patch, a.maps.patch), bool))
         Image.fromarray((big * 255).astype(np.uint8)).save(out / f"{stem}_mask.png")
-        record = {"image": str(path), "asked_for": args.model, "model": loaded.spec.key, "notice": loaded.notice,
-                  "size": args.size, "input": a.fitted.note, **numbers}
+        record = {"image": str(path), "model": shown.model, "notice": shown.note(), "settings": used,
+                  "adjusted": shown.settled.adjusted(),
+                  **{k: v for k, v in shown.numbers.items() if k not in ("model", "notice")}}
         (out / f"{stem}.json").write_text(json.dumps(record, indent=2))
     return _report(len(args.images), skipped)
 
@@ -143,15 +171,16 @@ def cmd_attention(args: argparse.Namespace) -> int:
 # ---- vitviz crop ------------------------------------------------------------------------------------------
 
 CROP_FIELDS = ["file", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept", "model"]
+CROP_SETTINGS = ("model", "resolution", "keep")
 
 
 def cmd_crop(args: argparse.Namespace) -> int:
     from PIL import Image
 
-    from vitviz.analyses import attention as analysis
     from vitviz.core import images
-    from vitviz.views import attention as view
+    from vitviz.views.attention import analysis_for, numbers
 
+    values = checked(spec.ATTENTION, args, CROP_SETTINGS)
     folder, out = Path(args.folder), Path(args.out)
     if not folder.is_dir():
         _say(f"{folder} is not a folder.")
@@ -164,23 +193,25 @@ def cmd_crop(args: argparse.Namespace) -> int:
         with table.open(newline="") as f:
             rows = {r["file"]: r for r in csv.DictReader(f)}
     todo = [p for p in files if not (p.name in rows and (crops / f"{p.stem}.png").exists())]
-    loaded = _model(args.model) if todo else None
-    skipped = []
+    skipped, told = [], False
     for path in _progress(todo, "crop"):
         try:
             rgb = images.load_rgb(path)
-            a = analysis.analyse(loaded, rgb, args.size)
+            a, settled = analysis_for(rgb, values)
         except ValueError as err:
             skipped.append((path, str(err)))
             continue
-        last = view.numbers(a, a.maps.layers, args.threshold)  # the last layer's head-mean mask and its box
+        if not told and a.runner.notice:
+            _say(a.runner.notice.replace("**", ""))
+            told = True
+        last = numbers(a, a.maps.layers, values["keep"])  # the last layer's head-mean mask and its box
         mean = last["maps"][-1]
         box = last["box"] or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
         left, top, right, bottom = images.box_to_original(box, *rgb.shape[:2], a.resolution, a.maps.patch)
         Image.fromarray(rgb[top:bottom, left:right]).save(crops / f"{path.stem}.png")
         rows[path.name] = {"file": path.name, "width": rgb.shape[1], "height": rgb.shape[0], "left": left, "top": top,
                            "right": right, "bottom": bottom, "mass_kept": f"{mean['mass_kept']:.4f}",
-                           "patches_kept": f"{mean['patches_kept']:.4f}", "model": loaded.spec.key}
+                           "patches_kept": f"{mean['patches_kept']:.4f}", "model": a.runner.spec.key}
     with table.open("w", newline="") as f:
         writer = csv.DictWriter(f, CROP_FIELDS)
         writer.writeheader()
@@ -216,33 +247,29 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     else:
         _say(f"{params} is not a file: give the params.json of a bundle (input.png beside it), or the bundle's ZIP.")
         return FAILED
-    print(f"wrote {len(written)} figures (PNG and PDF) and numbers.json to {args.out}")
+    print(f"wrote {len(written)} figure{'s' if len(written) != 1 else ''} (PNG and PDF) and numbers.json to {args.out}")
     return DONE
 
 
 # ---- vitviz serve ------------------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """The web app, as its own program (``python -m vitviz.app``): the command line only starts it."""
     import importlib.util
+    import subprocess
 
     if importlib.util.find_spec("gradio") is None:
         _say("vitviz serve runs the web app, which needs gradio: pip install 'vitviz[app]' (or requirements.txt).")
         return FAILED
-    from vitviz.app import build_demo, launch_kwargs
-
-    kwargs = launch_kwargs()
-    kwargs["server_port"] = args.port
-    build_demo().launch(**kwargs)
-    return DONE
+    try:
+        return subprocess.call([sys.executable, "-m", "vitviz.app", "--port", str(args.port)])
+    except KeyboardInterrupt:
+        return DONE
 
 
 # ---- the parser ----------------------------------------------------------------------------------------------
 
 def parser() -> argparse.ArgumentParser:
-    from vitviz.core import images
-    from vitviz.render import plotting
-    from vitviz.specs import registry
-
     ap = argparse.ArgumentParser(prog="vitviz", description="How a Vision Transformer sees an image.",
                                  epilog="Exit codes: 0 done, 1 nothing done, 2 wrong usage, 3 done in part.")
     ap.add_argument("-v", "--verbose", action="store_true", help="log what is loaded, fallen back to and refused")
@@ -250,40 +277,27 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="the supported models and which can be had now").set_defaults(run=cmd_models)
 
     p = sub.add_parser("costs", help="multiply-accumulates of one forward pass, per component")
-    p.add_argument("--model", choices=list(registry.VIT_SIZES), default="ViT-B")
-    p.add_argument("--patch", type=int, default=16)
-    p.add_argument("--size", type=int, default=224)
+    settings_flags(p, spec.PATCHES, COST_SETTINGS)
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    p.set_defaults(run=cmd_costs)
+    p.set_defaults(run=cmd_costs, view=spec.PATCHES, only=COST_SETTINGS)
 
     p = sub.add_parser("patches", help="cut a picture into patches")
     p.add_argument("image")
-    p.add_argument("--patch", type=int, choices=[4, 8, 14, 16, 32], default=16)
-    p.add_argument("--size", type=int, default=224)
-    p.add_argument("--policy", choices=list(images.POLICIES), default="crop")
-    p.add_argument("--out")
-    p.set_defaults(run=cmd_patches)
-
-    def model_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--model", choices=registry.keys("attention"), default="DINO ViT-S/8", metavar="KEY",
-                       help="a registry key (vitviz models lists them); default DINO ViT-S/8")
-        p.add_argument("--size", type=int, default=224, help="short side in pixels (default 224)")
-        p.add_argument("--threshold", type=float, default=0.6, help="share of attention mass to keep (0.6)")
+    settings_flags(p, spec.PATCHES)
+    p.add_argument("--out", help="a folder for the grid picture and its JSON")
+    p.set_defaults(run=cmd_patches, view=spec.PATCHES, only=None)
 
     p = sub.add_parser("attention", help="class-token attention per head, rollout and mask, with its numbers")
     p.add_argument("images", nargs="+")
-    model_options(p)
-    p.add_argument("--layer", type=int, default=99, help="layer number, 1 = first (default: the last)")
-    p.add_argument("--cmap", choices=list(plotting.SEQUENTIAL), default="inferno")
-    p.add_argument("--alpha", type=float, default=0.6)
+    settings_flags(p, spec.ATTENTION)
     p.add_argument("--out", required=True)
-    p.set_defaults(run=cmd_attention)
+    p.set_defaults(run=cmd_attention, view=spec.ATTENTION, only=None)
 
     p = sub.add_parser("crop", help="crop every picture in a folder to where the class token looks")
     p.add_argument("folder")
-    model_options(p)
+    settings_flags(p, spec.ATTENTION, CROP_SETTINGS)
     p.add_argument("--out", required=True)
-    p.set_defaults(run=cmd_crop)
+    p.set_defaults(run=cmd_crop, view=spec.ATTENTION, only=CROP_SETTINGS)
 
     p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
     p.add_argument("params")
@@ -300,9 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     # The notices say what a fallback means; the log (-v) says what was loaded, fallen back to and refused.
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
-    if hasattr(args, "threshold") and not 0 < args.threshold <= 1:
-        _say("The threshold is a share of the attention mass: more than 0 and at most 1.")
-        return USAGE
+    if getattr(args, "view", None) is not None:  # every setting checked before anything heavy is loaded
+        try:
+            checked(args.view, args, args.only)
+        except ValueError as err:
+            _say(str(err))
+            return USAGE
     try:
         return args.run(args)
     except ValueError as err:  # the library's messages are written for people

@@ -1,1 +1,86 @@
-"""What each tab shows: figures and text composed from the vitviz modules (no gradio here either)."""
+"""What each view shows, from its declared settings (:mod:`vitviz.specs.views`) to figures, text and numbers.
+
+Every view has one function, ``show_<view>(picture, values) -> Shown``: the page, the API, a downloaded bundle
+and the command line all call it, so what a student sees, shares, downloads and scripts is one thing. ``values``
+are checked settings (:meth:`vitviz.specs.state.View.check`); what a view had to change (the embedded model runs
+at 64 px only; a layer past the model's depth) is in ``Shown.settled`` with the reason, next to the answer.
+No gradio here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image
+
+from vitviz.specs.state import Settled
+
+
+@dataclass
+class Shown:
+    """What one view shows for one set of settings.
+
+    Attributes:
+        figures: name -> figure (projector-sized PIL images; matplotlib ones keep a vector PDF in bundles).
+        texts: name -> markdown shown beside the figures.
+        numbers: what the figures show, as plain numbers (a bundle's numbers.json, the API's last answer).
+        settled: the settings actually used, and why any differ from the ones asked for.
+        model: the model actually shown (None for views without one).
+        notice: a sentence that must stand next to the answer (a stand-in model, a photo shown to a model that
+            knows only shapes); empty when there is nothing to warn about.
+    """
+
+    figures: dict[str, Image.Image] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    numbers: dict[str, Any] = field(default_factory=dict)
+    settled: Settled | None = None
+    model: str | None = None
+    notice: str = ""
+
+    def note(self) -> str:
+        """The notice and the settings' reasons, as one paragraph (empty when there is nothing to say)."""
+        parts = [self.notice] if self.notice else []
+        if self.settled and self.settled.notes:
+            parts.append(self.settled.sentence())
+        return "\n\n".join(parts)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain JSON: numpy numbers and arrays as numbers and lists, tuples as lists, NaN and ±inf as None
+    (JSON has no words for them), so every answer and every numbers.json is valid JSON."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return plain(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+_MODULES = {"patches": "patches", "toy": "patches", "patch_filters": "patches", "windows": "windows",
+            "position_embeddings": "posembed", "rotary": "posembed", "relative_bias": "posembed",
+            "attention": "attention", "registers": "attention", "timeline": "attention", "compare_models": "attention",
+            "inside_head": "heads", "feature_pca": "features",
+            "classify": "classify", "relevance": "classify", "shuffle": "classify", "patch_size_tradeoff": "classify"}
+"""Which module of this package shows which view."""
+
+
+def shower(view: str) -> Callable[..., Shown]:
+    """The ``show_<view>`` function of a declared view."""
+    if view not in _MODULES:
+        raise ValueError(f"Unknown view {view!r}; choose one of {sorted(_MODULES)}.")
+    return getattr(import_module(f"vitviz.views.{_MODULES[view]}"), f"show_{view}")
+
+
+def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable | None = None) -> Shown:
+    """What view ``view`` shows for ``picture`` (None for views without one) and checked settings ``values``;
+    ``progress(fraction, message)`` hears about slow steps (a model loading)."""
+    return shower(view)(picture, values, progress=progress)

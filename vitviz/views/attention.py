@@ -19,7 +19,9 @@ from vitviz.core.lru import LRU
 from vitviz.models import cache as models
 from vitviz.render import plotting
 from vitviz.specs import registry
+from vitviz.specs.state import Settled, clamp, settle
 from vitviz.specs.views import comparison_choices
+from vitviz.views import Shown
 
 
 def layer_index(a: Analysis, layer: int) -> int:
@@ -175,7 +177,7 @@ def outlier_tokens(norms: np.ndarray) -> np.ndarray:
 
 REGISTER_PAIR = ("DINOv2 ViT-S/14", "DINOv2 ViT-S/14 + 4 registers")
 REGISTERS_UNAVAILABLE = (
-    "The registers comparison needs the two DINOv2 models, and their weights cannot be loaded here (no "
+    "Not available here: the registers comparison needs the two DINOv2 models, and their weights cannot be loaded here (no "
     "connection to the model hub and nothing in the local cache). Nothing is shown rather than a stand-in: "
     "a model without registers cannot demonstrate them.")
 
@@ -289,3 +291,76 @@ def render_pair(pair: list[tuple[str, Analysis]], fraction: float, keep: float =
             f"patches holding {keep:.0%} of the attention.\n\n| model | layer | patches | peak | patches for "
             f"{keep:.0%} |\n|---|---|---|---|---|\n" + "\n".join(rows))
     return image, text
+
+
+# ---- the views of the Attention tab, from their declared settings -------------------------------------------
+
+def _model_line(a: Analysis) -> str:
+    return f"**{a.runner.spec.key}** ({a.runner.origin}); {a.fitted.note}"
+
+
+def analysis_for(rgb: np.ndarray, values: dict, progress=None) -> tuple[Analysis, Settled]:
+    """The analysis the Attention view's settings ask for, and the settings as used (side, layer, head, query)."""
+    runner = models.get_model(values["model"], progress)
+    s = settle(values)
+    s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
+    a = analyse(runner, rgb, values["resolution"])
+    maps = a.maps
+    if "layer" in values:
+        s.use("layer", clamp(values["layer"], maps.layers, 1), f"{runner.spec.key} has {maps.layers} layers.")
+    if "head" in values and values["head"] != -1:
+        s.use("head", clamp(values["head"], maps.heads - 1), f"{runner.spec.key} has {maps.heads} heads per layer.")
+    if values.get("query") is not None:
+        gh, gw = maps.grid
+        r, c = values["query"]
+        s.use("query", (clamp(r, gh - 1), clamp(c, gw - 1)), f"The picture is {gh}×{gw} patches.")
+    return a, s
+
+
+def show_attention(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The Attention view: per-head class-token maps with DINO's threshold, rollout, box and crop, the pinned
+    query's maps, and the mean attention distance, for the explorer's layer, head, threshold, opacity and colormap."""
+    a, s = analysis_for(rgb, values, progress)
+    v = s.values
+    heads = render_heads(a, v["layer"], v["keep"], v["cmap"], v["alpha"])
+    figures = {"heads": heads.heads, "rollout": render_rollout(a, v["fusion"], v["discard"], v["cmap"], v["alpha"]),
+               "box": heads.box, "crop": heads.crop, "distance": render_distance(a)}
+    if v["query"] is not None:
+        figures["query"] = render_query(a, *v["query"], v["layer"], v["cmap"], v["alpha"])
+    numbers_ = {"model": a.runner.spec.key, "notice": a.runner.notice, "input": a.fitted.note,
+                **numbers(a, v["layer"], v["keep"]),
+                "mean_attention_distance_px": [{"layer": layer, "head": head, "distance": d}
+                                               for layer, head, d in distance_table(a)]}
+    texts = {"info": _model_line(a), "table": heads.table}
+    return Shown(figures, texts, numbers_, s, a.runner.spec.key, a.runner.notice)
+
+
+def show_registers(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """DINOv2 with and without registers on one picture (nothing is drawn without both real models)."""
+    note, image = compare_registers(rgb, values["resolution"], values["cmap"], values["alpha"], progress)
+    return Shown({} if image is None else {"registers": image}, {"note": note}, {}, settle(values))
+
+
+def show_timeline(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The embedded model's last-layer attention at every shipped training step, and one step's heads."""
+    steps = assets.tiny_checkpoints()
+    s = settle(values)
+    index = s.use("step", clamp(values["step"], len(steps) - 1), f"There are {len(steps)} checkpoints.")
+    strip, heads = render_timeline(rgb, index, values["cmap"], values["alpha"])
+    return Shown({"strip": strip, "heads": heads}, {}, {"steps": [step for step, _ in steps]}, s,
+                 registry.OFFLINE_KEY)
+
+
+def show_compare_models(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """Two models on the same picture, at the same share of their depth, on one colour scale."""
+    pair, notes = [], []
+    s = settle(values)
+    for name in ("model_a", "model_b"):
+        choice = values[name]
+        runner = comparison_model(choice, progress)
+        label = choice if not runner.notice else f"{runner.spec.key} (for {choice})"
+        if runner.notice:
+            notes.append(runner.notice)
+        pair.append((label, analyse(runner, rgb, values["resolution"])))
+    image, text = render_pair(pair, values["fraction"], values["keep"], values["cmap"])
+    return Shown({"pair": image}, {"table": text}, {}, s, None, "\n\n".join(dict.fromkeys(notes)))

@@ -9,7 +9,11 @@ from PIL import Image
 
 from vitviz.analyses import classify
 from vitviz.analyses.attention import analyse
+from vitviz.models import cache as models
 from vitviz.models.runner import Runner
+from vitviz.render import plotting
+from vitviz.specs.state import settle
+from vitviz.views import Shown
 from vitviz.views.attention import map_grid
 
 
@@ -91,3 +95,42 @@ def render_relevance(loaded: Runner, rgb: np.ndarray, rank: int = 1, cmap: str =
             f"The most relevant patch holds {share:.1%} of the relevance. Neither map is proof of what the model "
             "used: both summarise one pass through the network, and a region can matter without lighting up.")
     return img, text
+
+
+# ---- the views of the Classify tab, from their declared settings ----------------------------------------------
+
+def show_classify(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The top 5, where the class token looked for the best one, and the model's facts."""
+    runner = models.get_model(values["model"], progress)
+    v = render(runner, rgb)
+    x = runner.preprocess(rgb)
+    numbers = {"model": runner.spec.key, "notice": runner.notice, "top5": v.top5, "input_size": list(x.shape[-2:]),
+               "parameters": runner.params}
+    return Shown({"maps": v.maps}, {"facts": v.facts}, numbers, settle(values), runner.spec.key, runner.notice)
+
+
+def show_relevance(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """Class-specific relevance for the class at one place of the top 5, beside plain rollout."""
+    runner = models.get_model(values["model"], progress)
+    image, text = render_relevance(runner, rgb, values["rank"])
+    return Shown({"relevance": image}, {"text": text}, {"model": runner.spec.key, "rank": values["rank"]},
+                 settle(values), runner.spec.key, runner.notice)
+
+
+def show_shuffle(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The patches dealt out in a random order: the prediction with and without position embeddings."""
+    runner = models.get_model(values["model"], progress)
+    r = classify.shuffle_experiment(runner, rgb, values["seed"])
+    h, w = r.scrambled.shape[:2]  # the model's input (64 px for the offline model): enlarged, patch edges kept
+    picture = plotting.upscale(r.scrambled, plotting.display_scale(h, w, 384))
+    numbers = {"model": runner.spec.key, "diff_with_positions": r.diff_with_pos,
+               "diff_without_positions": r.diff_without_pos, "top_original": r.top_original,
+               "top_shuffled": r.top_shuffled}
+    return Shown({"shuffled": picture}, {"text": shuffle_markdown(r)}, numbers, settle(values), runner.spec.key,
+                 runner.notice)
+
+
+def show_patch_size_tradeoff(_rgb: None, values: dict, progress=None) -> Shown:
+    """The same ViT-S body with patches of 8, 16 and 32 pixels: tokens, parameters, MACs and time here."""
+    rows = classify.patch_size_tradeoff()
+    return Shown({}, {"text": tradeoff_markdown(rows)}, {"rows": [list(r) for r in rows]}, settle(values))

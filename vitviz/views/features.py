@@ -7,9 +7,12 @@ import torch
 from PIL import Image
 
 from vitviz.analyses import features
-from vitviz.render import plotting
 from vitviz.core.images import Fitted
+from vitviz.models import cache as models
 from vitviz.models.runner import Runner
+from vitviz.render import plotting
+from vitviz.specs.state import clamp, settle
+from vitviz.views import Shown
 
 
 def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) -> tuple[Image.Image, str]:
@@ -41,3 +44,15 @@ def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) ->
             "negative, and its positive side is called foreground (a guess that works when the object is not at "
             "the border).")
     return image, text
+
+
+def show_feature_pca(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """A layer's patch tokens on their first three principal components, as colour, and PC1 as the foreground."""
+    runner = models.get_model(values["model"], progress)
+    s = settle(values)
+    s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
+    fitted, streams = features.tokens_for(runner, rgb, values["resolution"])
+    layer = s.use("layer", clamp(values["layer"], streams.shape[0], 1), f"{runner.spec.key} has {streams.shape[0]} layers.")
+    image, text = render(runner, fitted, streams, layer)
+    return Shown({"feature_pca": image}, {"text": text}, {"model": runner.spec.key, "layer": layer}, s,
+                 runner.spec.key, runner.notice)

@@ -6,9 +6,13 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 from PIL import Image, ImageDraw
 
+from vitviz.analyses import heads
 from vitviz.analyses.heads import HeadTrace, LayerRecord
 from vitviz.core.images import Fitted
+from vitviz.models import cache as models
 from vitviz.render import plotting
+from vitviz.specs.state import clamp, settle
+from vitviz.views import Shown
 
 
 def query_token(record: LayerRecord, row: int, col: int, cls: bool = False) -> tuple[int, tuple[int, int] | None]:
@@ -74,3 +78,23 @@ def render(fitted: Fitted, tr: HeadTrace, where: tuple[int, int] | None, cmap: s
         f"Checked against the model: |our softmax − its attention| ≤ **{tr.softmax_error:.1e}**, "
         f"|our sum − its output| ≤ **{tr.output_error:.1e}** (float32 rounding).")
     return image, text
+
+
+def show_inside_head(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """One head of one layer for one query, with this picture's real numbers, checked against the model's own."""
+    runner = models.get_model(values["model"], progress)
+    s = settle(values)
+    s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
+    layer = s.use("layer", clamp(values["layer"], runner.depth, 1), f"{runner.spec.key} has {runner.depth} layers.")
+    fitted, record = heads.layer_record(runner, rgb, values["resolution"], layer)
+    s.use("head", clamp(values["head"], record.heads - 1), f"{runner.spec.key} has {record.heads} heads per layer.")
+    gh, gw = record.grid
+    if not values["cls"]:
+        s.use("row", clamp(values["row"], gh - 1), f"The picture is {gh}×{gw} patches.")
+        s.use("col", clamp(values["col"], gw - 1), f"The picture is {gh}×{gw} patches.")
+    token, where = query_token(record, s.values["row"], s.values["col"], values["cls"])
+    tr = heads.trace(record, s.values["head"], token)
+    image, text = render(fitted, tr, where, values["cmap"])
+    numbers = {"model": runner.spec.key, "layer": layer, "head": tr.head, "query": token,
+               "softmax_error": tr.softmax_error, "output_error": tr.output_error}
+    return Shown({"inside_head": image}, {"text": text}, numbers, s, runner.spec.key, runner.notice)

@@ -9,13 +9,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vitviz.models import budget
-from vitviz.core import images
-from vitviz.core import patches
-from vitviz.render import plotting
+from vitviz.core import images, patches
 from vitviz.core.images import Fitted
 from vitviz.core.posembed import similarity
+from vitviz.models import budget
+from vitviz.models import cache as models
+from vitviz.render import plotting
 from vitviz.specs import registry
+from vitviz.specs.state import Settled, settle
+from vitviz.views import Shown
 
 EMBED_DIM = 64
 """Width of the illustrative projection on this tab (random weights, seeded)."""
@@ -203,3 +205,43 @@ def render_filters(loaded, k: int = 8) -> tuple[Image.Image, str]:
             f"(PC1 alone {share[0]:.0%}). In the ViT paper, trained filters look like smooth colour blobs and "
             "stripes at several frequencies, much like a CNN's first layer; random filters look like noise.")
     return figure, text
+
+
+# ---- the views of the Patches tab, from their declared settings -----------------------------------------------
+
+def fitted_for(rgb: np.ndarray, values: dict) -> tuple[Fitted, Settled]:
+    """The picture fitted as the Patches view's settings ask, and the settings as used (the resolution rounded
+    down to whole patches)."""
+    s = settle(values)
+    p, res = values["patch"], values["resolution"]
+    used = max(res // p * p, p)
+    s.use("resolution", used, f"The resolution is {used} px: {res} rounded down to a whole number of {p}-px patches.")
+    return fit(rgb, used, p, values["policy"]), s
+
+
+def show_patches(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The patch grid, the token counts, the cost table and chart, and flatten + Linear = a stride-P convolution."""
+    fitted, s = fitted_for(rgb, values)
+    v = render(fitted, values["model_size"])
+    h, w = fitted.image.shape[:2]
+    size = registry.VIT_SIZES[values["model_size"]]
+    numbers = {"input": fitted.note, **patches.token_counts(h, w, fitted.patch, size.heads, size.depth),
+               "macs": patches.vit_macs(size, fitted.patch, h, w)}
+    return Shown({"grid": v.grid, "costs": v.cost_chart}, {"summary": v.summary, "costs": v.costs,
+                                                           "equivalence": v.equivalence}, numbers, s)
+
+
+def show_toy(_rgb: None, values: dict, progress=None) -> Shown:
+    """One step of the 8×8 toy walk-through: its figure and a sentence."""
+    figures = toy_figures()
+    step = values["step"]
+    image, caption = figures[step - 1]
+    return Shown({"toy": image}, {"caption": f"**Step {step} of {len(figures)}.** {caption}"}, {}, settle(values))
+
+
+def show_patch_filters(_rgb: None, values: dict, progress=None) -> Shown:
+    """The principal components of a model's patch filters (the embedded model's when the asked one is away)."""
+    runner = models.get_model(values["model"], progress)
+    image, text = render_filters(runner)
+    return Shown({"filters": image}, {"text": text}, {"model": runner.spec.key}, settle(values), runner.spec.key,
+                 runner.notice)

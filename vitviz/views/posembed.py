@@ -8,11 +8,11 @@ import numpy as np
 from PIL import Image
 
 from vitviz.core import posembed
-from vitviz.models import budget
 from vitviz.models import cache as models
 from vitviz.render import plotting
-from vitviz.specs.views import LEARNED, RPB_FORMULA, TIMELINE, relative_bias_sources
-
+from vitviz.specs.state import clamp, settle
+from vitviz.specs.views import LEARNED, RPB_FORMULA, SINUSOIDAL, TIMELINE, relative_bias_sources
+from vitviz.views import Shown
 
 
 @dataclass
@@ -34,22 +34,20 @@ def sinusoidal_grid(kind: str, rows: int, cols: int, dim: int) -> np.ndarray:
     raise ValueError(f"Unknown position embedding {kind!r}.")
 
 
-def grid_for(source: str, rows, cols, dim, step_index) -> tuple[np.ndarray, str, str]:
-    """(rows, cols, D) grid, its name and a notice, for a source of the tab's list.
+def grid_for(values: dict) -> tuple[np.ndarray, str, str]:
+    """(rows, cols, D) grid, its name and a notice, for the Position-embeddings view's checked settings.
 
-    Sinusoidal sources use rows, cols and D; ``TIMELINE`` uses the embedded model's checkpoint
-    number ``step_index``; ``LEARNED + key`` a registry model's own table (its notice when a
-    stand-in answers). Numbers are checked as they may come from outside.
+    Sinusoidal sources use rows, cols and D; ``TIMELINE`` uses the embedded model's checkpoint number ``step``;
+    ``LEARNED + key`` a registry model's own table (with its notice when a stand-in answers).
     """
+    source = values["source"]
     if source == TIMELINE:
-        step, loaded = models.checkpoint_at(budget.number(step_index, "checkpoint", 0, 99, integer=True))
+        step, loaded = models.checkpoint_at(values["step"])
         return loaded.read(posembed.learned_grid), f"vitviz tiny after {step} training steps", ""
     if source.startswith(LEARNED):
         loaded = models.get_model(source[len(LEARNED):])
         return loaded.read(posembed.learned_grid), f"{loaded.spec.key} (learned)", loaded.notice
-    rows, cols = (budget.number(v, name, 1, 32, integer=True) for v, name in ((rows, "rows"), (cols, "columns")))
-    dim = budget.number(dim, "embedding size D", 8, 768, integer=True)
-    return sinusoidal_grid(source, rows, cols, dim), source, ""
+    return sinusoidal_grid(source, values["rows"], values["cols"], values["dim"]), source, ""
 
 
 def tiles(grid: np.ndarray, kind: str) -> np.ndarray:
@@ -180,3 +178,42 @@ def render_relative_bias(table: np.ndarray, m: int, name: str, head: int, row: i
                "learns them.")
             + " The bias is added to q·k before the softmax: it says where a head tends to look, whatever is there.")
     return image, text
+
+
+# ---- the views of the Position-embeddings tab, from their declared settings ------------------------------------
+
+def show_position_embeddings(_rgb: None, values: dict, progress=None) -> Shown:
+    """A position table's matrix, similarity, the ViT-paper mosaic, one enlarged tile and the table resampled."""
+    grid, name, notice = grid_for(values)
+    s = settle(values)
+    if values["source"] not in SINUSOIDAL:  # a learned table brings its own grid and width
+        r, c, d = grid.shape
+        for key, used in (("rows", r), ("cols", c), ("dim", d)):
+            s.use(key, used, f"{name} has a {r}×{c} grid of {d}-dimensional vectors (its own, not set here).")
+    v = render(grid, name, values["kind"], (values["new_rows"], values["new_cols"]), values["cmap"])
+    r, c, d = grid.shape
+    tile = tile_figure(grid, values["kind"], r // 2, c // 2, values["cmap"])
+    numbers = {"name": name, "notice": notice, "grid": [r, c], "dim": d, "similarity": values["kind"],
+               "neighbourhood": posembed.neighbourhood(grid)}
+    figures = {"mosaic": v.mosaic, "tile": tile, "matrix": v.matrix, "similarity": v.sim, "resampled": v.resampled}
+    return Shown(figures, {"summary": v.summary}, numbers, s, None, notice)
+
+
+def show_rotary(_rgb: None, values: dict, progress=None) -> Shown:
+    """How q·k of one vector falls off with the row and column offset under 2D rotary encoding."""
+    image = render_rotary(values["dim"], values["reach"], values["base"], values["cmap"])
+    return Shown({"rotary": image}, {}, {}, settle(values))
+
+
+def show_relative_bias(_rgb: None, values: dict, progress=None) -> Shown:
+    """One head of a relative position bias table and the bias one query gives its keys."""
+    table, m, name, notice = relative_bias_table(values["source"], values["window"], values["heads"], values["block"])
+    s = settle(values)
+    s.use("window", m, f"{name} has {m}×{m} windows.")
+    heads = table.shape[1]
+    s.use("head", clamp(values["head"], heads - 1), f"This table has {heads} heads.")
+    s.use("row", clamp(values["row"], m - 1), f"A window is {m}×{m} patches.")
+    s.use("col", clamp(values["col"], m - 1), f"A window is {m}×{m} patches.")
+    v = s.values
+    image, text = render_relative_bias(table, m, name, v["head"], v["row"], v["col"], values["cmap"])
+    return Shown({"relative_bias": image}, {"text": text}, {"table": name, "window": m}, s, None, notice)

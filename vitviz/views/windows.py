@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz.render import plotting
 from vitviz.core import windows
 from vitviz.core.images import Fitted
+from vitviz.render import plotting
+from vitviz.specs import registry
+from vitviz.specs.state import clamp
+from vitviz.views import Shown
 
 SIDES = list(range(64, 1025, 16))
 """Input sides (pixels) of the cost plot."""
@@ -70,3 +73,18 @@ def render_costs(patch: int, dim: int, m: int, side: int) -> Image.Image:
         ax.legend(frameon=False, loc="upper left")
         ax.grid(alpha=0.3)
         return plotting.to_image(fig)
+
+
+def show_windows(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """Swin's windows and shifted windows on the fitted picture, and one attention layer's cost against the side."""
+    from vitviz.views.patches import fitted_for
+
+    fitted, s = fitted_for(rgb, values)
+    gh, gw = fitted.grid
+    m = s.use("window", clamp(values["window"], max(gh, gw), 1), f"The picture is {gh}×{gw} patches.")
+    row = s.use("row", clamp(values["row"], gh - 1), f"The picture is {gh}×{gw} patches.")
+    col = s.use("col", clamp(values["col"], gw - 1), f"The picture is {gh}×{gw} patches.")
+    image, text = render_windows(fitted, m, row, col)
+    dim = registry.VIT_SIZES[values["model_size"]].dim
+    cost = render_costs(values["patch"], dim, m, min(fitted.image.shape[:2]))
+    return Shown({"windows": image, "cost": cost}, {"text": text}, {"grid": [gh, gw], "window": m}, s)

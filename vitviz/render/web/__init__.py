@@ -1,1 +1,1 @@
-"""The scripts and styles of the views drawn in the browser (loaded by app.py into gr.HTML)."""
+"""The scripts and styles of the views drawn in the browser (the app gives them to gr.HTML components)."""

@@ -1,5 +1,5 @@
 // vitviz attention explorer. Runs as gr.HTML's js_on_load (`element`, `props`, `server`, `watch` given), after
-// common.js, and draws everything from one payload made by vitviz/explorer.py: no server call when you point or
+// common.js, and draws everything from one payload made by the server (render/browser.py): no server call when you point or
 // move a slider.
 let root = element.querySelector(".vx");
 const S = { p: null, n: 0, cls: null, roll: null, rows: {}, pending: {}, luts: {}, img: null, layer: 0,
@@ -121,6 +121,20 @@ function draw() {
   $(".vx-alpha-out").textContent = `opacity ${S.alpha.toFixed(2)}`;
 }
 
+function held() {  // the Attention view's settings this explorer holds (vitviz/specs/views.py declares them)
+  return { layer: S.layer + 1, head: S.head, keep: S.keep, alpha: S.alpha, cmap: S.cmap,
+           query: S.pinned && S.query ? [S.query[0], S.query[1]] : null };
+}
+
+function publish(quiet) {  // the link and the carrier follow the explorer (the server's figures and the download read it)
+  const values = held(), text = JSON.stringify(values);
+  if (text === S.published) return;
+  S.published = text;
+  if (!quiet) root.dataset.published = (Number(root.dataset.published) || 0) + 1;
+  window.vitvizLink?.settings(S.p.fields, values);
+  window.vitvizState?.set("attention", values, { quiet });
+}
+
 function update(ev) {  // every interaction: redraw in the next frame, record event → frame time
   if (S.t0 === null) S.t0 = ev && ev.timeStamp ? ev.timeStamp : performance.now();
   if (S.raf) return;
@@ -130,23 +144,8 @@ function update(ev) {  // every interaction: redraw in the next frame, record ev
     S.timings.push(performance.now() - S.t0);
     root.dataset.latency = S.timings[S.timings.length - 1].toFixed(2);
     S.t0 = null;
-    window.vitvizLink?.set({ layer: S.layer + 1, head: S.head < 0 ? "mean" : S.head, keep: S.keep,
-                            query: S.pinned && S.query ? S.query.join(",") : null });
+    publish(false);
   });
-}
-
-function restore() {  // the permalink's layer, head, threshold and pinned query (clamped to this model and image)
-  const get = (k) => window.vitvizLink?.get(k), clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
-  if (get("tab") !== "attention") return;
-  const layer = parseInt(get("layer"), 10), head = get("head"), keep = parseFloat(get("keep")), q = get("query");
-  if (Number.isFinite(layer)) S.layer = clamp(layer - 1, 0, S.p.layers - 1);
-  if (head !== null && head !== undefined) S.head = head === "mean" ? -1 : clamp(parseInt(head, 10) || 0, 0, S.p.heads - 1);
-  if (Number.isFinite(keep)) S.keep = clamp(Math.round(keep * 20) / 20, 0.1, 0.95);
-  if (q && /^\d+,\d+$/.test(q)) {
-    const [r, c] = q.split(",").map(Number);
-    S.query = [clamp(r, 0, S.p.grid[0] - 1), clamp(c, 0, S.p.grid[1] - 1)];
-    S.pinned = true;
-  }
 }
 
 function setLayer(l, ev) {
@@ -174,22 +173,25 @@ function build(p) {
   root.__vx = S;
   if (!p || !p.cls) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
+  const st = p.state, clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
   Object.assign(S, { p, n: gh * gw, cls: floats(p.cls), roll: floats(p.rollout), rows: {}, pending: {}, strip: null,
-                     layer: p.layer - 1, head: -1, query: null, pinned: false, keep: p.keep, alpha: p.alpha,
-                     cmap: p.cmap });
-  restore();
+                     layer: clamp(st.layer - 1, 0, p.layers - 1), head: clamp(st.head, -1, p.heads - 1),
+                     query: st.query, pinned: !!st.query, keep: st.keep, alpha: st.alpha, cmap: st.cmap,
+                     published: null });
   for (const [l, r] of Object.entries(p.rows)) S.rows[Number(l)] = decodeRows(r);
   for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
   root.innerHTML = `
     <div class="vx-bar">
       <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${S.layer + 1}"></label>
       <output class="vx-layer-out"></output>
-      <label>keep <input class="vx-keep" type="range" min="0.1" max="0.95" step="0.05" value="${S.keep}"></label>
+      <label>keep <input class="vx-keep" type="range" min="${p.fields.keep.lo}" max="${p.fields.keep.hi}"
+        step="${p.fields.keep.step}" value="${S.keep}"></label>
       <output class="vx-keep-out"></output>
-      <label>overlay <input class="vx-alpha" type="range" min="0" max="1" step="0.05" value="${p.alpha}"></label>
+      <label>overlay <input class="vx-alpha" type="range" min="${p.fields.alpha.lo}" max="${p.fields.alpha.hi}"
+        step="${p.fields.alpha.step}" value="${S.alpha}"></label>
       <output class="vx-alpha-out"></output>
-      <select class="vx-cmap" aria-label="colormap">${Object.keys(p.colormaps).map((c) =>
-        `<option${c === p.cmap ? " selected" : ""}>${c}</option>`).join("")}</select>
+      <select class="vx-cmap" aria-label="colormap">${p.fields.cmap.choices.map((c) =>
+        `<option${c === S.cmap ? " selected" : ""}>${c}</option>`).join("")}</select>
     </div>
     <div class="vx-main">
       <figure class="vx-big"><figcaption aria-live="polite"></figcaption></figure>
@@ -223,6 +225,7 @@ function build(p) {
   S.img.onload = () => update();
   S.img.src = p.image;
   root.dataset.bytes = p.bytes;
+  publish(true);  // the carrier holds the settings as used (the server's figures were drawn with them already)
 }
 
 element.addEventListener("keydown", (ev) => {

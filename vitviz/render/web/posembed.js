@@ -1,5 +1,5 @@
 // vitviz position-similarity map (after common.js): point at a position and every cell shows how similar its
-// embedding is to the one under the pointer. The whole table comes once from vitviz/explorer.py.
+// embedding is to the one under the pointer. The whole table comes once from the server (render/browser.py).
 let root = element.querySelector(".vx");
 const S = { p: null, sim: null, pos: null, lo: 0, hi: 1 };
 

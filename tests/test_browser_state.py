@@ -1,0 +1,146 @@
+"""One state per view, in a real Chromium: what a student sees, the link it shares and the file it downloads are the
+same settings; and every tab opens computed whenever it is clicked (during the page's load too)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from urllib.parse import parse_qs, urlparse
+
+import httpx
+import numpy as np
+import pytest
+from browser_support import idle, sync_api
+from PIL import Image
+
+from vitviz.specs import registry
+from vitviz.specs import views as spec
+
+pytestmark = pytest.mark.browser
+EXPLORER = "#attention-explorer .vx"
+HELD = """() => { const S = document.querySelector('#attention-explorer .vx').__vx;
+  return { layer: S.layer + 1, head: S.head, keep: S.keep, alpha: S.alpha, cmap: S.cmap,
+           query: S.pinned && S.query ? S.query : null }; }"""
+
+
+def _pixels(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def _figure(page, elem_id: str) -> np.ndarray:
+    src = page.locator(f"#{elem_id} img").first.get_attribute("src")
+    return _pixels(httpx.get(src if src.startswith("http") else page.url.split("?")[0].rstrip("/") + src,
+                             timeout=30).content)
+
+
+def test_download_link_and_screen_agree_after_changing_every_explorer_control(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True)
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=attention")
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    vx = page.locator(EXPLORER)
+    # every control of the explorer: layer, head, threshold, opacity, colormap, pinned patch
+    vx.focus()
+    page.keyboard.press("[")  # layer 3 of 4
+    page.keyboard.press("2")  # head 2
+    for cls, value in ((".vx-keep", 0.45), (".vx-alpha", 0.35)):
+        page.locator(f"{EXPLORER} {cls}").evaluate(f"el => {{ el.value = {value}; el.dispatchEvent(new Event('input')); }}")
+    page.locator(f"{EXPLORER} .vx-cmap").select_option("viridis")
+    cv = page.locator(f"{EXPLORER} .vx-big canvas")
+    box = cv.bounding_box()
+    page.mouse.click(box["x"] + 6.5 * box["width"] / 8, box["y"] + 1.5 * box["height"] / 8)  # pin patch (1, 6)
+    held = page.evaluate(HELD)
+    assert held == {"layer": 3, "head": 2, "keep": 0.45, "alpha": 0.35, "cmap": "viridis", "query": [1, 6]}
+    page.wait_for_timeout(600)  # the burst ends: the server's figures follow
+    idle(page)
+
+    # the link holds exactly these settings, under their declared keys
+    query = {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+    values = spec.ATTENTION.from_link(query)
+    assert {k: values.get(k, spec.ATTENTION[k].default) for k in held} == held | {"query": (1, 6)}
+
+    # the download holds exactly these settings (as used), and the figures the page shows
+    page.locator(".tabitem:visible").first.get_by_text("Figures drawn on the server").first.click()
+    page.locator("#attn-heads img").first.wait_for(state="attached", timeout=60_000)
+    idle(page)
+    page.get_by_role("button", name="Download this view (figures as PNG and PDF, numbers, settings)").click()
+    link = page.locator("#attention-bundle a[href]").first
+    page.wait_for_function("() => document.querySelector('#attention-bundle a[href]') || "
+                           "document.querySelector('.toast-body.error')", timeout=120_000)
+    assert page.locator(".toast-body.error").count() == 0, page.locator(".toast-body.error").first.inner_text()
+    data = httpx.get(link.get_attribute("href") if link.get_attribute("href").startswith("http")
+                     else app_url.rstrip("/") + link.get_attribute("href"), timeout=60).content
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        params = json.loads(z.read("params.json"))
+        bundled = {name: z.read(f"figures/{name}.png") for name in ("heads", "box", "crop", "query")}
+    assert {k: params[k] for k in held} == held
+    assert params["model"] == registry.OFFLINE_KEY and params["resolution"] == 64  # what was used
+    for name, elem in (("heads", "attn-heads"), ("box", "attn-box"), ("crop", "attn-crop"), ("query", "attn-query")):
+        assert np.array_equal(_figure(page, elem), _pixels(bundled[name])), name
+
+    # and the link opens the same view in a fresh browser
+    fresh = browser.new_context(viewport={"width": 1280, "height": 720})
+    again = fresh.new_page()
+    again.goto(page.url)
+    again.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(again)
+    assert again.evaluate(HELD) == held
+    fresh.close()
+    ctx.close()
+
+
+@pytest.mark.parametrize("delay", [0.5, 1.0, 3.0])
+def test_a_tab_clicked_while_the_page_is_still_opening_opens_computed(browser, app_url, delay):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(app_url, wait_until="commit")
+    page.get_by_role("tab", name="Attention", exact=True).wait_for(timeout=60_000)
+    page.wait_for_timeout(int(delay * 1000))
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    ctx.close()
+
+
+def test_tabs_clicked_in_quick_succession_each_open_computed(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(app_url, wait_until="commit")
+    for name in ("Position embeddings", "Attention", "Classify", "Patches", "Attention"):
+        page.get_by_role("tab", name=name, exact=True).click()
+        page.wait_for_timeout(150)
+    for name, shows in (("Attention", f"{EXPLORER} .vx-big canvas"), ("Classify", "#classify-maps img"),
+                        ("Position embeddings", "#pe-mosaic img"), ("Patches", "#patch-grid img")):
+        page.get_by_role("tab", name=name, exact=True).click()
+        page.locator(shows).wait_for(state="visible", timeout=120_000)
+    ctx.close()
+
+
+def test_eight_pages_opening_at_once_each_open_the_tab_clicked(browser, app_url):
+    contexts = [browser.new_context(viewport={"width": 1280, "height": 720}) for _ in range(8)]
+    pages = [c.new_page() for c in contexts]
+    for page in pages:  # all eight open before any has finished
+        page.goto(app_url, wait_until="commit")
+    for i, page in enumerate(pages):
+        page.get_by_role("tab", name=("Attention", "Classify")[i % 2], exact=True).click()
+    for i, page in enumerate(pages):
+        page.locator((f"{EXPLORER} .vx-big canvas", "#classify-maps img")[i % 2]).wait_for(state="visible",
+                                                                                         timeout=180_000)
+    for c in contexts:
+        c.close()
+
+
+def test_the_short_side_shows_the_size_actually_used_and_says_why(browser, app_url):
+    """The offline model runs at 64 px only: the control shows 64 and a line says why (it was 224 before)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.goto(f"{app_url}?tab=attention")
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    panel = page.locator(".tabitem:visible").first
+    side = panel.get_by_label("number input for short side (pixels, rounded to the patch size)")
+    sync_api.expect(side).to_have_value("64", timeout=30_000)
+    sync_api.expect(panel.get_by_text("runs at 64 px only")).to_be_visible()
+    ctx.close()

@@ -1,0 +1,207 @@
+"""The Attention tab: the explorer (drawn in the browser), the server's figures of the same view, and the views in
+its accordions (registers, training timeline, inside one head, feature PCA, two models side by side).
+
+The explorer's layer, head, threshold, opacity, colormap and pinned patch are the Attention view's settings: the
+browser holds them (a carrier element, :meth:`vitviz.app.components.Form.hold_in_browser`), and the server's
+figures, the download and the link all read them from there. There is no second set of those controls.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from vitviz import assets
+from vitviz.app import uploads
+from vitviz.app.components import Form, browser_view, download_row, explain, figure
+from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
+from vitviz.app.tab import Tab, signed
+from vitviz.render import browser
+from vitviz.specs import views as spec
+from vitviz.views import attention as attention_view
+from vitviz.views import show
+
+A = spec.ATTENTION
+SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
+PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
+HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
+"""The Attention view's settings the explorer holds in the browser."""
+
+
+def explorer_payload(picture, values: dict, progress=None) -> dict:
+    """What the explorer draws (data, sent once per picture): the analysis and the view's settings as used."""
+    a, settled = attention_view.analysis_for(uploads.picture(picture), values, progress)
+    return browser.attention_payload(a, settled.values, {f.name: f for f in HELD})
+
+
+def explorer_rows(call: list) -> dict:
+    """Server function of the explorer: one more layer's patch-to-patch rows (fetched once per layer).
+
+    gradio hands a server function the browser's arguments as one list: here [token, 0-based layer].
+    """
+    try:
+        token, layer = call
+        layer = int(layer)
+    except (TypeError, ValueError):
+        return {"layer": -1, "missing": "the explorer asked for rows in a form the server does not know"}
+    return browser.rows_for(str(token), layer)
+
+
+def build(gr_tab: gr.Tab) -> Tab:
+    form = Form("attention")
+    spread_from = assets.tiny_info().get("spread_from_step")
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = form.add(spec.IMAGE)
+            model = form.add(A["model"], component=gr.Dropdown(list(A["model"].options()), value=A["model"].default,
+                                                                label=A["model"].label))
+            side = form.add(A["resolution"])
+            go = gr.Button("Show attention", variant="primary")
+            dl_button, dl_file = download_row("attention-bundle")
+            gr.Examples([uploads.example(n) for n in SCENES + PHOTOS], inputs=[src], label="examples (click one)")
+            explain(
+                "The class token gathers information from all patches; its attention row says how much it "
+                "took from each. DINO models learned without any labels, yet their heads often outline the main "
+                "object. The contour keeps the fewest patches holding the chosen share of a head's attention. "
+                "Point at any patch to see where it looks instead. Rollout follows attention through every "
+                "layer, counting the skip connections too.")
+        with gr.Column(scale=2):
+            note = gr.Markdown(elem_id="attention-notice")
+            explorer = browser_view("explorer", "attention-explorer",
+                                    "attention explorer: point at a patch or use the arrow keys",
+                                    server_functions=[explorer_rows])
+            carrier = form.hold_in_browser(A, HELD)
+            with gr.Row():
+                with gr.Column(min_width=200):
+                    box = figure("attn-box", "Box around the head-mean mask")
+                with gr.Column(min_width=200):
+                    crop = figure("attn-crop", "Free crop from attention")
+            dist = figure("attn-distance")
+    with gr.Accordion("Figures drawn on the server, for the explorer's layer, threshold and colormap (to "
+                      "download, and what the /attention API returns)", open=False):
+        with gr.Row():
+            form.add(A["fusion"]), form.add(A["discard"])
+        heads = figure("attn-heads")
+        table = gr.Markdown(elem_classes="vx-table")
+        roll = figure("attn-rollout")
+        query = figure("attn-query", "The pinned patch as the query, per head (pin a patch in the explorer)")
+    with gr.Accordion("Registers: DINOv2 with and without", open=False) as reg_box:
+        with gr.Row():
+            reg_btn = gr.Button("Compare on this image", scale=0, min_width=260)
+            reg_note = gr.Markdown()
+        reg_img = figure("registers")
+    with gr.Accordion("Training timeline of the offline model", open=False) as tl_box:
+        gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px), "
+                    "all on one colour scale. Step 0 is the random initialisation: its attention is nearly even, "
+                    "so 60% of it needs more than half the patches; training gathers it onto the shape." + (
+                        f" From step {spread_from:,} on, training also charges any last-layer head that looks at "
+                        "nearly the whole picture (not told where to look; see the model card), so a head that "
+                        "stayed spread out until then has to pick a place." if spread_from else ""))
+        tl_step = form.add(spec.TIMELINE_VIEW["step"])
+        tl_strip = figure("timeline-strip")
+        tl_heads = figure("timeline-heads")
+    with gr.Accordion("Inside one head: q·k, softmax, weighted sum", open=False) as head_box:
+        explain("One head of one layer, for one query, with this picture's real numbers: the query vector q meets "
+                "every key k, each score q·k/√d says how well they match, the softmax turns the scores into "
+                "weights that sum to 1 (the attention row), and the head's output is the values added up with "
+                "those weights. The last panel checks our sum against what the model itself computed.")
+        with gr.Row():
+            inside = [form.add(spec.INSIDE_HEAD[n], **({"elem_id": "inside-layer"} if n == "layer" else {}))
+                      for n in ("layer", "head", "row", "col", "cls")]
+        in_note = gr.Markdown()
+        in_fig = figure("inside-head")
+    with gr.Accordion("Patch-feature PCA: what the tokens have in common (DINOv2's colour view)",
+                      open=False) as pca_box:
+        pca_layer = form.add(spec.FEATURE_PCA["layer"])
+        pca_note = gr.Markdown()
+        pca_fig = figure("feature-pca")
+    with gr.Accordion("Two models side by side, on one scale", open=False) as pair_box:
+        with gr.Row():
+            pair = [form.add(spec.COMPARE[n], component=gr.Dropdown(list(spec.COMPARE[n].options()),
+                                                                     value=spec.COMPARE[n].default,
+                                                                     label=spec.COMPARE[n].label))
+                    for n in ("model_a", "model_b")]
+            pair.append(form.add(spec.COMPARE["fraction"]))
+        pair_btn = gr.Button("Compare")
+        pair_note = gr.Markdown(elem_classes="vx-table")
+        pair_fig = figure("attn-pair")
+    tab = Tab("attention", form, note, gr_tab, default="cat.png", offline_default="scene_star.png",
+              model_field=A["model"])
+    tab.extras = {"registers": reg_btn, "registers_note": reg_note}
+
+    # the public API
+    endpoint(A, lambda pic, v: answer(show("attention", uploads.picture(pic), v)),
+             doc="The Attention view: per-head class-token maps with DINO's threshold, rollout, box, crop, the "
+                 "pinned patch's maps and the mean attention distance, for the given layer, head, threshold, "
+                 "opacity, colormap and query.")
+    endpoint(A, lambda pic, v: explorer_payload(pic, v), name="explorer",
+             doc="What the attention explorer draws in the browser, for the same settings (data).")
+    endpoint(A, lambda pic, v: bundle_file("attention", v, uploads.picture(pic)), name="bundle_attention",
+             doc="The Attention view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
+    for view, name in ((spec.REGISTERS, "registers"), (spec.TIMELINE_VIEW, "timeline"),
+                       (spec.INSIDE_HEAD, "inside_head"), (spec.FEATURE_PCA, "feature_pca"),
+                       (spec.COMPARE, "compare_models")):
+        endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
+
+    # the page: the explorer first (the main view), then the server's figures of the same settings
+    inputs = form.inputs(A)
+    payload = signed(len(inputs), lambda *args: _payload(form, *args), "explorer", progress=True)
+    figures = tab.event(A, lambda sh: (tab.note_text(sh) + sh.texts["info"], sh.figures["heads"], sh.texts["table"],
+                                       sh.figures["rollout"], sh.figures["box"], sh.figures["crop"],
+                                       sh.figures["distance"], sh.figures.get("query")),
+                        [note, heads, table, roll, box, crop, dist, query])
+    honest = signed(len(inputs), lambda *args: _side_control(form, *args), "side_used")
+    limits = signed(len(inputs), lambda *args: _limits(form, *args), "limits")
+    for trigger in tab.answer_triggers([go.click, model.change, side.release]):
+        shown = on(trigger, payload, inputs, explorer, trigger_mode="always_last", **MODEL)
+        on(shown.success, figures, inputs, figures.outputs, **MODEL)
+        on(shown.success, honest, inputs, side)
+        on(shown.success, limits, inputs, inside + [pca_layer])
+        shown.then(None, None, None, js=tab.reveal("#attention-notice"))
+    # the explorer moved (a burst of changes ends): the server's figures follow what is on screen
+    on([carrier.change, form[A["fusion"]].change, form[A["discard"]].release], figures, inputs, figures.outputs,
+       trigger_mode="always_last", **MODEL)
+    tab.download(A, dl_button, dl_file, **MODEL)
+
+    tab.accordion(spec.REGISTERS, reg_box, [reg_btn.click], [("registers", reg_img)], ("note", reg_note), **MODEL)
+    tab.accordion(spec.TIMELINE_VIEW, tl_box, [tl_step.release], [("strip", tl_strip), ("heads", tl_heads)], **MODEL)
+    tab.accordion(spec.INSIDE_HEAD, head_box, [c.input for c in inside], [("inside_head", in_fig)], ("text", in_note),
+                  **MODEL)
+    tab.accordion(spec.FEATURE_PCA, pca_box, [pca_layer.input], [("feature_pca", pca_fig)], ("text", pca_note),
+                  **MODEL)
+    tab.accordion(spec.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)
+    tab.remember_in_link(spec.TABS["attention"])
+    return tab
+
+
+def _payload(form: Form, *args) -> dict:
+    *inputs, progress = args
+    picture, raw = form.values(A, tuple(inputs))
+    if picture is None:
+        return gr.skip()
+    return explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
+
+
+def _side_control(form: Form, *args):
+    """UI only: the short-side slider shows the side actually used, and says why when it differs."""
+    picture, raw = form.values(A, args)
+    if picture is None:
+        return gr.skip()
+    from vitviz.models import cache as models
+
+    values = A.check(raw)
+    runner = models.get_model(values["model"])
+    if runner.embedded:
+        return gr.Slider(value=runner.resolution, interactive=False,
+                         info=f"{runner.spec.key} runs at {runner.resolution} px only (the size it was trained at).")
+    return gr.Slider(interactive=True, info=runner.side_reason(values["resolution"]) or None)
+
+
+def _limits(form: Form, *args):
+    """UI only: the inside-one-head and feature-PCA sliders span the layers, heads and grid of what is shown."""
+    picture, raw = form.values(A, args)
+    if picture is None:
+        return gr.skip()
+    a, _ = attention_view.analysis_for(uploads.picture(picture), A.check(raw))
+    (gh, gw), depth, heads = a.maps.grid, a.maps.layers, a.maps.heads
+    return (gr.Slider(maximum=depth), gr.Slider(maximum=heads - 1), gr.Slider(maximum=gh - 1),
+            gr.Slider(maximum=gw - 1), gr.skip(), gr.Slider(maximum=depth))

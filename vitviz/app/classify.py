@@ -1,0 +1,80 @@
+"""The Classify tab: a pretrained ViT's top 5, where its class token looked, class relevance and two experiments."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from vitviz.app import uploads
+from vitviz.app.components import Form, download_row, explain, figure
+from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
+from vitviz.app.tab import Tab
+from vitviz.specs import views as spec
+from vitviz.views import show
+
+C = spec.CLASSIFY
+SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
+PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
+
+
+def build(gr_tab: gr.Tab) -> Tab:
+    form = Form("classify")
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = form.add(spec.IMAGE)
+            model = form.add(C["model"], component=gr.Dropdown(list(C["model"].options()), value=C["model"].default,
+                                                                label=C["model"].label))
+            go = gr.Button("Classify", variant="primary")
+            dl_button, dl_file = download_row("classify-bundle")
+            gr.Examples([uploads.example(n) for n in PHOTOS + SCENES], inputs=[src], label="examples (click one)")
+            explain(
+                "After the last block only the class token's vector is kept; one linear layer turns it into a "
+                "score per class. The maps show which patches the class token drew on for this prediction: the "
+                "last layer alone, and rolled out through all layers.")
+        with gr.Column(scale=2):
+            note = gr.Markdown(elem_id="classify-notice")
+            top5 = gr.Label(num_top_classes=5, label="top 5", elem_id="classify-top5")
+            maps = figure("classify-maps")
+            facts = gr.Markdown(elem_classes="vx-table")
+    with gr.Accordion("Class-specific relevance: which patches raised this class's score", open=False) as rel_box:
+        rank = form.add(spec.RELEVANCE["rank"])
+        rel_note = gr.Markdown()
+        rel_fig = figure("classify-relevance")
+    with gr.Accordion("Experiment: shuffle the patches", open=False) as sh_box:
+        explain(
+            "Cut the picture into its patches and deal them out in a random order. The model still sees the "
+            "same patch contents, only their places change. With position embeddings the prediction moves. Take "
+            "the position embeddings out and the class token's output is identical for both orders: attention "
+            "itself has no idea of order. Position is information the model only has because we add it.")
+        with gr.Row():
+            form.add(spec.SHUFFLE["seed"], component=gr.Number(value=0, minimum=0, step=1,
+                                                                      label=spec.SHUFFLE["seed"].label))
+            sh_btn = gr.Button("Shuffle and compare")
+        with gr.Row():
+            with gr.Column(min_width=300):
+                scrambled = figure("shuffled", "The patches, shuffled")
+            sh_md = gr.Markdown(elem_classes="vx-table")
+    with gr.Accordion("Experiment: patch size trade-off", open=False) as tr_box:
+        explain("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.")
+        tr_md = gr.Markdown(elem_classes="vx-table")
+    tab = Tab("classify", form, note, gr_tab, default="cat.png", offline_default="scene_star.png",
+              model_field=C["model"])
+
+    endpoint(C, lambda pic, v: answer(show("classify", uploads.picture(pic), v)))
+    endpoint(C, lambda pic, v: bundle_file("classify", v, uploads.picture(pic)), name="bundle_classify",
+             doc="The Classify view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
+    for view, name in ((spec.RELEVANCE, "relevance"), (spec.SHUFFLE, "shuffle")):
+        endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
+    endpoint(spec.TRADEOFF, lambda _pic, v: answer(show("patch_size_tradeoff", None, v)))
+
+    inputs = form.inputs(C)
+    main = tab.event(C, lambda sh: (tab.note_text(sh), sh.numbers["top5"], sh.figures["maps"], sh.texts["facts"]),
+                     [note, top5, maps, facts])
+    for trigger in tab.answer_triggers([go.click, model.change]):
+        on(trigger, main, inputs, main.outputs, trigger_mode="always_last", **MODEL).then(
+            None, None, None, js=tab.reveal("#classify-notice"))
+    tab.download(C, dl_button, dl_file, **MODEL)
+    tab.accordion(spec.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
+    tab.accordion(spec.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
+    tab.accordion(spec.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
+    tab.remember_in_link(spec.TABS["classify"])
+    return tab

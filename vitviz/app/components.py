@@ -1,0 +1,138 @@
+"""The app's building blocks: one control per declared setting, figures, explanations and the browser views.
+
+A tab's :class:`Form` holds one control per :class:`~vitviz.specs.state.Field` (a field shared by several views of
+the tab is one control) and, for the settings a browser view holds (the attention explorer's layer, head,
+threshold, opacity, colormap and pinned patch), one *carrier*: a hidden element the browser view writes its state
+into, so that the server's figures, the download and the link follow what is on screen. No component subclasses:
+events take raw values (``preprocess=False``) and the declared checks read them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from vitviz.render import web
+from vitviz.specs.state import Field, View
+
+WEB = Path(web.__file__).resolve().parent
+"""The browser views' scripts and styles, inside the installed package."""
+
+
+def image_input(label: str = "Image") -> gr.Image:
+    """The picture: upload, webcam or clipboard. Events read the file as sent and vitviz's intake decodes it."""
+    return gr.Image(label=label, type="filepath", image_mode=None, sources=["upload", "webcam", "clipboard"],
+                    height=320)
+
+
+def control(field: Field, **overrides: Any) -> gr.components.Component:
+    """The control for a declared setting: its type, range, step, default, label and the line under it."""
+    kw: dict[str, Any] = dict(label=field.label, value=field.default)
+    if field.info:
+        kw["info"] = field.info
+    kw.update(overrides)
+    if field.kind in ("int", "float"):
+        step = field.step if field.step is not None else (1 if field.kind == "int" else 0.01)
+        return gr.Slider(field.lo, field.hi, step=step, **kw)
+    if field.kind == "bool":
+        return gr.Checkbox(**kw)
+    if field.kind == "choice":
+        options = list(field.options())
+        if len(options) <= 5 and all(len(str(o)) <= 12 for o in options):
+            return gr.Radio(options, **kw)
+        return gr.Dropdown(options, **kw)
+    if field.kind == "image":
+        return image_input()
+    raise ValueError(f"{field.name}: a {field.kind} setting has no control of its own (a browser view holds it)")
+
+
+class Form:
+    """One tab's controls, one per declared setting, and the carrier of the settings its browser view holds."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.controls: dict[Field, gr.components.Component] = {}
+        self.browser: tuple[Field, ...] = ()
+        self.carrier: gr.HTML | None = None
+
+    def add(self, field: Field, component: gr.components.Component | None = None, **overrides: Any):
+        """The control of ``field`` (made from its declaration unless ``component`` is given), once per field."""
+        if field not in self.controls:
+            self.controls[field] = component if component is not None else control(field, **overrides)
+        return self.controls[field]
+
+    def __getitem__(self, field: Field) -> gr.components.Component:
+        return self.controls[field]
+
+    def hold_in_browser(self, view: View, fields: tuple[Field, ...]) -> gr.HTML:
+        """A hidden carrier for settings a browser view holds: its value is their JSON, written by the browser
+        (``window.vitvizState.set``), read by every event that needs them."""
+        self.browser = fields
+        start = json.dumps({f.name: f.default for f in fields})
+        self.carrier = gr.HTML(start, visible="hidden", elem_id=f"{self.name}-state", html_template="",
+                               js_on_load=(WEB / "carrier.js").read_text(), apply_default_css=False,
+                               view_name=view.name)
+        return self.carrier
+
+    def inputs(self, view: View) -> list[gr.components.Component]:
+        """The components an event of ``view`` reads, in the order of its fields (the carrier last, when used)."""
+        comps = [self.controls[f] for f in view.fields if f in self.controls]
+        if any(f in self.browser for f in view.fields):
+            comps.append(self.carrier)
+        return comps
+
+    def values(self, view: View, args: tuple) -> tuple[Any, dict[str, Any]]:
+        """(the picture as sent, the raw settings) from an event's arguments, in :meth:`inputs` order."""
+        it = iter(args)
+        picture, raw = None, {}
+        for f in view.fields:
+            if f in self.controls:
+                value = next(it)
+                if f.kind == "image":
+                    picture = value
+                else:
+                    raw[f.name] = value
+        if any(f in self.browser for f in view.fields):
+            held = next(it)
+            try:
+                held = json.loads(held) if isinstance(held, str) and held else {}
+            except json.JSONDecodeError:
+                held = {}
+            for f in view.fields:
+                if f in self.browser and f.name in held:
+                    raw[f.name] = held[f.name]
+        return picture, raw
+
+
+def figure(elem_id: str, caption: str | None = None, **kwargs: Any) -> gr.Image:
+    """A server-drawn figure: PNG (sharp text; it carries its smallest text size), never shown larger than drawn.
+
+    Figures carry their own titles; ``caption`` (for pictures without one) goes above, never over, the figure.
+    """
+    if caption:
+        gr.Markdown(caption, elem_classes="vx-caption")
+    return gr.Image(show_label=False, label=caption or elem_id, elem_id=elem_id, elem_classes="vx-fig",
+                    interactive=False, type="pil", format="png", buttons=["download", "fullscreen"], **kwargs)
+
+
+def explain(text: str) -> gr.Markdown:
+    """A short explanation beside the figures, in the large 'explain' style."""
+    return gr.Markdown(text, elem_classes="explain")
+
+
+def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
+    """A view drawn in the browser: render/web/{name}.js (after common.js) and {name}.css; data comes as its value."""
+    return gr.HTML(None, elem_id=elem_id, apply_default_css=False,
+                   html_template=f'<div class="vx" tabindex="0" role="application" aria-label="{label}"></div>',
+                   css_template=(WEB / f"{name}.css").read_text(),
+                   js_on_load=(WEB / "common.js").read_text() + (WEB / f"{name}.js").read_text(), **kwargs)
+
+
+def download_row(elem_id: str) -> tuple[gr.Button, gr.File]:
+    """'Download this view': every figure as PNG and PDF, the numbers, and params.json for ``vitviz bundle``."""
+    button = gr.Button("Download this view (figures as PNG and PDF, numbers, settings)", size="sm")
+    files = gr.File(label="this view as files", elem_id=elem_id, visible=False)
+    return button, files

@@ -1,0 +1,91 @@
+"""The page's link: every setting a person can change is in the address, and opening the address restores it.
+
+Writing happens in the browser (``render/web/page.js``: each control, and the explorer, set their declared link
+key as they change; defaults are left out). Reading happens here, once per page load, from the same
+declarations: :meth:`vitviz.specs.state.View.from_link` reads each key leniently (an old link's value out of range
+is brought into range; one that cannot be read is skipped).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import gradio as gr
+
+from vitviz.app import uploads
+from vitviz.app.tab import Tab
+from vitviz.models import cache as models
+from vitviz.specs import registry
+from vitviz.specs import views as spec
+from vitviz.views.attention import REGISTER_PAIR, REGISTERS_UNAVAILABLE
+
+TASKS = {"attention": "attention", "classify": "classify"}
+"""Tabs whose model list is a registry task."""
+
+
+def model_choices(task: str) -> list[tuple[str, str]]:
+    """(label, key) pairs: a model that cannot be had now says so ('…: needs download'); the value stays the key."""
+    return [(models.choice_label(k), k) for k in registry.keys(task)]
+
+
+def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
+    """The page-load callback: open the page as its link says (tab, picture, every setting), or on an example."""
+
+    def on_load(request: gr.Request) -> dict:
+        """Only the open tab gets its picture now (which starts its work); the others get theirs when first
+        opened. Only what the link sets (and the model lists' labels) is returned; the rest keeps its value."""
+        q = dict(request.query_params) if request is not None else {}
+        tab = q.get("tab") if q.get("tab") in spec.TABS else "patches"
+        available = models.available_now()
+        out: dict = {}
+        for name, views in spec.TABS.items():
+            form, held = tabs[name].form, {}
+            for view in views:
+                for key, value in view.from_link(q).items():
+                    field = view[key]
+                    if field in form.controls:
+                        out[form[field]] = list(value) if isinstance(value, tuple) else value
+                    elif field in form.browser:
+                        held[field.name] = value
+            if form.carrier is not None:
+                start = {f.name: f.default for f in form.browser} | held
+                out[form.carrier] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in start.items()})
+        for name, task in TASKS.items():  # model lists say which need a download; offline they open on the stand-in
+            field = spec.TABS[name][0]["model"]
+            control = tabs[name].form[field]
+            chosen = out.get(control) or (field.default if available.get(field.default, False) else
+                                          registry.OFFLINE_KEY)
+            out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
+        picture = tabs[tab].src
+        if picture is not None:
+            wanted = q.get("image")
+            if uploads.example_path(wanted):
+                out[picture] = uploads.example_path(wanted)
+            else:
+                out[picture] = uploads.example(tabs[tab].example(available))
+                if wanted and wanted.startswith("upload-"):
+                    out[page["notice"]] = gr.Markdown(
+                        f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, "
+                        "so it opens on an example instead: upload the picture again to see it. Every other "
+                        "setting in the link is restored.", visible=True)
+        if "tab" in q:
+            out[page["tabs"]] = gr.Tabs(selected=tab)
+        if q.get("projector") == "1":
+            out[page["projector"]] = True
+        registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
+        out[page["registers"]] = gr.Button(interactive=registers_ok)
+        if not registers_ok:
+            out[page["registers_note"]] = REGISTERS_UNAVAILABLE
+        out[page["opened"]] = tab
+        return out
+
+    return on_load
+
+
+def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
+    """Every component :func:`opener` may set."""
+    comps = [page[k] for k in ("tabs", "projector", "notice", "registers", "registers_note", "opened")]
+    for tab in tabs.values():
+        comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])
+    return list(dict.fromkeys(comps))

@@ -1,0 +1,124 @@
+"""The Patches tab: an image becomes a grid of patch tokens (and the toy, the filters, Swin's windows)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from vitviz.app import uploads
+from vitviz.app.components import Form, browser_view, download_row, explain, figure
+from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
+from vitviz.app.tab import Tab, signed
+from vitviz.render import browser
+from vitviz.specs import views as spec
+from vitviz.views import patches as patches_view
+from vitviz.views import show
+
+PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
+EXAMPLES = PHOTOS + ["scene_star.png", "scene_ring.png", "toy_8x8.png"]
+
+
+def inspector(picture, values: dict) -> dict:
+    """What the patch inspector draws in the browser: the fitted picture and the projection, sent once."""
+    fitted, _ = patches_view.fitted_for(uploads.picture(picture), values)
+    weight, bias = patches_view.projection(fitted.patch)
+    return browser.patches_payload(fitted, weight.numpy(), bias.numpy())
+
+
+def build(gr_tab: gr.Tab) -> Tab:
+    form = Form("patches")
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = form.add(spec.IMAGE)
+            for f in (spec.PATCH, spec.RESOLUTION, spec.POLICY, spec.MODEL_SIZE):
+                form.add(f)
+            go = gr.Button("Cut into patches", variant="primary")
+            gr.Examples([uploads.example(n) for n in EXAMPLES], inputs=[src], label="examples (click one)")
+            toy_setup = gr.Button("The toy from the notes: 8×8 image, 4×4 patches")
+            dl_button, dl_file = download_row("patches-bundle")
+            explain(
+                "A ViT never sees pixels one by one. It cuts the image into square patches, lays them out "
+                "row by row (p00, p01, …), flattens each into a list of numbers, and maps that list to one "
+                "vector with the same linear layer for every patch. Those vectors are the tokens. Halve the "
+                "patch size and you get four times as many tokens, and about sixteen times as many attention "
+                "entries.")
+        with gr.Column(scale=2):
+            note = gr.Markdown(elem_id="patches-note", elem_classes="vx-note")
+            summary = gr.Markdown(elem_id="patch-summary")
+            grid = figure("patch-grid", "The patch grid: click a patch (labels where they fit)")
+            inspector_view = browser_view("patches", "patch-inspector", "patch inspector: point at a patch or use the "
+                                          "arrow keys")
+            equivalence = gr.Markdown()
+            with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False):
+                vectors = figure("patch-vectors")
+            costs = gr.Markdown(elem_classes="vx-table", elem_id="cost-table")
+            chart = figure("cost-chart")
+    with gr.Accordion("The 8×8 toy, step by step", open=False) as toy_box:
+        toy_step = form.add(spec.TOY["step"])
+        toy_caption = gr.Markdown()
+        toy = figure("toy-step")
+    with gr.Accordion("What a trained patch projection learned: its filters' principal components",
+                      open=False) as filt_box:
+        explain("Each embedding dimension has its own P×P×3 filter: the patch's pixels, weighted and summed. "
+                "Principal components show what the filters share. The ViT paper found colour blobs and stripes "
+                "at several frequencies, like a CNN's first layer; that comes from training, not from the design.")
+        with gr.Row():
+            form.add(spec.FILTERS["model"])
+            filt_btn = gr.Button("Show its filters", scale=0, min_width=220)
+        filt_note = gr.Markdown()
+        filters = figure("patch-filters")
+    with gr.Accordion("Windowed attention (Swin): windows, shifted windows, and what attention costs",
+                      open=False) as win_box:
+        explain("Global attention compares every patch with every other: N² scores, so doubling the picture's side "
+                "makes sixteen times as many. Swin lets a patch attend only inside its M×M window (N·M² scores: "
+                "linear in N) and shifts the windows by half a window in every second block, so information still "
+                "crosses the borders. The plot uses this tab's patch size and model width.")
+        with gr.Row():
+            for name in ("window", "row", "col"):
+                form.add(spec.WINDOWS[name])
+        win_note = gr.Markdown()
+        win_fig = figure("swin-windows")
+        win_cost = figure("swin-cost")
+    tab = Tab("patches", form, note, gr_tab, default="cat.png")
+
+    # the public API: every view of the tab, typed from its declaration
+    endpoint(spec.PATCHES, lambda pic, v: answer(show("patches", uploads.picture(pic), v)), runs_model=False)
+    endpoint(spec.TOY, lambda _pic, v: answer(show("toy", None, v)), runs_model=False)
+    endpoint(spec.FILTERS, lambda _pic, v: answer(show("patch_filters", None, v)))
+    endpoint(spec.WINDOWS, lambda pic, v: answer(show("windows", uploads.picture(pic), v)), runs_model=False)
+    endpoint(spec.PATCHES, lambda pic, v: bundle_file("patches", v, uploads.picture(pic)), name="bundle_patches",
+             doc="The Patches view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
+             runs_model=False)
+
+    # the page's events
+    main = tab.event(spec.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
+                                               sh.texts["equivalence"], sh.texts["costs"], sh.figures["costs"], None),
+                     [note, summary, grid, equivalence, costs, chart, vectors])
+    fit_in = form.inputs(spec.PATCHES)
+    for trigger in tab.answer_triggers([go.click] + [form[f].change for f in (spec.PATCH, spec.POLICY,
+                                                                             spec.MODEL_SIZE)]
+                                       + [form[spec.RESOLUTION].release]):
+        shown = on(trigger, main, fit_in, main.outputs, trigger_mode="always_last")
+        on(shown.success, tab.quiet(inspector, spec.PATCHES), fit_in, inspector_view).then(
+            None, None, None, js=tab.reveal("#patch-summary"))
+
+    def click(*args: object) -> tuple:
+        *raw, evt = args
+        picture, values = form.values(spec.PATCHES, tuple(raw))
+        if picture is None:
+            return gr.skip()
+        fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
+        row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], fitted.patch, patches_view.scale_of(fitted))
+        image, _ = patches_view.grid_image(fitted, highlight=(row, col))
+        return image, patches_view.patch_vectors(fitted, row, col)
+
+    on(grid.select, signed(len(fit_in), click, "click_patch", select=True), fit_in, [grid, vectors])
+    tab.download(spec.PATCHES, dl_button, dl_file)
+    tab.accordion(spec.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))
+    tab.accordion(spec.FILTERS, filt_box, [filt_btn.click, form[spec.FILTERS["model"]].change],
+                  [("filters", filters)], ("text", filt_note), **MODEL)
+    tab.accordion(spec.WINDOWS, win_box, [form[spec.WINDOWS[n]].release for n in ("window", "row", "col")],
+                  [("windows", win_fig), ("cost", win_cost)], ("text", win_note))
+    on(toy_setup.click, lambda: (uploads.example("toy_8x8.png"), 4, 8, "stretch"), None,
+       [src, form[spec.PATCH], form[spec.RESOLUTION], form[spec.POLICY]], preprocess=True)
+    tab.remember_in_link((spec.PATCHES, spec.TOY, spec.FILTERS, spec.WINDOWS))
+    return tab

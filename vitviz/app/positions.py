@@ -1,0 +1,131 @@
+"""The Position-embeddings tab: sinusoidal and learned tables, their similarity, and relative positions."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from vitviz.app.components import Form, browser_view, download_row, explain, figure
+from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
+from vitviz.app.tab import Tab, signed
+from vitviz.render import browser
+from vitviz.specs import views as spec
+from vitviz.views import posembed as posembed_view
+from vitviz.views import show
+
+P = spec.POSITIONS
+
+
+def similarity_map(values: dict) -> dict:
+    """What the position-similarity map draws in the browser: the whole table's similarities, sent once."""
+    grid, name, _ = posembed_view.grid_for(values)
+    return browser.posembed_payload(grid, values["kind"], name, values["cmap"])
+
+
+def build(gr_tab: gr.Tab) -> Tab:
+    form = Form("positions")
+    with gr.Row():
+        with gr.Column(scale=1):
+            source = form.add(P["source"])
+            with gr.Row():
+                rows, cols = form.add(P["rows"]), form.add(P["cols"])
+            dim = form.add(P["dim"])
+            step = form.add(P["step"], visible=False)
+            form.add(P["kind"])
+            with gr.Row():
+                form.add(P["new_rows"]), form.add(P["new_cols"])
+            form.add(P["cmap"])
+            go = gr.Button("Show", variant="primary")
+            dl_button, dl_file = download_row("pe-bundle")
+            gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64], ["1D sinusoidal", 14, 14, 64],
+                         [spec.TIMELINE, 8, 8, 8]], inputs=[source, rows, cols, dim], label="examples (click one)")
+            explain(
+                "Attention alone cannot tell where a patch came from: shuffle the tokens and it computes the "
+                "same thing, shuffled. So each patch gets a position vector added. Sinusoidal ones are a fixed "
+                "formula (in 2D: half the dimensions code the row, half the column); learned ones start random "
+                "and training arranges them. Either way, nearby positions end up with similar vectors, which "
+                "the mosaic shows: each little map is one position's similarity to all others.")
+        with gr.Column(scale=2):
+            note = gr.Markdown(elem_id="positions-note", elem_classes="vx-note")
+            summary = gr.Markdown(elem_id="pe-summary")
+            pe_map = browser_view("posembed", "pe-explorer", "position similarity: point at a position or use the "
+                                  "arrow keys")
+            mosaic = figure("pe-mosaic", "Similarity mosaic: tile (r, c) is position (r, c) against all; click a tile")
+            tile = figure("pe-tile")
+            matrix = figure("pe-matrix")
+            sim = figure("pe-sim")
+            resampled = figure("pe-resampled", "The table resampled bicubically (as timm does for a new resolution)")
+    with gr.Accordion("Relative positions: 2D rotary encoding (RoPE)", open=False) as rope_box:
+        explain("Rotary encoding adds nothing to the tokens. It turns each query and key in small 2D planes by "
+                "angles proportional to its row (half the dimensions) and column (the other half), so the score "
+                "q·k depends only on how far apart the two patches are. The map puts one vector at the centre "
+                "and at every nearby key: the score falls off with the row and column offset, the same in every "
+                "place of the image.")
+        with gr.Row():
+            rope_in = [form.add(spec.ROTARY[n]) for n in ("dim", "reach", "base")]
+        rope = figure("pe-rotary")
+    with gr.Accordion("Relative positions: Swin's relative position bias", open=False) as rpb_box:
+        explain("Swin adds no position vector to the tokens either. Inside a window, each head adds a number to every "
+                "query-key score, looked up in a table by their offset. The same table serves every query, so what "
+                "a head prefers depends on where a key is relative to the query, never on where it is in the image.")
+        with gr.Row():
+            rpb_source = form.add(spec.RELATIVE_BIAS["source"])
+            rpb_m, rpb_heads = form.add(spec.RELATIVE_BIAS["window"]), form.add(spec.RELATIVE_BIAS["heads"])
+            rpb_block = form.add(spec.RELATIVE_BIAS["block"], visible=False)
+        with gr.Row():
+            rpb_rest = [form.add(spec.RELATIVE_BIAS[n]) for n in ("head", "row", "col")]
+        rpb_note = gr.Markdown()
+        rpb = figure("pe-relative-bias")
+    tab = Tab("positions", form, note, gr_tab)
+
+    endpoint(P, lambda _pic, v: answer(show("position_embeddings", None, v)), runs_model=False)
+    endpoint(spec.ROTARY, lambda _pic, v: answer(show("rotary", None, v)), runs_model=False)
+    endpoint(spec.RELATIVE_BIAS, lambda _pic, v: answer(show("relative_bias", None, v)))
+    endpoint(P, lambda _pic, v: bundle_file("position_embeddings", v, None), name="bundle_position_embeddings",
+             doc="The Position-embeddings view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
+             runs_model=False)
+
+    inputs = form.inputs(P)
+    main = tab.event(P, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["mosaic"], sh.figures["tile"],
+                                    sh.figures["matrix"], sh.figures["similarity"], sh.figures["resampled"]),
+                     [note, summary, mosaic, tile, matrix, sim, resampled], needs_picture=False)
+    pe_map_step = signed(len(inputs), lambda *args: similarity_map(P.check(form.values(P, args)[1])), "pe_map")
+
+    def both(*args):  # the figures, then the similarity map drawn in the browser (one step: a tab opened shows both)
+        *inputs_, _progress = args
+        return (*main(*args), pe_map_step(*inputs_))
+
+    both.__signature__ = main.__signature__
+    outputs = main.outputs + [pe_map]
+    on([go.click] + [form[f].change for f in P.settings()], both, inputs, outputs, trigger_mode="always_last").then(
+        None, None, None, js=tab.reveal("#pe-summary"))
+    tab.on_open = (both, inputs, outputs)
+
+    def controls(source_value):  # UI only: the grid and D apply to formulas, the checkpoint to the timeline
+        formula = source_value in spec.SINUSOIDAL
+        return (gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=formula),
+                gr.Slider(visible=source_value == spec.TIMELINE))
+
+    on(source.change, controls, source, [rows, cols, dim, step], queue=False)
+
+    def tile_at(*args):
+        *raw, evt = args
+        values = P.check(form.values(P, tuple(raw))[1])
+        grid, _, _ = posembed_view.grid_for(values)
+        row, col = posembed_view.tile_at(grid, values["kind"], evt.index[0], evt.index[1])
+        return posembed_view.tile_figure(grid, values["kind"], row, col, values["cmap"])
+
+    on(mosaic.select, signed(len(inputs), tile_at, "click_tile", select=True), inputs, tile)
+    tab.download(P, dl_button, dl_file)
+
+    tab.accordion(spec.ROTARY, rope_box, [c.release for c in rope_in], [("rotary", rope)])
+    tab.accordion(spec.RELATIVE_BIAS, rpb_box, [rpb_source.change] + [c.release for c in [rpb_m, rpb_heads, rpb_block]
+                                                                      + rpb_rest],
+                  [("relative_bias", rpb)], ("text", rpb_note), **MODEL)
+
+    def rpb_controls(source_value):  # UI only: M and the head count shape the formula; a Swin brings its own
+        formula = source_value == spec.RPB_FORMULA
+        return gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=not formula)
+
+    on(rpb_source.change, rpb_controls, rpb_source, [rpb_m, rpb_heads, rpb_block], queue=False)
+    tab.remember_in_link((P, spec.ROTARY, spec.RELATIVE_BIAS))
+    return tab

@@ -1,0 +1,229 @@
+"""How the app serves: the typed API made from the declared views, UI events, files it hands out, server settings.
+
+Every public endpoint is ``/<view>``: a typed function (``gr.api``) whose parameters are the view's declared
+settings, with their types, choices and defaults, so ``view_api()`` shows what the server accepts. It checks the
+values through the declaration (a wrong one gets a message naming the parameter and what it accepts), decodes the
+picture through vitviz's intake, and returns data only: one dict with the figures (PNG files), texts, numbers,
+the settings actually used and why any differ. The page's own events are private and call the same views.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import io
+import json
+import logging
+import os
+import typing
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import gradio as gr
+import numpy as np
+from gradio.data_classes import FileData
+
+from vitviz.specs.state import Field, View
+from vitviz.views import Shown, plain
+
+MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
+"""Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
+QUEUE_SIZE = int(os.environ.get("VITVIZ_QUEUE_SIZE", "128"))
+"""Requests waiting at most; past that the page says the app is busy and to try again in a moment."""
+MODEL = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
+"""The concurrency group of everything that runs a model."""
+log = logging.getLogger("vitviz")
+
+
+def friendly(fn: Callable) -> Callable:
+    """The library's ValueErrors (written for people) as gr.Error messages, logged in one line (no traceback)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as err:
+            log.info("refused %s: %s", getattr(fn, "__name__", "a request"), err)
+            raise gr.Error(str(err), title="Cannot use this") from None
+    return wrapper
+
+
+# ---- files handed out ----------------------------------------------------------------------------------------------
+
+def _cache_dir() -> Path:
+    from gradio import utils
+
+    return Path(utils.get_upload_folder())
+
+
+def figure_file(image) -> FileData:
+    """A figure as a PNG file in gradio's cache (which it serves and clears), with its recorded text size."""
+    from gradio import processing_utils
+
+    data = encode_png(image)
+    folder = _cache_dir() / processing_utils.hash_bytes(data)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "figure.png"
+    _write_atomically(path, data)
+    return FileData(path=str(path), orig_name=path.name, mime_type="image/png")
+
+
+def encode_png(image) -> bytes:
+    """gradio's PNG encoding at zlib level 1: the figures' PNG took 82 ms at level 6 and takes 22 ms (a 636×649
+    heads figure, 20% larger file); the text chunks (the recorded text size) are kept."""
+    from gradio import processing_utils
+
+    buf = io.BytesIO()
+    image.save(buf, "png", pnginfo=processing_utils.get_pil_metadata(image), compress_level=1)
+    return buf.getvalue()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    part.write_bytes(data)
+    os.replace(part, path)  # a reader sees the old complete file or the new one, never a partial one
+
+
+def bundle_file(view: str, values: dict, rgb: np.ndarray | None) -> FileData:
+    """A view's ZIP (figures, numbers, params.json, the picture) in a folder of its own in gradio's cache.
+
+    Every request writes its own folder and nothing is pruned here: gradio's cache clearing removes old ones.
+    """
+    from vitviz.tools import bundle
+
+    path = bundle.write(view, values, rgb, _cache_dir() / "vitviz-bundles" / uuid.uuid4().hex)
+    return FileData(path=str(path), orig_name=path.name, mime_type="application/zip")
+
+
+def answer(shown: Shown) -> dict:
+    """What an endpoint returns for one view: data only (no UI updates)."""
+    s = shown.settled
+    return {"model": shown.model, "notice": shown.note(), "settings": plain(s.values if s else {}),
+            "adjusted": plain(s.adjusted() if s else {}), "texts": shown.texts,
+            "figures": {name: figure_file(image) for name, image in shown.figures.items()},
+            "numbers": plain(shown.numbers)}
+
+
+# ---- the typed API, from the declarations ---------------------------------------------------------------------
+
+def python_type(field: Field) -> Any:
+    """The type hint that makes ``view_api()`` describe ``field`` (gradio reads it into the endpoint's schema)."""
+    if field.kind == "image":
+        return FileData
+    if field.kind == "int":
+        return int
+    if field.kind == "float":
+        return float
+    if field.kind == "bool":
+        return bool
+    if field.kind == "cell":
+        return typing.Optional[str]
+    return typing.Literal[tuple(field.options())]
+
+
+def signature(view: View) -> inspect.Signature:
+    """The endpoint's parameters: the view's settings, named, typed and with their defaults (the picture first)."""
+    params = []
+    for f in view.fields:
+        default = inspect.Parameter.empty if f.kind == "image" else f.default
+        if isinstance(default, tuple):
+            default = ",".join(map(str, default))
+        params.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                        annotation=python_type(f)))
+    return inspect.Signature(params, return_annotation=dict)
+
+
+def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | None = None, doc: str = "",
+             runs_model: bool = True) -> None:
+    """Register ``/<name or view.name>``: ``respond(picture as sent, checked settings)`` behind the view's typed
+    signature; ValueErrors become messages."""
+    sig = signature(view)
+
+    def call(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        raw = dict(bound.arguments)
+        picture = raw.pop("image", None)
+        return respond(picture, view.check(raw))
+
+    call.__signature__ = sig
+    call.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()} | {"return": dict}
+    call.__name__ = call.__qualname__ = name or view.name
+    call.__doc__ = doc or f"The {view.title} view: " + "; ".join(f"{f.name}: {f.label}, {f.accepts()}"
+                                                                 for f in view.settings())
+    gr.api(friendly(call), api_name=name or view.name, **(MODEL if runs_model else {}))
+
+
+# ---- the page's own events ------------------------------------------------------------------------------------
+
+def with_progress(n: int, fn: Callable[..., Any]) -> Callable:
+    """A function of ``n`` inputs and gradio's progress tracker for a private event: ``fn(args, progress)``.
+
+    (gradio gives progress to a parameter whose default is ``gr.Progress()``; a ``*args`` function has none.)
+    """
+    params = [inspect.Parameter(f"input{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(n)]
+    params.append(inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()))
+
+    def call(*args):
+        *inputs, progress = args
+        return fn(tuple(inputs), lambda f, msg: progress(f, desc=msg))
+
+    call.__signature__ = inspect.Signature(params)
+    call.__name__ = getattr(fn, "__name__", "event")
+    return friendly(call)
+
+
+def on(triggers, fn: Callable, inputs, outputs, **kwargs):
+    """A private page event: raw inputs (vitviz's declarations check them), never part of the API."""
+    kwargs.setdefault("api_visibility", "private")
+    kwargs.setdefault("preprocess", False)
+    if isinstance(triggers, list):
+        return gr.on(triggers, fn, inputs, outputs, **kwargs)
+    return triggers(fn, inputs, outputs, **kwargs)
+
+
+def return_freed_memory() -> bool:
+    """Ask glibc to give large freed buffers back to the system at once (a server setting, not the library's).
+
+    By default glibc raises its mmap threshold after the first large free, so the next big buffers (decoded
+    uploads, attention matrices) come from the heap and stay with the process after the request. A fixed 1 MiB
+    threshold keeps them mmapped: with 12 concurrent 6320×6320 uploads the server stayed 526 MB up afterwards
+    without it, and came back to within 100 MB with it (tests/test_app_crowd.py).
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(-3, 1 << 20))  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):  # not glibc: nothing to do
+        return False
+
+
+def _save_pil_atomically(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
+    """gradio's ``save_pil_to_cache`` (for the page's figures), PNG at zlib level 1, renamed into place."""
+    from gradio import processing_utils
+
+    data = encode_png(img) if format.lower() == "png" else processing_utils.encode_pil_to_bytes(img, format)
+    folder = Path(cache_dir) / processing_utils.hash_bytes(data)
+    folder.mkdir(exist_ok=True, parents=True)
+    path = (folder / f"{name}.{format}").resolve()
+    _write_atomically(path, data)
+    return str(path)
+
+
+def atomic_image_cache() -> None:
+    """Make gradio's cache of output pictures safe for identical answers given at the same moment.
+
+    gradio names a cached picture after its content and rewrites the file in place, so when two students get the
+    same figure at once, one download can catch the file while the other request is rewriting it (seen as an
+    empty image.webp at 32 clients in benchmarks/load.py).
+    """
+    from gradio import processing_utils
+
+    processing_utils.save_pil_to_cache = _save_pil_atomically
+
+
+def json_state(values: dict) -> str:
+    """Settings as the carrier of a browser view holds them."""
+    return json.dumps(plain(values))

@@ -1,0 +1,126 @@
+"""Pictures arriving at the app: whatever way they come, decoded once by vitviz's intake, named for the link.
+
+A picture comes as gradio's file record (an upload, an example, a client's ``handle_file``), a path the server set,
+or a ``data:`` URL in the request body. All go through :func:`picture`: the same size limits, the same intake
+(:func:`vitviz.core.images.load_rgb`, which refuses what cannot or should not be decoded with a message for a
+student), and one decode cache bounded in bytes and keyed by what the bytes are.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vitviz import assets
+from vitviz.core import images
+from vitviz.core.lru import LRU
+
+MAX_UPLOAD_BYTES = 50 * 2**20
+"""The largest file accepted, however it arrives (gradio's own upload limit is set to the same)."""
+DECODED_BYTES = 256 * 2**20
+"""Decoded pictures kept for the requests that follow (the check on upload, then the tab's work)."""
+_decoded: LRU[np.ndarray] = LRU(16, DECODED_BYTES, lambda a: a.nbytes)
+
+
+def _source(payload: Any) -> tuple[str | bytes, str]:
+    """(a path or the bytes, a key naming their content) for a picture however it arrived."""
+    if isinstance(payload, dict):
+        url = payload.get("url") or ""
+        if url.startswith("data:"):
+            payload = url
+        else:
+            payload = payload.get("path")
+    if isinstance(payload, str) and payload.startswith("data:"):
+        head, _, body = payload.partition(",")
+        if len(body) > MAX_UPLOAD_BYTES * 4 // 3 + 4:
+            raise ValueError(f"This picture is larger than {MAX_UPLOAD_BYTES // 2**20} MiB, the limit for any "
+                             "upload. Please send a smaller file.")
+        try:
+            data = base64.b64decode(body, validate=True) if ";base64" in head else body.encode()
+        except (binascii.Error, ValueError):
+            raise ValueError("That data: URL is not valid base64; please send the picture as a file.") from None
+        return data, "sha1:" + hashlib.sha1(data).hexdigest()
+    if isinstance(payload, (bytes, bytearray)):
+        data = bytes(payload)
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise ValueError(f"This picture is larger than {MAX_UPLOAD_BYTES // 2**20} MiB, the limit for any "
+                             "upload. Please send a smaller file.")
+        return data, "sha1:" + hashlib.sha1(data).hexdigest()
+    if isinstance(payload, (str, Path)) and str(payload):
+        path = Path(payload)
+        if not _may_read(path):
+            raise ValueError("That picture was not uploaded to this app; please upload it (or send it as a data: URL).")
+        try:
+            st = path.stat()
+        except OSError:
+            raise ValueError("No picture was received (the file is gone); please upload it again.") from None
+        if st.st_size > MAX_UPLOAD_BYTES:
+            raise ValueError(f"This picture is larger than {MAX_UPLOAD_BYTES // 2**20} MiB, the limit for any "
+                             "upload. Please send a smaller file.")
+        return str(path), f"file:{path}:{st.st_size}:{st.st_mtime_ns}"  # uploads are never rewritten in place
+    raise ValueError("Please choose a picture first: upload one, use the webcam, or click an example.")
+
+
+def _may_read(path: Path) -> bool:
+    """Only files uploaded to this app (gradio checked them) and vitviz's own examples: a path typed into a request
+    must not read anything else on the server."""
+    from gradio import utils
+
+    real = path.resolve()
+    return any(real.is_relative_to(Path(root).resolve()) for root in (utils.get_upload_folder(), assets.ROOT))
+
+
+def picture(payload: Any) -> np.ndarray:
+    """The picture as a read-only (H, W, 3) uint8 array, shrunk while decoding to what the largest view uses.
+
+    Decoded once per content: the check that clears a bad picture and the tab's work that follows share it.
+    Raises ``ValueError`` with a message for a student.
+    """
+    src, key = _source(payload)
+
+    def decode() -> np.ndarray:
+        rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
+        rgb.flags.writeable = False  # shared by the requests that use this picture: nobody may change it
+        return rgb
+
+    return _decoded.get_or_make(key, decode)
+
+
+@functools.lru_cache(maxsize=1)
+def example_keys() -> dict[str, str]:
+    """Fingerprint of each shipped example -> its name in a link (the file name without extension)."""
+    return {images.fingerprint(assets.example(name)): name for name in assets.example_names()}
+
+
+def image_key(payload: Any) -> str:
+    """How a link names the picture: an example's name, or 'upload-<hash>' for an upload (which cannot travel)."""
+    if payload is None:
+        return ""
+    try:
+        src, _ = _source(payload)
+    except ValueError:
+        return ""
+    fp = images.fingerprint(src)
+    return example_keys().get(fp, f"upload-{fp}")
+
+
+def example_path(key: str | None) -> str | None:
+    """The example file a link names, or None (no such example, or an upload)."""
+    if not key or key.startswith("upload-"):
+        return None
+    try:
+        return str(assets.example(key))
+    except KeyError:
+        return None
+
+
+def example(name: str) -> str:
+    """An example picture's path by its file name (as the tabs list them)."""
+    return os.fspath(assets.EXAMPLES / name)
