@@ -4,6 +4,8 @@
     python -m benchmarks.load --clients 16 --concurrency 1 2 4   # compare the model group's size
     python -m benchmarks.load --forwards         # why a lock per model: serial vs parallel forwards
     python -m benchmarks.load --worst            # peak memory of the largest request the budget accepts
+    python -m benchmarks.load --side-doors       # the paths around the queue: row fetches, large pictures,
+                                                 # downloads after a pause, fresh sessions (peak RSS each)
 
 The app runs as its own process (``python app.py``, offline: the Attention and
 Classify requests use the embedded model), so the server's resident memory is
@@ -320,6 +322,137 @@ def worst_table() -> None:
           f"{r['peak_mb']:.0f} MB | {r['estimate_mb']:.0f} MB |")
 
 
+# ---- the side doors ---------------------------------------------------------------------------
+
+def side_doors() -> None:
+    """The app launched in this process (so the model cache can hold a DINO ViT-S/8-shaped checkpoint with random
+    weights, and the session store can be counted); requests from threads; the process's peak RSS for each case."""
+    import base64
+    import uuid
+
+    import httpx
+    import numpy as np
+    from PIL import Image
+
+    from benchmarks.bench import PeakRSS, dino_checkpoint
+    from vitviz import app, assets
+    from vitviz.app import serving
+    from vitviz.core import images
+    from vitviz.models import budget, loaders
+    from vitviz.models import cache as models
+    from vitviz.specs import registry
+    from vitviz.specs import views as spec
+    from vitviz.views import attention as attention_view
+
+    tmp = Path(tempfile.mkdtemp(prefix="vitviz-doors-"))
+    s8 = registry.REGISTRY["DINO ViT-S/8"]
+    models._cache["DINO ViT-S/8"] = loaders.load_hf(dino_checkpoint(tmp / "dino"), spec=s8)
+    demo = app.build_demo()
+    port = free_port()
+    demo.launch(**{**app.launch_kwargs(), "server_port": port, "prevent_thread_lock": True, "quiet": True})
+    url = f"http://127.0.0.1:{port}/"
+    http = httpx.Client(timeout=600)
+    rows = []
+
+    def case(name: str, n: int, fn) -> None:
+        budget.SERVER.peak = 0
+        with PeakRSS() as mem, ThreadPoolExecutor(min(n, 48)) as pool:
+            t0 = time.perf_counter()
+            results = list(pool.map(fn, range(n)))
+            seconds = time.perf_counter() - t0
+        errors = sum(1 for r in results if r is not True)
+        rows.append((name, n, errors, seconds, mem.start / 2**20, mem.peak / 2**20, budget.SERVER.peak / 2**20))
+
+    # 1. 48 row fetches at once on a 512-px analysis of the cat cut square (DINO ViT-S/8 shape: 64×64 patches, under
+    #    its token limit), spread over the 12 layers
+    cat = images.load_rgb(assets.EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE)
+    side = min(cat.shape[:2])
+    cat = np.ascontiguousarray(cat[:side, (cat.shape[1] - side) // 2:][:, :side])
+    values = spec.ATTENTION.check({"model": "DINO ViT-S/8", "resolution": 512})
+    a, _ = attention_view.analysis_for(cat, values)
+    explorer = next(b._id for b in demo.blocks.values() if getattr(b, "elem_id", None) == "attention-explorer")
+
+    def fetch_rows(i: int):
+        r = http.post(f"{url}gradio_api/component_server", json={
+            "session_hash": uuid.uuid4().hex, "component_id": explorer, "fn_name": "explorer_rows",
+            "data": [a.token, i % a.maps.layers]}).json()
+        if "file" not in r:
+            return r
+        with http.stream("GET", f"{url}gradio_api/file={r['file']}") as got:  # read as a browser does, not kept
+            size = sum(len(chunk) for chunk in got.iter_bytes())
+        return size == r["heads"] * a.maps.cls.shape[-1] ** 2 * int(r["dtype"][1])
+
+    case(f"row fetches, 512-px DINO ViT-S/8 shape ({a.maps.grid[0]}×{a.maps.grid[1]} patches)", 48, fetch_rows)
+
+    # 2. 32 large pictures at once (40 megapixels each, half uploaded, half as data: URLs in the request)
+    big = []
+    kept = Path(tempfile.gettempdir()) / "vitviz-bench-large"  # kept between runs: they take a minute to make
+    kept.mkdir(exist_ok=True)
+    for i in range(32):
+        path = kept / f"big{i}.png"
+        if not path.exists():
+            rgb = np.empty((5000, 8000, 3), np.uint8)
+            rgb[..., 0] = (np.arange(8000) * 255 // 8000).astype(np.uint8)
+            rgb[..., 1] = (np.arange(5000) * 255 // 5000).astype(np.uint8)[:, None]
+            rgb[..., 2] = i * 7
+            Image.fromarray(rgb).save(path, compress_level=1)
+        big.append(path)
+
+    def large_picture(i: int):
+        data = big[i].read_bytes()
+        if i % 2:
+            picture = {"url": "data:image/png;base64," + base64.b64encode(data).decode(),
+                       "meta": {"_type": "gradio.FileData"}}
+        else:
+            path = http.post(f"{url}gradio_api/upload", files={"files": (big[i].name, data, "image/png")}).json()[0]
+            picture = {"path": path, "meta": {"_type": "gradio.FileData"}}
+        answer = _raw(http, url, "patches", [picture, 16, 224, "crop", "ViT-B"])
+        return "event: complete" in answer or answer[:300]
+
+    case("large pictures at once (8000×5000 PNG)", 32, large_picture)
+
+    # 3. 16 downloads at once after a pause (many old bundle folders in the cache)
+    old = serving.cache_dir() / "vitviz-bundles"
+    for i in range(200):
+        (old / f"old{i}").mkdir(parents=True, exist_ok=True)
+        (old / f"old{i}" / "x.zip").write_bytes(b"x")
+        os.utime(old / f"old{i}", (0, 0))
+    star = {"path": http.post(f"{url}gradio_api/upload", files={"files": (
+        "star.png", (assets.EXAMPLES / "scene_star.png").read_bytes(), "image/png")}).json()[0],
+        "meta": {"_type": "gradio.FileData"}}
+
+    def download(i: int):
+        answer = _raw(http, url, "bundle_patches", [star, 16, 224, "crop", "ViT-B"])
+        return "event: complete" in answer and ".zip" in answer or answer[:300]
+
+    case("downloads at once after a pause", 16, download)
+
+    # 4. 2,000 fresh sessions
+    def session(i: int):
+        r = http.post(f"{url}gradio_api/component_server", json={
+            "session_hash": uuid.uuid4().hex, "component_id": explorer, "fn_name": "explorer_rows",
+            "data": ["0" * 16, 0]})
+        return r.status_code == 200
+
+    before = len(demo.state_holder.session_data)
+    case("fresh sessions (one request each)", 2000, session)
+    kept = len(demo.state_holder.session_data) - before
+
+    print(f"server-wide budget {budget.mib(budget.SERVER.total)}, session cap {serving.SESSIONS}, "
+          f"{kept} sessions kept after 2,000")
+    print("| case | at once | errors | seconds | RSS before | peak RSS | budget peak |")
+    print("|---|---|---|---|---|---|---|")
+    for name, n, errors, seconds, start, peak, reserved in rows:
+        print(f"| {name} | {n:,} | {errors} | {seconds:.1f} | {start:,.0f} MiB | {peak:,.0f} MiB | {reserved:,.0f} MiB |")
+    demo.close()
+
+
+def _raw(http, url: str, api: str, args: list) -> str:
+    r = http.post(f"{url}gradio_api/call/{api}", json={"data": args})
+    r.raise_for_status()
+    return http.get(f"{url}gradio_api/call/{api}/{r.json()['event_id']}").text
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 32])
@@ -328,6 +461,7 @@ def main() -> None:
     ap.add_argument("--forwards", action="store_true")
     ap.add_argument("--worst", action="store_true")
     ap.add_argument("--worst-one", metavar="CKPT")
+    ap.add_argument("--side-doors", action="store_true")
     args = ap.parse_args()
     if args.worst_one:
         print(json.dumps(worst_one(args.worst_one)))
@@ -335,7 +469,9 @@ def main() -> None:
     import torch
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
-    if args.forwards:
+    if args.side_doors:
+        side_doors()
+    elif args.forwards:
         forwards_table()
     elif args.worst:
         worst_table()

@@ -110,8 +110,8 @@ def raw_call(app_url: str, api: str, data_json: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def app_url():
-    """The real app, launched on 127.0.0.1 for the whole session."""
+def served():
+    """The real app, launched on 127.0.0.1 for the whole session: (its Blocks, its URL)."""
     from vitviz import app
 
     demo = app.build_demo()
@@ -119,8 +119,14 @@ def app_url():
     kwargs = app.launch_kwargs()
     kwargs.update(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     demo.launch(**kwargs)
-    yield f"http://127.0.0.1:{port}/"
+    yield demo, f"http://127.0.0.1:{port}/"
     demo.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(served):
+    """The URL of the app launched for the whole session."""
+    return served[1]
 
 
 @pytest.fixture(scope="module")

@@ -129,7 +129,7 @@ def test_shuffle_experiment_endpoint(client):
 def test_bad_upload_gives_a_clear_error_and_app_keeps_serving(client, tmp_path):
     bad = tmp_path / "notes.png"
     bad.write_text("this is a text file, not a picture")
-    with pytest.raises(Exception, match="not an image we can read"):
+    with pytest.raises(Exception, match="not an image vitviz can read"):
         client.predict(handle_file(str(bad)), 16, 224, "crop", "ViT-B", api_name="/patches")
     r = client.predict(picture("coffee.png"), 32, 224, "crop", "ViT-B", api_name="/patches")
     assert "7·7 = 49" in r["texts"]["summary"]

@@ -268,6 +268,8 @@ def test_another_layers_rows_are_fetched_once_and_kept(app_url, browser, dino_in
         page.wait_for_timeout(150)
     _wait(page, "layer", 11)
     assert len(rows_fetched()) == 1
+    files = [c for c in calls if "/gradio_api/file=" in c and "/vitviz-rows/rows-" in c]
+    assert len(files) == 1 and files[0].endswith(".f2")  # the rows came as a file the server streams, once
     shown = _shown(page)
     rgb = images.load_rgb(EXAMPLES / "scene_ring.png", images.INTAKE_SHORT_SIDE)
     rows = analysis.analyse(dino_in_cache, rgb, 224).maps.query_rows(10)

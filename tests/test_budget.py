@@ -17,6 +17,7 @@ from vitviz.core import images
 from vitviz.models import budget, loaders
 from vitviz.models import cache as models
 from vitviz.specs import registry
+from vitviz.specs.state import Field
 from vitviz.specs.views import FIT_POLICIES
 from vitviz.views import patches as patches_view
 
@@ -79,20 +80,19 @@ def test_fitted_shape_predicts_fit_to_patches(policy):
         assert images.fitted_shape(h, w, size, patch, policy) == fitted.image.shape[:2]
 
 
-@pytest.mark.parametrize("value, words", [
-    (float("nan"), "ordinary number"), (math.inf, "ordinary number"), (-math.inf, "ordinary number"),
-    ("abc", "must be a number"), (None, "must be a number"), (True, "must be a number"),
-    (1.5, "whole number"), (13, "between 1 and 12"), (0, "between 1 and 12"),
-])
-def test_numbers_from_outside_are_checked(value, words):
-    with pytest.raises(ValueError, match=words):
-        budget.number(value, "layer", 1, 12, integer=True)
+LAYER = Field("layer", "int", 4, "layer", lo=1, hi=12)
+OPACITY = Field("alpha", "float", 0.5, "opacity", lo=0, hi=1)
+
+
+@pytest.mark.parametrize("value", [float("nan"), math.inf, -math.inf, "abc", None, True, [3], {"v": 3}, 1.5, 13, 0])
+def test_numbers_from_outside_are_checked(value):
+    with pytest.raises(ValueError, match=r"`layer` \(layer\) must be a whole number from 1 to 12; got"):
+        LAYER.check(value)
 
 
 def test_numbers_that_fit_pass_through():
-    assert budget.number("7", "layer", 1, 12, integer=True) == 7
-    assert budget.number(7.0, "layer", 1, 12, integer=True) == 7
-    assert budget.number(0.25, "opacity", 0, 1) == 0.25
+    assert LAYER.check("7") == 7 and isinstance(LAYER.check(7.0), int)
+    assert OPACITY.check(0.25) == 0.25
 
 
 def _png(img: Image.Image) -> bytes:

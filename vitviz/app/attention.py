@@ -11,7 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import uploads
+from vitviz.app import serving, uploads
 from vitviz.app.components import Form, browser_view, download_row, explain, figure
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
@@ -36,14 +36,19 @@ def explorer_payload(picture, values: dict, progress=None) -> dict:
 def explorer_rows(call: list) -> dict:
     """Server function of the explorer: one more layer's patch-to-patch rows (fetched once per layer).
 
-    gradio hands a server function the browser's arguments as one list: here [token, 0-based layer].
+    gradio hands a server function the browser's arguments as one list: here [token, 0-based layer]. These calls
+    skip gradio's queue, so the answer is small: the name of a file the server streams (the rows are written once
+    per picture and layer, reserving their size from the server-wide budget), or why there is none.
     """
     try:
         token, layer = call
         layer = int(layer)
     except (TypeError, ValueError):
         return {"layer": -1, "missing": "the explorer asked for rows in a form the server does not know"}
-    return browser.rows_for(str(token), layer)
+    try:
+        return browser.rows_for(str(token), layer, serving.cache_dir() / "vitviz-rows")
+    except ValueError as err:  # the server's budget stayed full: the explorer says so and asks again later
+        return {"layer": layer, "missing": str(err)}
 
 
 def build(gr_tab: gr.Tab) -> Tab:

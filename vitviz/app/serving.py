@@ -31,6 +31,10 @@ MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
 """Events that run a model share one concurrency group of this size (benchmarks/load.py measured 1, 2, 4)."""
 QUEUE_SIZE = int(os.environ.get("VITVIZ_QUEUE_SIZE", "128"))
 """Requests waiting at most; past that the page says the app is busy and to try again in a moment."""
+SESSIONS = int(os.environ.get("VITVIZ_SESSIONS", "500"))
+"""Sessions whose state the server keeps (the least recently used go first; a page whose session went simply
+starts a fresh one). gradio keeps about 0.5 MiB per session (a copy of the page's configuration): 500 sessions
+are at most about 260 MiB (gradio's default of 10,000 would be 5 GiB)."""
 MODEL = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
 """The concurrency group of everything that runs a model."""
 log = logging.getLogger("vitviz")
@@ -44,13 +48,14 @@ def friendly(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except ValueError as err:
             log.info("refused %s: %s", getattr(fn, "__name__", "a request"), err)
-            raise gr.Error(str(err), title="Cannot use this") from None
+            raise gr.Error(str(err), title="Cannot use this", print_exception=False) from None
     return wrapper
 
 
 # ---- files handed out ----------------------------------------------------------------------------------------------
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """gradio's folder of files it serves (and clears)."""
     from gradio import utils
 
     return Path(utils.get_upload_folder())
@@ -61,7 +66,7 @@ def figure_file(image) -> FileData:
     from gradio import processing_utils
 
     data = encode_png(image)
-    folder = _cache_dir() / processing_utils.hash_bytes(data)
+    folder = cache_dir() / processing_utils.hash_bytes(data)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "figure.png"
     _write_atomically(path, data)
@@ -91,7 +96,7 @@ def bundle_file(view: str, values: dict, rgb: np.ndarray | None) -> FileData:
     """
     from vitviz.tools import bundle
 
-    path = bundle.write(view, values, rgb, _cache_dir() / "vitviz-bundles" / uuid.uuid4().hex)
+    path = bundle.write(view, values, rgb, cache_dir() / "vitviz-bundles" / uuid.uuid4().hex)
     return FileData(path=str(path), orig_name=path.name, mime_type="application/zip")
 
 

@@ -3,7 +3,8 @@
 A picture comes as gradio's file record (an upload, an example, a client's ``handle_file``), a path the server set,
 or a ``data:`` URL in the request body. All go through :func:`picture`: the same size limits, the same intake
 (:func:`vitviz.core.images.load_rgb`, which refuses what cannot or should not be decoded with a message for a
-student), and one decode cache bounded in bytes and keyed by what the bytes are.
+student), the server-wide memory budget while decoding (:func:`vitviz.models.budget.reserve`, from an estimate
+read in the file's header), and one decode cache bounded in bytes and keyed by a hash of the bytes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from vitviz import assets
 from vitviz.core import images
 from vitviz.core.lru import LRU
+from vitviz.models import budget
 
 MAX_UPLOAD_BYTES = 50 * 2**20
 """The largest file accepted, however it arrives (gradio's own upload limit is set to the same)."""
@@ -86,7 +88,8 @@ def picture(payload: Any) -> np.ndarray:
     src, key = _source(payload)
 
     def decode() -> np.ndarray:
-        rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
+        with budget.reserve(images.decode_bytes(src, images.INTAKE_SHORT_SIDE), "decoding this picture"):
+            rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
         rgb.flags.writeable = False  # shared by the requests that use this picture: nobody may change it
         return rgb
 

@@ -45,7 +45,7 @@ def _open(src: ImageSource) -> Image.Image:
         return Image.open(io.BytesIO(src))
     path = Path(src)
     if not path.is_file():
-        raise ValueError("No image was received; please upload one again.")
+        raise ValueError("The picture's file is missing (it may have been removed); choose it again.")
     if path.stat().st_size == 0:
         raise ValueError("The file is empty.")
     return Image.open(path)
@@ -144,7 +144,7 @@ def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
         if w * h > MAX_PIXELS:
             raise ValueError(
                 f"This image is {w}×{h} = {w * h / 1e6:.0f} megapixels; the limit is {MAX_PIXELS / 1e6:.0f}. "
-                "Please upload a smaller picture."
+                "Please use a smaller picture."
             )
         if getattr(im, "n_frames", 1) > 1:
             im.seek(0)
@@ -154,13 +154,36 @@ def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
     except ValueError:
         raise
     except Image.DecompressionBombError as err:
-        raise ValueError("This image is too large to open safely. Please upload a smaller picture.") from err
+        raise ValueError("This image is too large to open safely. Please use a smaller picture.") from err
     except UnidentifiedImageError as err:
-        raise ValueError("That file is not an image we can read. Please upload a PNG, JPEG, GIF or WebP.") from err
+        raise ValueError("That file is not an image vitviz can read: use a PNG, JPEG, GIF or WebP picture.") from err
     except (OSError, SyntaxError, EOFError) as err:
         raise ValueError("The image file is damaged or incomplete. Please try another file.") from err
     check_shape(rgb.shape[0], rgb.shape[1])
     return np.ascontiguousarray(rgb)
+
+
+def decode_bytes(src: ImageSource, short_side: int | None = None) -> int:
+    """Estimated peak bytes of :func:`load_rgb` on ``src``, read from the file's header (nothing is decoded).
+
+    PIL holds a decoded picture at up to 4 bytes per pixel (RGB is stored as RGBX), and one conversion of it may be
+    alive at once: 8 bytes per decoded pixel. A JPEG that draft mode decodes at 1/2, 1/4 or 1/8 scale counts at that
+    scale. A header that cannot be read counts as 1 MiB (decoding will refuse it at once).
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            im = _open(src)
+    except Exception:  # noqa: BLE001 - load_rgb says what is wrong with it
+        return 2**20
+    w, h = im.size
+    if im is not src:
+        im.close()
+    factor = min(w, h) // short_side if short_side else 1
+    if im.format == "JPEG" and factor >= 2:
+        scale = 8 if factor >= 8 else 4 if factor >= 4 else 2
+        w, h = -(-w // scale), -(-h // scale)
+    return max(8 * w * h, 2**20)
 
 
 def check_shape(h: int, w: int, patch: int = MIN_SIDE) -> None:

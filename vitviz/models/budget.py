@@ -6,20 +6,32 @@
   ``REQUEST_BYTES``; that gives each model and probe its own token limit (:func:`max_tokens`). Each probe
   states what it keeps (:meth:`vitviz.models.runner.Probe.estimate`); the part every recorded forward shares
   is :func:`forward_bytes`;
-- **patch grids**: the Patches tab draws at most ``MAX_GRID_PATCHES`` patches.
+- **patch grids**: the Patches tab draws at most ``MAX_GRID_PATCHES`` patches;
+- **the server as a whole**: everything that takes much memory while it runs (decoding a picture, a forward,
+  packing the explorer's data, a layer's rows) first reserves its estimate from one server-wide budget
+  (:data:`SERVER`, ``VITVIZ_MEMORY_BUDGET`` bytes, 2 GiB unless set). Work that would pass it waits until others
+  finish, and is refused with a message after ``VITVIZ_MEMORY_WAIT`` seconds, so a class doing the same thing at the
+  same moment queues instead of taking the server's memory.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Callable
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 from vitviz.specs.registry import ModelSpec
 
-REQUEST_BYTES = 2 * 2**30
-"""Peak memory one forward may take (estimate, checked before the forward)."""
+SERVER_BYTES = int(float(os.environ.get("VITVIZ_MEMORY_BUDGET", str(2 * 2**30))))
+"""What all running work together may reserve (estimates), on top of the loaded models and the bounded caches."""
+WAIT_SECONDS = float(os.environ.get("VITVIZ_MEMORY_WAIT", "120"))
+"""How long work waits for others to free the server's budget before it is refused."""
+REQUEST_BYTES = min(2 * 2**30, SERVER_BYTES)
+"""Peak memory one forward may take (estimate, checked before the forward); never more than the server's budget."""
 ATTENTION_COPIES = 2
 """(H, T, T) float32 matrices alive at once inside one eager attention layer (scores and softmax). With it the
 estimate is 1.41 GB for DINO ViT-S/8 at 3,601 tokens, where ``benchmarks/bench.py`` measured 1.00 GB."""
@@ -84,20 +96,65 @@ def check_grid(grid: tuple[int, int]) -> None:
             "Choose a larger patch size, a smaller resolution, or the crop policy.")
 
 
-def number(value: object, name: str, lo: float, hi: float, integer: bool = False) -> float | int:
-    """``value`` as a finite number in [lo, hi] (an int if ``integer``), else ``ValueError`` naming ``name``."""
-    if isinstance(value, bool):
-        raise ValueError(f"The {name} must be a number, not {value!r}.")
-    try:
-        v = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"The {name} must be a number, not {value!r}.") from None
-    if not math.isfinite(v):
-        raise ValueError(f"The {name} must be an ordinary number, not {value!r}.")
-    if not lo <= v <= hi:
-        raise ValueError(f"The {name} must be between {lo:g} and {hi:g}; {v:g} is outside.")
-    if integer:
-        if v != round(v):
-            raise ValueError(f"The {name} must be a whole number, not {v:g}.")
-        return int(round(v))
-    return v
+class Gate:
+    """A server-wide memory budget: the estimates of the work running now add up to at most ``total`` bytes.
+
+    :meth:`reserve` holds an estimate for the length of a ``with`` block; work that would pass the total waits for
+    others to finish (first come, first served as the condition wakes them) and is refused with a message after
+    ``wait`` seconds. One thread's reservations inside its own (a decode inside a bundle, say) never wait: a thread
+    never waits for memory it holds itself.
+    """
+
+    def __init__(self, total: int, wait: float = WAIT_SECONDS) -> None:
+        self.total, self.wait = int(total), float(wait)
+        self.used = 0
+        """Bytes reserved now."""
+        self.peak = 0
+        """The most ever reserved at once."""
+        self.waited = 0
+        """Reservations that had to wait."""
+        self.refused = 0
+        self._cond = threading.Condition()
+        self._held = threading.local()
+
+    @contextmanager
+    def reserve(self, nbytes: int, what: str) -> Iterator[None]:
+        """Hold ``nbytes`` (an estimate) of the budget while the block runs; ``what`` names the work for messages."""
+        n = max(0, int(nbytes))
+        if n > self.total:
+            self.refused += 1
+            log.info("refused %s: %s over the server's %s", what, mib(n), mib(self.total))
+            raise ValueError(f"{what.capitalize()} would need about {mib(n)}, more than this server allows for all "
+                             f"work at once ({mib(self.total)}). Choose a smaller short side or a smaller picture.")
+        nested = getattr(self._held, "depth", 0) > 0
+        with self._cond:
+            if not nested and self.used + n > self.total:
+                self.waited += 1
+                deadline = time.monotonic() + self.wait
+                while self.used + n > self.total:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        self.refused += 1
+                        log.info("refused %s: %s waited %.0f s for the server's memory", what, mib(n), self.wait)
+                        raise ValueError(f"The server is busy: {what} needs about {mib(n)} of its memory and other "
+                                         "students' requests are using it. Please try again in a minute.")
+                    self._cond.wait(left)
+            self.used += n
+            self.peak = max(self.peak, self.used)
+        self._held.depth = getattr(self._held, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._held.depth -= 1
+            with self._cond:
+                self.used -= n
+                self._cond.notify_all()
+
+
+SERVER = Gate(SERVER_BYTES)
+"""The one server-wide budget (the app, the command line and the library all reserve from it)."""
+
+
+def reserve(nbytes: int, what: str):
+    """Reserve ``nbytes`` of the server-wide budget :data:`SERVER` for a ``with`` block (see :class:`Gate`)."""
+    return SERVER.reserve(nbytes, what)

@@ -187,9 +187,17 @@ class Runner:
 
     # ---- the three ways in ------------------------------------------------------------------------------------
 
+    def forward_estimate(self, probe: Probe, x: torch.Tensor) -> int:
+        """Estimated peak bytes of ``probe`` over a (B, 3, H, W) input: B times one picture's (never more than the
+        server's whole budget, which the per-request check keeps single pictures under)."""
+        p = self.spec.patch
+        tokens = (x.shape[-2] // p) * (x.shape[-1] // p) + self.spec.prefix
+        return min(probe.estimate(self.spec, tokens) * x.shape[0], budget.SERVER.total)
+
     def run(self, probe: Probe[T], x: torch.Tensor) -> T:
-        """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock."""
-        with self._lock:
+        """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock, with its
+        estimate reserved from the server-wide budget while it runs."""
+        with self._lock, budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
             self._module.eval()
             if probe.grad:
                 with torch.inference_mode(False), torch.enable_grad():

@@ -27,6 +27,8 @@ from matplotlib import font_manager
 from matplotlib.figure import Figure
 from PIL import Image, ImageDraw, ImageFont
 
+from vitviz.models import budget
+
 DIVERGING = "PuOr_r"
 DPI = 100
 TEXT_PX_KEY = "vitviz:text_px"
@@ -157,15 +159,17 @@ def keeping_vectors() -> bool:
 def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     """Render a figure to an RGB PIL image (tight bounding box) in the projector style."""
     projector_style(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
-    buf.seek(0)
-    image = Image.open(buf).convert("RGB")
-    image.info.clear()
-    if _vectors.get():
-        pdf = io.BytesIO()
-        fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
-        image.info["pdf"] = pdf.getvalue()
+    w, h = fig.get_size_inches() * dpi
+    with budget.reserve(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+        buf.seek(0)
+        image = Image.open(buf).convert("RGB")
+        image.info.clear()
+        if _vectors.get():
+            pdf = io.BytesIO()
+            fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
+            image.info["pdf"] = pdf.getvalue()
     text = smallest_text_px(fig)
     return fit_image(image, None if text is None else text * dpi / DPI)
 

@@ -4,8 +4,8 @@ function bytes(b64) {  // base64 -> Uint8Array
   for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);
   return u;
 }
-function floats(b64, dtype) {  // little-endian float32, or IEEE float16 widened to float32
-  const u = bytes(b64);
+function floats(b64, dtype) {  // little-endian float32, or IEEE float16 widened to float32 (base64 or raw bytes)
+  const u = typeof b64 === "string" ? bytes(b64) : new Uint8Array(b64);
   if (dtype !== "f2") return new Float32Array(u.buffer);
   if (typeof Float16Array !== "undefined") return new Float32Array(new Float16Array(u.buffer));  // native, fast
   const h = new Uint16Array(u.buffer), out = new Float32Array(h.length);
@@ -61,5 +61,12 @@ function followCells(state, field, cv, draw) {  // pointer and arrow keys move s
     state[field] = next;
     ev.preventDefault();
     requestAnimationFrame(draw);
+  });
+}
+function serverFile(path) {  // fetch a file the server wrote for this page (its own route, under the app's root)
+  const root = (window.gradio_config && window.gradio_config.root) || "";
+  return fetch(`${root.replace(/\/$/, "")}/gradio_api/file=${path}`).then((r) => {
+    if (!r.ok) throw new Error(`the server answered ${r.status}`);
+    return r.arrayBuffer();
   });
 }

@@ -27,8 +27,10 @@ function massMask(a, keep) {
 function ensureRows(layer) {  // another layer's patch rows: asked for once, when a patch is the query
   const token = S.p.token;
   if (S.rows[layer] || S.pending[layer] || typeof server === "undefined") return;
-  S.pending[layer] = server.explorer_rows(token, layer).then((r) => {
-    if (S.p && S.p.token === token) { S.rows[r.layer] = decodeRows(r); update(); }
+  S.pending[layer] = server.explorer_rows(token, layer).then((r) => r.file
+    ? serverFile(r.file).then((buf) => ({ layer: r.layer, heads: r.heads, data: floats(buf, r.dtype) }))
+    : decodeRows(r)).then((r) => {
+    if (S.p && S.p.token === token) { S.rows[r.layer] = r; update(); }
   }).catch(() => {  // say so; after a pause the next pointing asks again
     if (!S.p || S.p.token !== token) return;
     S.rows[layer] = { missing: "the server did not answer for this layer's patch rows; point again in a moment" };

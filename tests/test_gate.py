@@ -1,0 +1,254 @@
+"""One gate for every request: the server-wide memory budget, and every path that takes much memory going through it
+(forwards, decoding, packing the explorer's data, a layer's rows, figures)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES
+from PIL import Image
+
+from vitviz.analyses import attention as analysis
+from vitviz.app import uploads
+from vitviz.core import images
+from vitviz.models import budget
+from vitviz.models import cache as models
+from vitviz.models.runner import Call
+from vitviz.render import browser
+from vitviz.specs import registry
+
+MiB = 2**20
+
+
+class Recording(budget.Gate):
+    """A gate that also records how much was reserved each time something was let through."""
+
+    def __init__(self, total: int, wait: float = 30) -> None:
+        super().__init__(total, wait)
+        self.seen: list[tuple[str, int]] = []
+
+    def reserve(self, nbytes, what):
+        self.seen.append((what, int(nbytes)))
+        return super().reserve(nbytes, what)
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    """The server's budget replaced by a recording one of the same size (every caller looks it up at call time)."""
+    g = Recording(budget.SERVER.total)
+    monkeypatch.setattr(budget, "SERVER", g)
+    return g
+
+
+def test_reservations_from_many_threads_never_add_up_past_the_total():
+    g = budget.Gate(100 * MiB)
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def work(_):
+        with g.reserve(40 * MiB, "work"):
+            with lock:
+                inside[0] += 40
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.02)
+            with lock:
+                inside[0] -= 40
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(work, range(32)))
+    assert most[0] == 80 and g.peak == 80 * MiB and g.used == 0  # two at a time: 40 + 40 fit, a third does not
+    assert g.waited > 0 and g.refused == 0
+
+
+def test_work_that_waits_too_long_is_refused_with_a_message_and_the_budget_recovers():
+    g = budget.Gate(100 * MiB, wait=0.2)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with g.reserve(80 * MiB, "a forward"):
+            held.set()
+            release.wait(5)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    with pytest.raises(ValueError, match=r"The server is busy: decoding needs about 40 MiB .* try again in a minute"):
+        with g.reserve(40 * MiB, "decoding"):
+            pass
+    release.set()
+    t.join()
+    with g.reserve(40 * MiB, "decoding"):
+        assert g.used == 40 * MiB
+    assert g.used == 0 and g.refused == 1
+
+
+def test_work_larger_than_the_whole_budget_is_refused_at_once():
+    g = budget.Gate(100 * MiB, wait=60)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"Decoding this picture would need about 200 MiB, more than this server "
+                                         r"allows for all work at once \(100 MiB\)"):
+        with g.reserve(200 * MiB, "decoding this picture"):
+            pass
+    assert time.perf_counter() - t0 < 1 and g.used == 0
+
+
+def test_a_thread_never_waits_for_memory_it_holds_itself():
+    g = budget.Gate(100 * MiB, wait=0.2)
+    with g.reserve(80 * MiB, "a bundle"):
+        with g.reserve(40 * MiB, "a figure inside it"):
+            assert g.used == 120 * MiB
+    assert g.used == 0 and g.refused == 0
+
+
+def test_a_reservation_is_returned_when_the_work_fails():
+    g = budget.Gate(100 * MiB)
+    with pytest.raises(RuntimeError):
+        with g.reserve(60 * MiB, "work"):
+            raise RuntimeError("boom")
+    assert g.used == 0
+
+
+def test_a_forward_holds_its_estimate_while_it_runs(gate):
+    runner = models.get_model(registry.OFFLINE_KEY)
+    x = runner.normalise(np.zeros((64, 64, 3), np.uint8)).repeat(3, 1, 1, 1)
+    during = runner.run(Call(lambda model, x, fwd: budget.SERVER.used), x)
+    one = budget.forward_bytes(runner.spec, 8 * 8 + 1)
+    assert during == 3 * one == runner.forward_estimate(Call(lambda *a: None), x)
+    assert budget.SERVER.used == 0 and ("a forward of " + registry.OFFLINE_KEY, 3 * one) in gate.seen
+
+
+def test_forwards_from_eight_threads_stay_inside_a_small_budget_and_equal_sequential_ones(monkeypatch):
+    runner = models.get_model(registry.OFFLINE_KEY)
+    rng = np.random.default_rng(0)
+    xs = [runner.normalise(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)) for _ in range(8)]
+    probe = Call(lambda model, x, fwd: fwd(x)[0].numpy().copy())
+    sequential = [runner.run(probe, x) for x in xs]
+    one = runner.forward_estimate(probe, xs[0])
+    monkeypatch.setattr(budget, "SERVER", budget.Gate(int(one * 1.5)))  # room for one forward at a time
+    with ThreadPoolExecutor(8) as pool:
+        crowd = list(pool.map(lambda x: runner.run(probe, x), xs))
+    assert all(np.array_equal(a, b) for a, b in zip(sequential, crowd))
+    assert budget.SERVER.peak == one and budget.SERVER.used == 0
+
+
+def _big_png(path, w, h, seed) -> str:
+    """A w×h PNG that compresses well (a gradient with a little noise): a large picture in a small file."""
+    y, x = np.mgrid[0:h, 0:w]
+    rgb = np.stack([(x * 255 // w), (y * 255 // h), np.full_like(x, seed * 40 % 256)], -1).astype(np.uint8)
+    Image.fromarray(rgb).save(path, compress_level=1)
+    return str(path)
+
+
+def test_decoding_reserves_the_estimate_read_from_the_header(gate, tmp_path):
+    path = _big_png(tmp_path / "big.png", 4000, 3000, 1)
+    assert images.decode_bytes(path) == 8 * 4000 * 3000
+    Image.open(path).convert("RGB").save(tmp_path / "big.jpg")
+    assert images.decode_bytes(tmp_path / "big.jpg", 640) == 8 * 1000 * 750  # decoded at 1/4 scale (draft mode)
+    assert uploads.picture(open(path, "rb").read()).shape == (750, 1000, 3)  # shrunk by a whole factor while decoding
+    assert ("decoding this picture", 8 * 4000 * 3000) in gate.seen and gate.used == 0
+
+
+def test_a_picture_larger_than_the_budget_is_refused_before_decoding(monkeypatch, tmp_path):
+    path = _big_png(tmp_path / "big2.png", 4000, 3000, 2)
+    monkeypatch.setattr(budget, "SERVER", budget.Gate(64 * MiB))
+    with pytest.raises(ValueError, match=r"Decoding this picture would need about 92 MiB, more than this server "
+                                         r"allows for all work at once \(64 MiB\)"):
+        uploads.picture(open(path, "rb").read())
+
+
+def test_many_large_pictures_at_once_decode_inside_the_budget(monkeypatch, tmp_path):
+    paths = [open(_big_png(tmp_path / f"p{i}.png", 3000, 2000, i), "rb").read() for i in range(8)]
+    one = images.decode_bytes(paths[0], images.INTAKE_SHORT_SIDE)
+    monkeypatch.setattr(budget, "SERVER", budget.Gate(int(2.5 * one)))
+    with ThreadPoolExecutor(8) as pool:
+        shapes = list(pool.map(lambda p: uploads.picture(p).shape, paths))
+    assert shapes == [(667, 1000, 3)] * 8  # 2000×3000 reduced by 3, rounding up
+    assert budget.SERVER.peak == 2 * one and budget.SERVER.waited > 0
+
+
+def test_the_decode_cache_is_keyed_by_a_hash_and_bounded_in_bytes(tmp_path):
+    import base64
+
+    data = (EXAMPLES / "scene_star.png").read_bytes()
+    url = "data:image/png;base64," + base64.b64encode(data).decode()
+    a = uploads.picture(url)
+    b = uploads.picture({"url": url, "meta": {"_type": "gradio.FileData"}})
+    assert a is b  # the same bytes, one decode
+    assert all(k.startswith(("sha1:", "file:")) and len(k) < 300 for k in uploads._decoded._data)
+    assert uploads._decoded.nbytes == uploads.DECODED_BYTES
+
+
+def test_a_data_url_over_the_upload_limit_is_refused_before_decoding():
+    url = "data:image/png;base64," + "A" * (uploads.MAX_UPLOAD_BYTES * 4 // 3 + 8)
+    with pytest.raises(ValueError, match="larger than 50 MiB, the limit for any upload"):
+        uploads.picture(url)
+
+
+@pytest.fixture(scope="module")
+def analysed():
+    runner = models.get_model(registry.OFFLINE_KEY)
+    return analysis.analyse(runner, np.asarray(Image.open(EXAMPLES / "scene_star.png").convert("RGB")), 64)
+
+
+def test_a_layers_rows_are_written_once_into_a_file_with_the_librarys_numbers(gate, analysed, tmp_path):
+    a = analysed
+    answers = []
+    with ThreadPoolExecutor(24) as pool:  # a class switching to layer 3 together
+        answers = list(pool.map(lambda _: browser.rows_for(a.token, 2, tmp_path), range(24)))
+    assert all(r == answers[0] for r in answers)
+    r = answers[0]
+    assert r["layer"] == 2 and r["heads"] == a.maps.heads + 1 and r["dtype"] == "f4"
+    assert [p.name for p in tmp_path.iterdir()] == [f"rows-{a.token}-{browser._PROCESS}-2.f4"]
+    n = a.maps.cls.shape[-1]
+    rows = np.frombuffer(Path(r["file"]).read_bytes(), "<f4").reshape(-1, n, n)
+    assert np.array_equal(rows, a.maps.query_rows(2).astype(np.float32))
+    full = a.maps.full[2].float().numpy()  # (H, T, T): with the class token's column, each row sums to 1
+    assert np.allclose(rows[:-1].sum(-1) + full[:, 1:, 0], 1, atol=1e-5)
+    reserved = [n_ for what, n_ in gate.seen if what == "a layer's patch rows"]
+    assert len(reserved) == 1 and gate.used == 0  # built once; the others found the file
+
+
+def test_rows_of_an_analysis_the_server_no_longer_holds_say_so(tmp_path):
+    r = browser.rows_for("0" * 16, 1, tmp_path)
+    assert r == {"layer": 1, "missing": "this picture's analysis has left the server's memory; show it again"}
+
+
+def test_pruning_old_row_files_tolerates_files_another_request_removed(tmp_path):
+    import os
+
+    for i in range(5):
+        (tmp_path / f"rows-{i}.f2").write_bytes(b"x")
+        os.utime(tmp_path / f"rows-{i}.f2", (0, 0))
+    real_stat = type(tmp_path).stat
+    gone = tmp_path / "rows-2.f2"
+
+    def racing_stat(self, *a, **k):  # another request removes this file between the listing and the stat
+        if self == gone and os.path.exists(gone):
+            os.remove(gone)
+        return real_stat(self, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(tmp_path), "stat", racing_stat)
+        assert browser.prune(tmp_path, 60) == 4
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(gate, analysed):
+    from vitviz.specs import views as spec
+
+    fields = {n: spec.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
+    values = spec.ATTENTION.check({"model": registry.OFFLINE_KEY})
+    browser.attention_payload(analysed, values, fields)
+    from vitviz.render import plotting
+
+    plotting.bars({"circle": 0.25, "ring": 0.75}, "a figure drawn with matplotlib", "share")
+    whats = {what for what, _ in gate.seen}
+    assert {"packing the explorer's data", "drawing a figure"} <= whats
+    packed = next(n for what, n in gate.seen if what == "packing the explorer's data")
+    assert packed == browser.payload_bytes(analysed, analysed.maps.layers) and gate.used == 0
