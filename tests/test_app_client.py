@@ -119,6 +119,21 @@ def test_classify_offline(client):
     assert len(r["numbers"]["top5"]) == 5 and "parameters" in r["texts"]["facts"]
 
 
+SHAPES_ONLY = "was trained only on generated shape scenes"
+
+
+def test_a_photo_shown_to_the_shapes_model_is_flagged_in_every_view_that_answers_for_it(client):
+    cat = picture("cat.png")
+    r = client.predict(cat, registry.OFFLINE_KEY, api_name="/classify")
+    assert SHAPES_ONLY in r["notice"] and SHAPES_ONLY in r["numbers"]["notice"]
+    assert all(k.startswith("nearest shape: ") for k in r["numbers"]["top5"])  # not presented as a label
+    for api in ("/attention", "/relevance", "/shuffle", "/inside_head", "/feature_pca"):
+        assert SHAPES_ONLY in client.predict(cat, api_name=api)["notice"], api
+    scene = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, api_name="/classify")
+    assert SHAPES_ONLY not in scene["notice"] and "star" in scene["numbers"]["top5"]  # its own kind of picture
+    assert SHAPES_ONLY not in client.predict(cat, api_name="/patches")["notice"]  # no model answered
+
+
 def test_shuffle_experiment_endpoint(client):
     r = client.predict(picture("scene_ring.png"), registry.OFFLINE_KEY, 0, api_name="/shuffle")
     assert r["numbers"]["diff_without_positions"] < 1e-4

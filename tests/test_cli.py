@@ -75,15 +75,16 @@ def test_crop_a_folder_skips_the_broken_file_and_a_rerun_does_nothing(folder, tm
     first = run("crop", str(d), "--out", str(out))
     assert first.returncode == 3  # done in part: one input skipped (documented in --help)
     assert "5 cropped, 0 already done, 1 skipped" in first.stdout
-    assert re.search(r"skipped .*cam9\.jpg: That file is not an image we can read", first.stderr)
+    assert re.search(r"skipped .*cam9\.jpg: That file is not an image vitviz can read", first.stderr)
     crops = sorted(p.name for p in (out / "crops").iterdir())
-    assert crops == [f"cam{i}.png" for i in range(5)]
+    assert crops == [f"cam{i}.png.png" for i in range(5)]
     with open(out / "boxes.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["file"] for r in rows] == [f"cam{i}.png" for i in range(5)]
     for row, scene in zip(rows, made):  # the box is where the object is
         l, t, r, b = (int(row[k]) for k in ("left", "top", "right", "bottom"))
-        with Image.open(out / "crops" / row["file"]) as im:
+        assert row["crop"] == f"crops/{row['file']}.png"
+        with Image.open(out / row["crop"]) as im:
             assert im.size == (r - l, b - t)
         inside = scene.mask[t:b, l:r].sum() / scene.mask.sum()
         assert inside > 0.5, f"{row['file']}: only {inside:.0%} of the object is inside the box"
@@ -91,6 +92,47 @@ def test_crop_a_folder_skips_the_broken_file_and_a_rerun_does_nothing(folder, tm
     again = run("crop", str(d), "--out", str(out))
     assert "0 cropped, 5 already done, 1 skipped" in again.stdout and again.returncode == 3
     assert {p.name: p.stat().st_mtime_ns for p in (out / "crops").iterdir()} == stamps
+
+
+def test_crop_keeps_a_jpg_and_a_png_with_one_stem_apart_and_the_table_points_at_each(tmp_path):
+    d = tmp_path / "trap"
+    d.mkdir()
+    one, two = scenes.make_scene(401, size=128), scenes.make_scene(402, size=128)
+    Image.fromarray(one.image).save(d / "a.png")
+    Image.fromarray(two.image).save(d / "a.jpg", quality=95)
+    out = run("crop", str(d), "--out", str(tmp_path / "out"))
+    assert out.returncode == 0 and "2 cropped, 0 already done, 0 skipped" in out.stdout
+    with open(tmp_path / "out" / "boxes.csv", newline="") as f:
+        rows = {r["file"]: r for r in csv.DictReader(f)}
+    assert sorted(p.name for p in (tmp_path / "out" / "crops").iterdir()) == ["a.jpg.png", "a.png.png"]
+    for name, scene in (("a.png", one), ("a.jpg", two)):
+        r = rows[name]
+        l, t, rr, b = (int(r[k]) for k in ("left", "top", "right", "bottom"))
+        with Image.open(tmp_path / "out" / r["crop"]) as im:
+            crop = np.asarray(im.convert("RGB"))
+        with Image.open(d / name) as im:
+            assert np.array_equal(crop, np.asarray(im.convert("RGB"))[t:b, l:rr])  # each crop is cut from its own file
+
+
+def test_a_photo_is_flagged_on_the_command_line_and_in_its_json(tmp_path):
+    out = run("attention", str(EXAMPLES / "cat.png"), str(EXAMPLES / "scene_ring.png"), "--out", str(tmp_path))
+    assert out.returncode == 0 and "was trained only on generated shape scenes" in out.stderr
+    cat = json.loads((tmp_path / "cat.png.json").read_text())
+    ring = json.loads((tmp_path / "scene_ring.png.json").read_text())
+    assert cat["model"] == registry.OFFLINE_KEY and "trained only on generated shape scenes" in cat["notice"]
+    assert "trained only on generated shape scenes" not in ring["notice"]
+
+
+def test_crop_of_an_empty_folder_does_nothing_and_says_so(tmp_path):
+    (tmp_path / "empty").mkdir()
+    out = run("crop", str(tmp_path / "empty"), "--out", str(tmp_path / "out"))
+    assert out.returncode == 1 and "has no files to crop" in out.stderr
+
+
+def test_a_missing_file_is_named_in_command_line_words(tmp_path):
+    out = run("attention", str(tmp_path / "nowhere.png"), "--out", str(tmp_path / "out"))
+    assert out.returncode == 1 and re.search(r"skipped .*nowhere\.png: no such file", out.stderr)
+    assert "upload" not in out.stderr.lower()
 
 
 def test_attention_files_hold_the_apps_numbers_and_the_settings_used(app_url, tmp_path):
@@ -101,9 +143,9 @@ def test_attention_files_hold_the_apps_numbers_and_the_settings_used(app_url, tm
               str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert "Showing vitviz tiny" in out.stderr  # the same offline notice as the app
-    for suffix in ("_heads.png", "_rollout.png", "_mask.png", ".json"):
-        assert (tmp_path / f"scene_star{suffix}").stat().st_size > 100
-    record = json.loads((tmp_path / "scene_star.json").read_text())
+    for suffix in (".heads.png", ".rollout.png", ".mask.png", ".json"):
+        assert (tmp_path / f"scene_star.png{suffix}").stat().st_size > 100
+    record = json.loads((tmp_path / "scene_star.png.json").read_text())
     assert record["model"] == registry.OFFLINE_KEY and record["layer"] == 3 and record["threshold"] == 0.7
     assert record["settings"]["resolution"] == 64  # what was used, not the 512 asked for, and why
     assert record["adjusted"]["resolution"]["asked"] == 512 and "64 px only" in record["adjusted"]["resolution"]["why"]
@@ -114,7 +156,7 @@ def test_attention_files_hold_the_apps_numbers_and_the_settings_used(app_url, tm
     for (name, mass, frac, count), m in zip(rows, record["maps"]):
         assert name == m["map"] and count == str(m["patches"])
         assert mass == f"{m['mass_kept']:.1%}"[:-1] and frac == f"{m['patches_kept']:.1%}"[:-1]
-    with Image.open(tmp_path / "scene_star_mask.png") as mask:  # the head-mean mask, patch by patch
+    with Image.open(tmp_path / "scene_star.png.mask.png") as mask:  # the head-mean mask, patch by patch
         kept = np.asarray(mask)[::8, ::8] > 0
     assert int(kept.sum()) == record["maps"][-1]["patches"]
 
@@ -131,7 +173,7 @@ def test_costs_and_models_print_the_librarys_numbers():
 
 @pytest.mark.parametrize("args, code, words", [
     (["crop", "/no/such/folder", "--out", "/tmp/x"], 1, "is not a folder"),
-    (["attention", "README.md", "--out", "/tmp/x"], 1, "not an image we can read"),
+    (["attention", "README.md", "--out", "/tmp/x"], 1, "not an image vitviz can read"),
     (["attention", "x.png", "--threshold", "1.5", "--out", "/tmp/x"], 2,
      "`keep` (keep this share of attention mass) must be a number from 0.1 to 0.95; got '1.5'"),
     (["costs", "--model-size", "ViT-Z"], 2, "`model_size` (model size for the counts) must be one of 'ViT-Ti'"),

@@ -168,3 +168,41 @@ def test_offline_swin_falls_back_to_the_formula_and_says_so():
     assert np.array_equal(table, windows.distance_bias_table(5, 2))
     with pytest.raises(ValueError, match="Unknown source"):
         view.relative_bias_table("some/other-model", 5, 2, 1)
+
+
+def _timm_groups(side: int, m: int, shift: int) -> np.ndarray:
+    """(N, N) bool from timm's own Swin block on a side×side grid: which real patches may attend to which, read from
+    its roll, its padding, its window partition and its attention mask."""
+    from timm.models.swin_transformer import SwinTransformerBlock, window_partition
+
+    block = SwinTransformerBlock(dim=8, input_resolution=(side, side), num_heads=1, window_size=m, shift_size=shift)
+    wh, ww = block.window_size
+    sh, sw = block.shift_size
+    ids = torch.arange(side * side, dtype=torch.float32).view(1, side, side, 1) + 1  # 0 marks padding
+    rolled = torch.roll(ids, shifts=(-sh, -sw), dims=(1, 2))
+    ph, pw = (wh - side % wh) % wh, (ww - side % ww) % ww
+    padded = torch.nn.functional.pad(rolled, (0, 0, 0, pw, 0, ph))
+    wins = window_partition(padded, (wh, ww)).view(-1, wh * ww).long()  # (nW, M²) patch ids per window
+    mask = block.get_attn_mask(padded) if any(block.shift_size) else torch.zeros(wins.shape[0], wh * ww, wh * ww)
+    allowed = np.zeros((side * side, side * side), bool)
+    for w in range(wins.shape[0]):
+        for i in range(wh * ww):
+            for j in range(wh * ww):
+                a, b = int(wins[w, i]), int(wins[w, j])
+                if a and b and mask[w, i, j] == 0:
+                    allowed[a - 1, b - 1] = True
+    return allowed
+
+
+@pytest.mark.parametrize("m", range(3, 14))
+def test_shifted_groups_are_timms_on_14x14(m):
+    labels = windows.window_labels(14, 14, m, m // 2).ravel()
+    ours = labels[:, None] == labels[None, :]
+    assert np.array_equal(ours, _timm_groups(14, m, m // 2))
+
+
+@pytest.mark.parametrize("m", [14, 15, 20])
+def test_a_window_covering_the_grid_is_one_group_and_not_shifted(m):
+    assert windows.swin_window(14, m, m // 2) == (14, 0)
+    assert len(np.unique(windows.window_labels(14, 14, m, m // 2))) == 1
+    assert np.array_equal(np.ones((196, 196), bool), _timm_groups(14, m, m // 2))

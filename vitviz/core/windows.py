@@ -17,20 +17,37 @@ import numpy as np
 import torch
 
 
+def swin_window(side: int, m: int, shift: int) -> tuple[int, int]:
+    """(window, shift) along one axis of ``side`` patches as Swin (and timm) use them: a window that covers the whole
+    axis shrinks to it and is not shifted (shifting would only move patches around inside one window)."""
+    return (side, 0) if side <= m else (m, shift)
+
+
 def window_labels(gh: int, gw: int, m: int, shift: int = 0) -> np.ndarray:
     """(gh, gw) int: which attention group each patch is in, for M×M windows shifted by ``shift`` patches.
 
-    With ``shift = 0`` the windows tile the grid from the top left (partial windows at the
-    bottom and right when M does not divide the grid, where Swin pads). With ``shift = s``
-    (Swin uses M // 2 in every second block) the window borders move down and right by s;
-    Swin implements this with a cyclic roll and a mask, which gives exactly these groups
-    (the strips cut off at the top and left are groups of their own, not joined to the far side).
+    The groups are timm's (whose Swin-T the app loads), in its order of steps: along each axis (see
+    :func:`swin_window`) the grid is rolled back by ``shift`` (cyclically: the first ``shift`` rows go to the
+    bottom), then padded at the bottom and right to whole windows, then cut into M×M windows; a mask keeps apart
+    the patches that the roll brought together from opposite edges (the last window's three regions: before the
+    last M, the strip up to the rolled-in part, and the rolled-in part). Two patches attend to each other when they
+    share a window and a region. With ``shift = 0``: plain M×M windows from the top left, partial ones at the
+    bottom and right when M does not divide the grid.
     """
     if m < 1 or not 0 <= shift < m:
         raise ValueError(f"A window of {m} patches can be shifted by 0 to {m - 1} patches, not {shift}.")
-    rows = (np.arange(gh) + (m - shift) % m) // m
-    cols = (np.arange(gw) + (m - shift) % m) // m
-    return rows[:, None] * (cols.max() + 1) + cols[None, :]
+
+    def axis(side: int) -> np.ndarray:
+        mm, s = swin_window(side, m, shift)
+        padded = -(-side // mm) * mm
+        rolled = (np.arange(side) - s) % side  # where each patch lands after the roll
+        region = np.where(rolled < padded - mm, 0, np.where(rolled < padded - s, 1, 2)) if s else 0
+        return (rolled // mm) * 3 + region
+
+    rows, cols = axis(gh), axis(gw)
+    codes = (rows[:, None] * (cols.max() + 1) + cols[None, :]).ravel()
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first))[inverse].reshape(gh, gw)  # numbered as met from the top left
 
 
 def allowed_keys(labels: np.ndarray, row: int, col: int) -> np.ndarray:

@@ -3,8 +3,10 @@
     vitviz models                                          the registry, and which weights can be had now
     vitviz costs --model-size ViT-B --patch 16 --resolution 224   the multiply-accumulate table (--format csv or json)
     vitviz patches IMAGE [--patch 16 --resolution 224 …] [--out DIR]   token counts; with --out the grid and a JSON
-    vitviz attention IMAGE... --out DIR [--model KEY …]    per picture: head maps, rollout, mask (PNG) and numbers (JSON)
-    vitviz crop FOLDER --out DIR [--model KEY …]           the camera-trap recipe: attention -> mask -> box -> crop, CSV
+    vitviz attention IMAGE... --out DIR [--model KEY …]    per picture NAME: NAME.heads.png, NAME.rollout.png,
+                                                           NAME.mask.png and NAME.json (the numbers)
+    vitviz crop FOLDER --out DIR [--model KEY …]           the camera-trap recipe: attention -> mask -> box -> crop
+                                                           (crops/NAME.png per picture NAME, boxes.csv)
     vitviz bundle params.json --out DIR                    a downloaded view's figures again, pixel for pixel
     vitviz serve [--port 7860]                             the web app
 
@@ -137,47 +139,59 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
     from vitviz.core import attention as att
     from vitviz.core import images
-    from vitviz.views.attention import analysis_for, show_attention
+    from vitviz.views import show
+    from vitviz.views.attention import analysis_for
 
     values = checked(spec.ATTENTION, args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    skipped, told = [], False
+    skipped, told = [], set()
     for path in _progress(args.images, "attention"):
+        if not Path(path).is_file():
+            skipped.append((path, "no such file"))
+            continue
         try:
             rgb = images.load_rgb(path, images.INTAKE_SHORT_SIDE)
-            shown = show_attention(rgb, values)
+            shown = show("attention", rgb, values)
         except ValueError as err:
             skipped.append((path, str(err)))
             continue
-        if not told:
+        if shown.note() and shown.note() not in told:  # each different notice once
             _notice(shown)
-            told = True
-        stem = Path(path).stem
+            told.add(shown.note())
+        name = Path(path).name  # the whole name: a.jpg and a.png never write the same files
         used = shown.settled.values
-        shown.figures["heads"].save(out / f"{stem}_heads.png")
-        shown.figures["rollout"].save(out / f"{stem}_rollout.png")
+        shown.figures["heads"].save(out / f"{name}.heads.png")
+        shown.figures["rollout"].save(out / f"{name}.rollout.png")
         a, _ = analysis_for(rgb, values)  # kept from the view's forward: no second forward
         mask = att.mass_mask(a.maps.cls_map(used["layer"] - 1), used["keep"])[0]
         big = np.kron(mask, np.ones((a.maps.patch, a.maps.patch), bool))
-        Image.fromarray((big * 255).astype(np.uint8)).save(out / f"{stem}_mask.png")
+        Image.fromarray((big * 255).astype(np.uint8)).save(out / f"{name}.mask.png")
         record = {"image": str(path), "model": shown.model, "notice": shown.note(), "settings": used,
                   "adjusted": shown.settled.adjusted(),
                   **{k: v for k, v in shown.numbers.items() if k not in ("model", "notice")}}
-        (out / f"{stem}.json").write_text(json.dumps(record, indent=2))
+        (out / f"{name}.json").write_text(json.dumps(record, indent=2))
     return _report(len(args.images), skipped)
 
 
 # ---- vitviz crop ------------------------------------------------------------------------------------------
 
-CROP_FIELDS = ["file", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept", "model"]
+CROP_FIELDS = ["file", "crop", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept",
+               "model"]
 CROP_SETTINGS = ("model", "resolution", "keep")
+
+
+def crop_name(path: Path) -> str:
+    """A crop's file name: the picture's own name, extension included, as PNG (``a.jpg`` -> ``a.jpg.png``), so
+    ``a.jpg`` and ``a.png`` in one folder never write the same crop."""
+    return f"{path.name}.png"
 
 
 def cmd_crop(args: argparse.Namespace) -> int:
     from PIL import Image
 
     from vitviz.core import images
+    from vitviz.views import shapes_only
     from vitviz.views.attention import analysis_for, numbers
 
     values = checked(spec.ATTENTION, args, CROP_SETTINGS)
@@ -186,14 +200,17 @@ def cmd_crop(args: argparse.Namespace) -> int:
         _say(f"{folder} is not a folder.")
         return FAILED
     files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        _say(f"{folder} has no files to crop.")
+        return FAILED
     crops, table = out / "crops", out / "boxes.csv"
     crops.mkdir(parents=True, exist_ok=True)
     rows = {}
     if table.exists():
         with table.open(newline="") as f:
-            rows = {r["file"]: r for r in csv.DictReader(f)}
-    todo = [p for p in files if not (p.name in rows and (crops / f"{p.stem}.png").exists())]
-    skipped, told = [], False
+            rows = {r["file"]: r for r in csv.DictReader(f) if r.get("crop")}
+    todo = [p for p in files if not (p.name in rows and (crops / crop_name(p)).exists())]
+    skipped, told = [], set()
     for path in _progress(todo, "crop"):
         try:
             rgb = images.load_rgb(path)
@@ -201,17 +218,19 @@ def cmd_crop(args: argparse.Namespace) -> int:
         except ValueError as err:
             skipped.append((path, str(err)))
             continue
-        if not told and a.runner.notice:
-            _say(a.runner.notice.replace("**", ""))
-            told = True
+        warning = "\n".join(w for w in (a.runner.notice, shapes_only(a.runner.spec.key, rgb)) if w)
+        if warning and warning not in told:
+            _say(warning.replace("**", ""))
+            told.add(warning)
         last = numbers(a, a.maps.layers, values["keep"])  # the last layer's head-mean mask and its box
         mean = last["maps"][-1]
         box = last["box"] or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
         left, top, right, bottom = images.box_to_original(box, *rgb.shape[:2], a.resolution, a.maps.patch)
-        Image.fromarray(rgb[top:bottom, left:right]).save(crops / f"{path.stem}.png")
-        rows[path.name] = {"file": path.name, "width": rgb.shape[1], "height": rgb.shape[0], "left": left, "top": top,
-                           "right": right, "bottom": bottom, "mass_kept": f"{mean['mass_kept']:.4f}",
-                           "patches_kept": f"{mean['patches_kept']:.4f}", "model": a.runner.spec.key}
+        Image.fromarray(rgb[top:bottom, left:right]).save(crops / crop_name(path))
+        rows[path.name] = {"file": path.name, "crop": f"crops/{crop_name(path)}", "width": rgb.shape[1],
+                           "height": rgb.shape[0], "left": left, "top": top, "right": right, "bottom": bottom,
+                           "mass_kept": f"{mean['mass_kept']:.4f}", "patches_kept": f"{mean['patches_kept']:.4f}",
+                           "model": a.runner.spec.key}
     with table.open("w", newline="") as f:
         writer = csv.DictWriter(f, CROP_FIELDS)
         writer.writeheader()

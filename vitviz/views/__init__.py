@@ -9,6 +9,7 @@ No gradio here.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -82,5 +83,44 @@ def shower(view: str) -> Callable[..., Shown]:
 
 def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable | None = None) -> Shown:
     """What view ``view`` shows for ``picture`` (None for views without one) and checked settings ``values``;
-    ``progress(fraction, message)`` hears about slow steps (a model loading)."""
-    return shower(view)(picture, values, progress=progress)
+    ``progress(fraction, message)`` hears about slow steps (a model loading). When the model that answered knows
+    only vitviz's generated shapes and the picture is not one of its example scenes, the answer says so."""
+    shown = shower(view)(picture, values, progress=progress)
+    warning = shapes_only(shown.model, picture)
+    if warning and warning not in shown.notice:
+        shown.notice = f"{shown.notice}\n\n{warning}" if shown.notice else warning
+        shown.numbers["notice"] = shown.notice
+    return shown
+
+
+def shapes_only(model: str | None, picture: np.ndarray | None) -> str:
+    """The warning that goes with an answer of the embedded model (trained only on generated shapes) for a picture
+    that is not one of its example scenes; empty otherwise."""
+    from vitviz.specs.registry import OFFLINE_KEY
+
+    if model != OFFLINE_KEY or picture is None or _picture_key(picture) in _scene_keys():
+        return ""
+    return (f"**{OFFLINE_KEY} was trained only on generated shape scenes** like the four example scenes. Unless "
+            "this picture is one of them, its answer is the nearest of its six shape classes and where that guess "
+            "looked, not what the picture holds; its percentages compare shapes only. Photos need a model from the "
+            "hub (online): DINO ViT-S/8 for attention, ViT-B/16 for labels.")
+
+
+def _picture_key(rgb: np.ndarray) -> str:
+    import hashlib
+
+    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _scene_keys() -> frozenset[str]:
+    """The example scenes as the app and the command line decode them."""
+    from vitviz import assets
+    from vitviz.core import images
+
+    keys = set()
+    for name in assets.example_names():
+        if name.startswith("scene_"):
+            path = assets.example(name)
+            keys |= {_picture_key(images.load_rgb(path, side)) for side in (None, images.INTAKE_SHORT_SIDE)}
+    return frozenset(keys)

@@ -13,7 +13,7 @@ from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
 from vitviz.specs.state import settle
-from vitviz.views import Shown
+from vitviz.views import Shown, shapes_only
 from vitviz.views.attention import map_grid
 
 
@@ -104,7 +104,10 @@ def show_classify(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     runner = models.get_model(values["model"], progress)
     v = render(runner, rgb)
     x = runner.preprocess(rgb)
-    numbers = {"model": runner.spec.key, "notice": runner.notice, "top5": v.top5, "input_size": list(x.shape[-2:]),
+    top5 = v.top5
+    if shapes_only(runner.spec.key, rgb):  # not a label for this picture: its nearest shapes, said as such
+        top5 = {f"nearest shape: {k}": p for k, p in top5.items()}
+    numbers = {"model": runner.spec.key, "notice": runner.notice, "top5": top5, "input_size": list(x.shape[-2:]),
                "parameters": runner.params}
     return Shown({"maps": v.maps}, {"facts": v.facts}, numbers, settle(values), runner.spec.key, runner.notice)
 

@@ -44,16 +44,21 @@ def render_windows(fitted: Fitted, m: int, row: int, col: int) -> tuple[Image.Im
     shift = m // 2
     size = plotting.panel_size(*fitted.image.shape[:2], 340)
     plain, shifted = windows.window_labels(gh, gw, m), windows.window_labels(gh, gw, m, shift)
+    moved = any(windows.swin_window(side, m, shift)[1] for side in (gh, gw))
     n_plain = int(windows.allowed_keys(plain, row, col).sum())
     n_shift = int(windows.allowed_keys(shifted, row, col).sum())
     image = plotting.panels([_window_panel(fitted, plain, row, col, size), _window_panel(fitted, shifted, row, col, size)],
                             [f"block 1: {m}×{m} windows\nquery sees {n_plain} keys",
-                             f"block 2: shifted by {shift}\nquery sees {n_shift} keys"],
+                             (f"block 2: shifted by {shift}" if moved else "block 2: no shift (window ≥ grid)")
+                             + f"\nquery sees {n_shift} keys"],
                             f"Patch ({row}, {col}) as the query, {gh}×{gw} patches", cols=2, panel_px=340)
     text = (f"Global attention lets each of the {gh * gw} patches look at all {gh * gw}. Swin cuts the grid into "
             f"{m}×{m} windows (yellow borders) and a patch looks only inside its own: the query (cyan) sees "
             f"{n_plain} keys, the rest is dark. The next block shifts the windows by {shift} patches, so patches "
-            "that sat on either side of a border now share a window and information crosses it.")
+            "that sat on either side of a border now share a window and information crosses it. The groups are "
+            "timm's: roll the grid back by the shift, pad to whole windows, then mask apart the patches the roll "
+            "brought together from opposite edges. Along a side no longer than the window, the window shrinks to "
+            "the grid and does not shift, as in Swin.")
     return image, text
 
 
