@@ -171,7 +171,3 @@ def find(token: str) -> Analysis | None:
         return None
     return Analysis(run.runner, run.fitted, run.value, run.resolution, run.token, run.seconds)
 
-
-def prepare(runner: Runner, rgb: np.ndarray, resolution: int) -> tuple[Fitted, int]:
-    """The picture fitted as :func:`analyse` fits it, and the short side used; ``ValueError`` over the budget."""
-    return runner.fit(rgb, resolution, probe_for(runner))

@@ -57,8 +57,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     with gr.Row():
         with gr.Column(scale=1):
             src = form.add(spec.IMAGE)
-            model = form.add(A["model"], component=gr.Dropdown(list(A["model"].options()), value=A["model"].default,
-                                                                label=A["model"].label))
+            model = form.add(A["model"])  # a list of long names: a dropdown, from the declaration
             side = form.add(A["resolution"])
             go = gr.Button("Show attention", variant="primary")
             dl_button, dl_file = download_row("attention-bundle")

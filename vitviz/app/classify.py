@@ -21,8 +21,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     with gr.Row():
         with gr.Column(scale=1):
             src = form.add(spec.IMAGE)
-            model = form.add(C["model"], component=gr.Dropdown(list(C["model"].options()), value=C["model"].default,
-                                                                label=C["model"].label))
+            model = form.add(C["model"])  # a list of long names: a dropdown, from the declaration
             go = gr.Button("Classify", variant="primary")
             dl_button, dl_file = download_row("classify-bundle")
             gr.Examples([uploads.example(n) for n in PHOTOS + SCENES], inputs=[src], label="examples (click one)")

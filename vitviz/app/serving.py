@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import inspect
 import io
-import json
 import logging
 import os
 import typing
@@ -161,23 +160,6 @@ def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | Non
 
 # ---- the page's own events ------------------------------------------------------------------------------------
 
-def with_progress(n: int, fn: Callable[..., Any]) -> Callable:
-    """A function of ``n`` inputs and gradio's progress tracker for a private event: ``fn(args, progress)``.
-
-    (gradio gives progress to a parameter whose default is ``gr.Progress()``; a ``*args`` function has none.)
-    """
-    params = [inspect.Parameter(f"input{i}", inspect.Parameter.POSITIONAL_ONLY) for i in range(n)]
-    params.append(inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()))
-
-    def call(*args):
-        *inputs, progress = args
-        return fn(tuple(inputs), lambda f, msg: progress(f, desc=msg))
-
-    call.__signature__ = inspect.Signature(params)
-    call.__name__ = getattr(fn, "__name__", "event")
-    return friendly(call)
-
-
 def on(triggers, fn: Callable, inputs, outputs, **kwargs):
     """A private page event: raw inputs (vitviz's declarations check them), never part of the API."""
     kwargs.setdefault("api_visibility", "private")
@@ -228,7 +210,3 @@ def atomic_image_cache() -> None:
 
     processing_utils.save_pil_to_cache = _save_pil_atomically
 
-
-def json_state(values: dict) -> str:
-    """Settings as the carrier of a browser view holds them."""
-    return json.dumps(plain(values))

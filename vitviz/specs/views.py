@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from vitviz import assets
 from vitviz.specs import registry
-from vitviz.specs.state import Field, View
+from vitviz.specs.state import Field, View, link_keys
 
 # ---- choice lists (kept here so that nothing heavy is needed to know them) -------------------------------------
 
@@ -176,3 +176,5 @@ TABS: dict[str, tuple[View, ...]] = {
 """Each tab's views, its main view first (tab ids as the link names them: ?tab=...)."""
 VIEWS: dict[str, View] = {v.name: v for views in TABS.values() for v in views}
 """Every view by name (its endpoint is /name)."""
+LINK: dict[str, Field] = link_keys(VIEWS.values())
+"""Every key of the page's link and the one setting it holds (made at import: two settings on one key fail here)."""

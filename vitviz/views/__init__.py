@@ -96,9 +96,10 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
 def shapes_only(model: str | None, picture: np.ndarray | None) -> str:
     """The warning that goes with an answer of the embedded model (trained only on generated shapes) for a picture
     that is not one of its example scenes; empty otherwise."""
+    from vitviz.models.runner import image_key
     from vitviz.specs.registry import OFFLINE_KEY
 
-    if model != OFFLINE_KEY or picture is None or _picture_key(picture) in _scene_keys():
+    if model != OFFLINE_KEY or picture is None or image_key(picture) in _scene_keys():
         return ""
     return (f"**{OFFLINE_KEY} was trained only on generated shape scenes** like the four example scenes. Unless "
             "this picture is one of them, its answer is the nearest of its six shape classes and where that guess "
@@ -106,21 +107,16 @@ def shapes_only(model: str | None, picture: np.ndarray | None) -> str:
             "hub (online): DINO ViT-S/8 for attention, ViT-B/16 for labels.")
 
 
-def _picture_key(rgb: np.ndarray) -> str:
-    import hashlib
-
-    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
-
-
 @functools.lru_cache(maxsize=1)
 def _scene_keys() -> frozenset[str]:
     """The example scenes as the app and the command line decode them."""
     from vitviz import assets
     from vitviz.core import images
+    from vitviz.models.runner import image_key
 
     keys = set()
     for name in assets.example_names():
         if name.startswith("scene_"):
             path = assets.example(name)
-            keys |= {_picture_key(images.load_rgb(path, side)) for side in (None, images.INTAKE_SHORT_SIDE)}
+            keys |= {image_key(images.load_rgb(path, side)) for side in (None, images.INTAKE_SHORT_SIDE)}
     return frozenset(keys)

@@ -1,0 +1,46 @@
+"""The declared settings: one link key per setting, and every setting survives a trip through the link."""
+
+from __future__ import annotations
+
+import pytest
+
+from vitviz.specs import views as spec
+from vitviz.specs.state import Field, View, link_keys
+
+
+def test_two_settings_on_one_link_key_are_refused():
+    a = Field("layer", "int", 4, "layer", lo=1, hi=12, link="l")
+    b = Field("head", "int", 0, "head", lo=0, hi=5, link="l")
+    with pytest.raises(ValueError, match="link key 'l' is used by two settings"):
+        link_keys([View("one", "one", (a,)), View("two", "two", (b,))])
+    assert link_keys([View("one", "one", (a,)), View("again", "again", (a,))]) == {"l": a}  # one field, two views
+
+
+def test_every_link_key_of_the_app_names_one_setting():
+    assert spec.LINK == link_keys(spec.VIEWS.values())
+    assert len(spec.LINK) == len({id(f) for f in spec.LINK.values()})
+
+
+def other_value(f: Field):
+    """A value of ``f`` that is not its default (so the link writes it)."""
+    if f.kind in ("int", "float"):
+        v = f.hi if f.default != f.hi else f.lo
+        return int(v) if f.kind == "int" else v
+    if f.kind == "bool":
+        return not f.default
+    if f.kind == "choice":
+        return next(o for o in f.options() if o != f.default)
+    if f.kind == "cell":
+        return (2, 3)
+    raise AssertionError(f.kind)
+
+
+@pytest.mark.parametrize("view", list(spec.VIEWS.values()), ids=list(spec.VIEWS))
+def test_every_setting_survives_the_link(view):
+    linked = view.settings()
+    assert all(f.link for f in linked)  # every setting a person can change is in the link
+    values = {f.name: other_value(f) for f in linked}
+    query = view.link(values)
+    assert set(query) == {f.link for f in linked}  # none left out
+    assert view.from_link(query) == values
+    assert view.link(view.defaults()) == {}  # defaults stay out of the link
