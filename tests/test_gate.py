@@ -146,29 +146,29 @@ def _big_png(path, w, h, seed) -> str:
 
 
 def test_decoding_reserves_the_estimate_read_from_the_header(gate, tmp_path):
-    path = _big_png(tmp_path / "big.png", 4000, 3000, 1)
-    assert images.decode_bytes(path) == 8 * 4000 * 3000
+    path = _big_png(tmp_path / "big.png", 2000, 1500, 1)
+    assert images.decode_bytes(path) == 8 * 2000 * 1500
     Image.open(path).convert("RGB").save(tmp_path / "big.jpg")
-    assert images.decode_bytes(tmp_path / "big.jpg", 640) == 8 * 1000 * 750  # decoded at 1/4 scale (draft mode)
+    assert images.decode_bytes(tmp_path / "big.jpg", 640) == 8 * 1000 * 750  # decoded at 1/2 scale (draft mode)
     assert uploads.picture(open(path, "rb").read()).shape == (750, 1000, 3)  # shrunk by a whole factor while decoding
-    assert ("decoding this picture", 8 * 4000 * 3000) in gate.seen and gate.used == 0
+    assert ("decoding this picture", 8 * 2000 * 1500) in gate.seen and gate.used == 0
 
 
 def test_a_picture_larger_than_the_budget_is_refused_before_decoding(monkeypatch, tmp_path):
-    path = _big_png(tmp_path / "big2.png", 4000, 3000, 2)
-    monkeypatch.setattr(budget, "SERVER", budget.Gate(64 * MiB))
-    with pytest.raises(ValueError, match=r"Decoding this picture would need about 92 MiB, more than this server "
-                                         r"allows for all work at once \(64 MiB\)"):
+    path = _big_png(tmp_path / "big2.png", 2000, 1500, 2)
+    monkeypatch.setattr(budget, "SERVER", budget.Gate(16 * MiB))
+    with pytest.raises(ValueError, match=r"Decoding this picture would need about 23 MiB, more than this server "
+                                         r"allows for all work at once \(16 MiB\)"):
         uploads.picture(open(path, "rb").read())
 
 
 def test_many_large_pictures_at_once_decode_inside_the_budget(monkeypatch, tmp_path):
-    paths = [open(_big_png(tmp_path / f"p{i}.png", 3000, 2000, i), "rb").read() for i in range(8)]
+    paths = [open(_big_png(tmp_path / f"p{i}.png", 1500, 1000, i), "rb").read() for i in range(8)]
     one = images.decode_bytes(paths[0], images.INTAKE_SHORT_SIDE)
     monkeypatch.setattr(budget, "SERVER", budget.Gate(int(2.5 * one)))
     with ThreadPoolExecutor(8) as pool:
         shapes = list(pool.map(lambda p: uploads.picture(p).shape, paths))
-    assert shapes == [(667, 1000, 3)] * 8  # 2000×3000 reduced by 3, rounding up
+    assert shapes == [(1000, 1500, 3)] * 8
     assert budget.SERVER.peak == 2 * one and budget.SERVER.waited > 0
 
 
