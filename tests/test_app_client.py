@@ -119,6 +119,18 @@ def test_classify_offline(client):
     assert len(r["numbers"]["top5"]) == 5 and "parameters" in r["texts"]["facts"]
 
 
+@pytest.mark.parametrize("picture, words", [
+    ('{"url": "http://127.0.0.1:9/cat.png", "meta": {"_type": "gradio.FileData"}}', "does not fetch pictures from web"),
+    ('{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}', "was not uploaded by a user"),
+    ('"data:image/png;base64,!!!"', "not valid base64"),
+])
+def test_a_picture_that_did_not_arrive_as_an_upload_is_refused_with_words(app_url, picture, words):
+    from conftest import raw_call
+
+    answer = raw_call(app_url, "patches", f'{picture}, 16, 224, "crop", "ViT-B"')
+    assert "event: error" in answer and words in answer
+
+
 SHAPES_ONLY = "was trained only on generated shape scenes"
 
 

@@ -37,6 +37,9 @@ def _source(payload: Any) -> tuple[str | bytes, str]:
         url = payload.get("url") or ""
         if url.startswith("data:"):
             payload = url
+        elif url and not payload.get("path"):
+            raise ValueError("vitviz does not fetch pictures from web addresses: upload the file, or send it as a "
+                             "data: URL.")
         else:
             payload = payload.get("path")
     if isinstance(payload, str) and payload.startswith("data:"):
