@@ -69,7 +69,6 @@ def dino_checkpoint(path: Path) -> Path:
 def one(kind: str, size: int, ckpt: str) -> dict:
     """One measurement in this (fresh) process."""
     import numpy as np
-    import torch
 
     from vitviz import assets
     from vitviz.analyses import attention as analysis
