@@ -144,8 +144,8 @@ def call(client, api: str, args: list):
     return client.predict(handle_file(args[0]), *args[1:], api_name=api)
 
 
-def fingerprint(answer) -> str:
-    """One digest of an answer: pictures by their pixels, text without the timing line."""
+def fingerprint(answer):
+    """An answer as plain data to compare: pictures by a digest of their pixels, text without the timing line."""
     from PIL import Image
 
     def walk(v):
@@ -156,11 +156,26 @@ def fingerprint(answer) -> str:
                 return hashlib.sha1(im.convert("RGB").tobytes()).hexdigest()
         if isinstance(v, str):
             return [line for line in v.splitlines() if "this forward on this machine" not in line]
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):
             return [walk(x) for x in v]
         return v
 
-    return hashlib.sha1(json.dumps(walk(answer), sort_keys=True, default=str).encode()).hexdigest()
+    return walk(answer)
+
+
+def first_difference(a, b, where: str = "") -> str:
+    """Where two fingerprints first differ, and how (for the benchmark's 'wrong' lines)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if a.get(k) != b.get(k):
+                return first_difference(a.get(k), b.get(k), f"{where}/{k}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                return first_difference(x, y, f"{where}[{i}]")
+    return f"{where}: {str(a)[:160]!r} alone, {str(b)[:160]!r} in the crowd"
 
 
 def run(url: str, clients: int, per_client: int, pics: list[str], reference: dict) -> dict:
@@ -183,8 +198,9 @@ def run(url: str, clients: int, per_client: int, pics: list[str], reference: dic
                 errors.append(f"{api}: {type(err).__name__}: {err}")
                 continue
             latencies[api].append(time.perf_counter() - t0)
-            if digest != reference[(api, json.dumps(args))]:
-                wrong.append(api)
+            alone = reference[(api, json.dumps(args))]
+            if digest != alone:
+                wrong.append(f"{api}: {first_difference(alone, digest)}")
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
@@ -239,6 +255,8 @@ def load_tables(client_counts: list[int], per_client: int, concurrency: list[int
                           f" | {len(r['errors'])} | {len(r['wrong'])} | {server.peak_mb:.0f} MB |")
                     for e in r["errors"][:3]:
                         print(f"  error: {e}")
+                    for w in r["wrong"][:3]:
+                        print(f"  wrong: {w}")
             finally:
                 server.close()
 
