@@ -264,7 +264,7 @@ def main() -> None:
         print()
         sizes = [224] if args.quick else [224, 480]
         print("| DINO ViT-S/8 shape | tokens | bare forward | full request | ratio | re-render | re-render / forward "
-              "| peak MB (vitviz) | peak MB (output_attentions) | memory ratio |")
+              "| peak MiB (vitviz) | peak MiB (output_attentions) | memory ratio |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for size in sizes:
             naive = subprocess_one("output_attentions", size, ckpt)

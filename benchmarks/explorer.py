@@ -178,7 +178,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for (case, m), trip in zip(rows, trips.values()):
         fetch = f"{m['fetch'] * 1000:.0f} ms" if m["fetch"] is not None else "not needed (all layers sent)"
-        print(f"| {case} | {m['n']:,} | {m['json'] / 2**20:.2f} MB ({m['sent']} of {m['layers']} layers' rows) | "
+        print(f"| {case} | {m['n']:,} | {m['json'] / 2**20:.2f} MiB ({m['sent']} of {m['layers']} layers' rows) | "
               f"{m['server'] * 1000:.0f} ms | {m['ready']:.2f} s | {ms(m['hover'], 50)} / {ms(m['hover'], 95)} ms | "
               f"{ms(m['layer'], 50)} / {ms(m['layer'], 95)} ms | {fetch} | {trip * 1000:.0f} ms |")
     print("\nGoals: hover ≤ 16 ms at 224 px; a layer switch that needs no fetch ≤ 50 ms.")

@@ -240,7 +240,7 @@ def load_tables(client_counts: list[int], per_client: int, concurrency: list[int
                 idle = server.rss_mb()
                 ref, seq_rate = reference_answers(server.url, pics, total)
                 print(f"\nModel concurrency group of {conc}. Sequential (one client, every distinct request "
-                      f"once): {seq_rate:.1f} requests/s; server {idle:.0f} MB idle.\n")
+                      f"once): {seq_rate:.1f} requests/s; server {idle:.0f} MiB idle.\n")
                 print("| clients × requests | requests/s | vs sequential | " +
                       " | ".join(f"{api} p50 / p95" for api in ENDPOINTS) + " | errors | wrong | server peak RSS |")
                 print("|---|---|---|" + "---|" * len(ENDPOINTS) + "---|---|---|")
@@ -252,7 +252,7 @@ def load_tables(client_counts: list[int], per_client: int, concurrency: list[int
                     cells = [f"{pct(v, 50) * 1000:.0f} / {pct(v, 95) * 1000:.0f} ms" if v else "–"
                              for v in r["latencies"].values()]
                     print(f"| {n} × {per_client} | {rate:.1f} | {rate / seq_rate:.0%} | " + " | ".join(cells) +
-                          f" | {len(r['errors'])} | {len(r['wrong'])} | {server.peak_mb:.0f} MB |")
+                          f" | {len(r['errors'])} | {len(r['wrong'])} | {server.peak_mb:.0f} MiB |")
                     for e in r["errors"][:3]:
                         print(f"  error: {e}")
                     for w in r["wrong"][:3]:
@@ -337,7 +337,7 @@ def worst_table() -> None:
     print("| worst accepted request (DINO ViT-S/8 shape) | tokens (limit) | measured peak | budget's estimate |")
     print("|---|---|---|---|")
     print(f"| 512 px short side, widest picture under the limit | {r['tokens']:,} ({r['limit']:,}) | "
-          f"{r['peak_mb']:.0f} MB | {r['estimate_mb']:.0f} MB |")
+          f"{r["peak_mb"]:.0f} MiB | {r["estimate_mb"]:.0f} MiB |")
 
 
 # ---- the side doors ---------------------------------------------------------------------------

@@ -92,3 +92,36 @@ def test_token_streams_are_cached_and_made_once_for_simultaneous_requests(rgb_ca
             t.join()
     assert len(calls) == 1 and all(r is results[0] for r in results)
     assert features.tokens_for(tiny, rgb_cat, 64)[1] is results[0] and hooks_of(module_of(tiny)) == 0
+
+
+def test_colour_panel_is_oriented_like_the_mask_on_every_layer_of_the_embedded_model(rgb_cat):
+    """The red channel (PC1) must be high where the mask says foreground, whatever sign the SVD picked: before
+    the fix it pointed the other way on 21 of 32 cases."""
+    from vitviz.embedded import scenes
+
+    tiny = loaders.load_embedded()
+    pictures = [rgb_cat] + [scenes.make_scene(seed).image for seed in range(3)]
+    checked = 0
+    for rgb in pictures:
+        fitted, streams = features.tokens_for(tiny, rgb, 64)
+        for layer in range(streams.shape[0]):
+            r = features.oriented(features.pca(streams[layer, tiny.spec.prefix:], 3), fitted.grid)
+            first = r.projections[:, 0].reshape(fitted.grid)
+            assert np.array_equal(features.orient_foreground(first), first)  # already oriented
+            red = features.to_rgb(r.projections, fitted.grid)[..., 0].astype(float)
+            fg = first > 0
+            if fg.any() and (~fg).any():
+                assert red[fg].mean() > red[~fg].mean()
+            assert np.allclose(np.abs(r.components[0] @ features.pca(streams[layer, tiny.spec.prefix:], 3).components[0]), 1)
+            checked += 1
+    assert checked == len(pictures) * tiny.depth
+
+
+def test_the_last_layer_says_it_is_before_the_final_layernorm(rgb_cat):
+    from vitviz.views import features as view
+
+    tiny = loaders.load_embedded()
+    fitted, streams = features.tokens_for(tiny, rgb_cat, 64)
+    _, last = view.render(tiny, fitted, streams, streams.shape[0])
+    _, first = view.render(tiny, fitted, streams, 1)
+    assert "before the model's final LayerNorm" in last and "LayerNorm" not in first

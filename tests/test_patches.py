@@ -154,3 +154,11 @@ def test_the_patch_cost_sentence_comes_from_the_calculator():
     costs = show("patches", cat, spec.PATCHES.check({"model_size": "ViT-S"})).texts["costs"]
     scores = 12 * 6 * 197 * 197 * 64  # layers × heads × T² × head width, by hand
     assert f"scores alone {scores * 6 / 1e9:.2f} G (6× the real {scores / 1e6:.2f} M)" in costs
+
+
+def test_halving_the_patch_gives_the_exact_ratio_not_sixteen():
+    from vitviz.views import patches as view
+
+    line = view.halving_line(196, 16)  # 224 px in 16-px patches -> 8-px patches: 784 patches
+    assert "4N = 784" in line and "616,225" in line and "15.88×" in line  # 785² / 197² by hand
+    assert view.halving_line(196, 7) == ""  # an odd patch side cannot be halved into whole pixels

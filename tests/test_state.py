@@ -44,3 +44,18 @@ def test_every_setting_survives_the_link(view):
     assert set(query) == {f.link for f in linked}  # none left out
     assert view.from_link(query) == values
     assert view.link(view.defaults()) == {}  # defaults stay out of the link
+
+
+def test_settings_as_used_name_the_model_that_answered_and_the_bounds_of_follow_fields(rgb_cat):
+    from vitviz import views
+    from vitviz.specs import views as spec
+    from vitviz.specs.registry import OFFLINE_KEY
+
+    v = spec.INSIDE_HEAD
+    values = v.check(v.defaults() | {"row": 40, "col": 2})
+    shown = views.show("inside_head", rgb_cat, values)  # offline: DINO cannot be had, the shapes model answers
+    assert shown.model == OFFLINE_KEY and shown.settled.values["model"] == OFFLINE_KEY
+    assert shown.settled.adjusted()["model"]["asked"] == "DINO ViT-S/8"
+    assert shown.settled.bounds == {"layer": 4, "head": 2, "row": 7, "col": 11}  # 64 px of the cat: 8×12 patches
+    assert shown.settled.values["row"] == 7 and "8×12" in shown.settled.notes["row"]
+    assert "cannot be loaded here" not in shown.note()  # the stand-in's notice already says so, once

@@ -87,6 +87,17 @@ def orient_foreground(first: np.ndarray) -> np.ndarray:
     return -g if g[border].mean() > inside.mean() else g
 
 
+def oriented(r: FeaturePCA, grid: tuple[int, int]) -> FeaturePCA:
+    """``r`` with PC1's sign chosen by :func:`orient_foreground` on the (gh, gw) grid, in both its direction and
+    the patches' coordinates, so the colour panel and the foreground mask use the same orientation."""
+    first = r.projections[:, 0].reshape(grid)
+    if np.array_equal(orient_foreground(first), first):
+        return r
+    sign = np.ones(r.projections.shape[1])
+    sign[0] = -1.0
+    return FeaturePCA(r.components * sign[:, None], r.projections * sign, r.share)
+
+
 def to_rgb(projections: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     """(gh, gw, 3) uint8: components 1-3 as red, green and blue, each stretched to its own range (constant: black)."""
     gh, gw = grid

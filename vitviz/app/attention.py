@@ -12,7 +12,7 @@ import gradio as gr
 
 from vitviz import assets
 from vitviz.app import serving, uploads
-from vitviz.app.components import Form, browser_view, download_row, explain, figure
+from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
@@ -62,10 +62,11 @@ def build(gr_tab: gr.Tab) -> Tab:
             go = gr.Button("Show attention", variant="primary")
             dl_button, dl_file = download_row("attention-bundle")
             gr.Examples([uploads.example(n) for n in SCENES + PHOTOS], inputs=[src], label="examples (click one)")
+            photos_note = gr.Markdown(visible=False, elem_id="attention-photos-note")  # set on load, offline
             explain(
                 "The class token gathers information from all patches; its attention row says how much it "
                 "took from each. DINO models learned without any labels, yet their heads often outline the main "
-                "object. The contour keeps the fewest patches holding the chosen share of a head's attention. "
+                "object (the offline shapes model learned with labels, on shapes only: expect this from DINO). The contour keeps the fewest patches holding the chosen share of a head's attention. "
                 "Point at any patch to see where it looks instead. Rollout follows attention through every "
                 "layer, counting the skip connections too.")
         with gr.Column(scale=2):
@@ -130,7 +131,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         pair_fig = figure("attn-pair")
     tab = Tab("attention", form, note, gr_tab, default="cat.png", offline_default="scene_star.png",
               model_field=A["model"])
-    tab.extras = {"registers": reg_btn, "registers_note": reg_note}
+    tab.extras = {"registers": reg_btn, "registers_note": reg_note, "photos_note": photos_note}
 
     # the public API
     endpoint(A, lambda pic, v: answer(show("attention", uploads.picture(pic), v)),
@@ -151,7 +152,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     payload = signed(len(inputs), lambda *args: _payload(form, *args), "explorer", progress=True)
     figures = tab.event(A, lambda sh: (tab.note_text(sh) + sh.texts["info"], sh.figures["heads"], sh.texts["table"],
                                        sh.figures["rollout"], sh.figures["box"], sh.figures["crop"],
-                                       sh.figures["distance"], sh.figures.get("query")),
+                                       sh.figures["distance"], figure_value(sh.figures.get("query"))),
                         [note, heads, table, roll, box, crop, dist, query])
     honest = signed(len(inputs), lambda *args: _side_control(form, *args), "side_used")
     limits = signed(len(inputs), lambda *args: _limits(form, *args), "limits")

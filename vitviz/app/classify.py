@@ -25,6 +25,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             go = gr.Button("Classify", variant="primary")
             dl_button, dl_file = download_row("classify-bundle")
             gr.Examples([uploads.example(n) for n in PHOTOS + SCENES], inputs=[src], label="examples (click one)")
+            photos_note = gr.Markdown(visible=False, elem_id="classify-photos-note")  # set on load, offline
             explain(
                 "After the last block only the class token's vector is kept; one linear layer turns it into a "
                 "score per class. The maps show which patches the class token drew on for this prediction: the "
@@ -57,6 +58,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         tr_md = gr.Markdown(elem_classes="vx-table")
     tab = Tab("classify", form, note, gr_tab, default="cat.png", offline_default="scene_star.png",
               model_field=C["model"])
+    tab.extras = {"photos_note": photos_note}
 
     endpoint(C, lambda pic, v: answer(show("classify", uploads.picture(pic), v)))
     endpoint(C, lambda pic, v: bundle_file("classify", v, uploads.picture(pic)), name="bundle_classify",

@@ -118,6 +118,11 @@ def figure(elem_id: str, caption: str | None = None, **kwargs: Any) -> gr.Image:
                     interactive=False, type="pil", format="png", buttons=["download", "fullscreen"], **kwargs)
 
 
+def figure_value(image: Any) -> gr.Image:
+    """A figure's new value: hidden when the answer has no such figure, so no empty frame is left open."""
+    return gr.Image(value=image, visible=image is not None)
+
+
 def explain(text: str) -> gr.Markdown:
     """A short explanation beside the figures, in the large 'explain' style."""
     return gr.Markdown(text, elem_classes="explain")

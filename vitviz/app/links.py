@@ -29,6 +29,13 @@ def model_choices(task: str) -> list[tuple[str, str]]:
     return [(models.choice_label(k), k) for k in registry.keys(task)]
 
 
+def photos_note(model: str) -> str:
+    """What the examples list says when a tab's own model cannot be had here."""
+    return (f"**Offline here:** {model} is not available, so this tab opens on a shape scene with "
+            f"{registry.OFFLINE_KEY}. The four photos (cat, coffee, astronaut, rocket) need {model} from the "
+            "hub; shown to the shapes model, they get its nearest shape, marked as such.")
+
+
 def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
     """The page-load callback: open the page as its link says (tab, picture, every setting), or on an example."""
 
@@ -57,6 +64,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             chosen = out.get(control) or (field.default if available.get(field.default, False) else
                                           registry.OFFLINE_KEY)
             out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
+            if not available.get(field.default, False):
+                out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
         picture = tabs[tab].src
         if picture is not None:
             wanted = q.get("image")
@@ -87,5 +96,6 @@ def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     """Every component :func:`opener` may set."""
     comps = [page[k] for k in ("tabs", "projector", "notice", "registers", "registers_note", "opened")]
     for tab in tabs.values():
+        comps += [c for k, c in tab.extras.items() if k == "photos_note"]
         comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])
     return list(dict.fromkeys(comps))

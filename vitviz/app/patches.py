@@ -39,8 +39,8 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "A ViT never sees pixels one by one. It cuts the image into square patches, lays them out "
                 "row by row (p00, p01, …), flattens each into a list of numbers, and maps that list to one "
                 "vector with the same linear layer for every patch. Those vectors are the tokens. Halve the "
-                "patch size and you get four times as many tokens, and about sixteen times as many attention "
-                "entries.")
+                "patch side and you get four times as many patch tokens and sixteen times as many patch pairs to "
+                "attend over (a little less with the class token counted: the summary gives the exact ratio).")
         with gr.Column(scale=2):
             note = gr.Markdown(elem_id="patches-note", elem_classes="vx-note")
             summary = gr.Markdown(elem_id="patch-summary")
@@ -48,8 +48,9 @@ def build(gr_tab: gr.Tab) -> Tab:
             inspector_view = browser_view("patches", "patch-inspector", "patch inspector: point at a patch or use the "
                                           "arrow keys")
             equivalence = gr.Markdown()
-            with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False):
-                vectors = figure("patch-vectors")
+            with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False) as vec_box:
+                vectors = figure("patch-vectors", "The clicked patch (the centre one until you click the grid)")
+                clicked = gr.State(None)
             costs = gr.Markdown(elem_classes="vx-table", elem_id="cost-table")
             chart = figure("cost-chart")
     with gr.Accordion("The 8×8 toy, step by step", open=False) as toy_box:
@@ -89,17 +90,32 @@ def build(gr_tab: gr.Tab) -> Tab:
              doc="The Patches view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
              runs_model=False)
 
+    fit_in = form.inputs(spec.PATCHES)
+
+    def opened(*args: object):
+        """The accordion opened: the last clicked patch, or the centre one, so the panel is never empty."""
+        *raw, last = args
+        picture, values = form.values(spec.PATCHES, tuple(raw))
+        if picture is None:
+            return gr.skip()
+        fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
+        gh, gw = fitted.grid
+        row, col = last if last is not None else (gh // 2, gw // 2)
+        return patches_view.patch_vectors(fitted, row, col)
+
+    show_clicked = signed(len(fit_in) + 1, opened, "show_clicked_patch")
+
     # the page's events
     main = tab.event(spec.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
                                                sh.texts["equivalence"], sh.texts["costs"], sh.figures["costs"], None),
-                     [note, summary, grid, equivalence, costs, chart, vectors])
-    fit_in = form.inputs(spec.PATCHES)
+                     [note, summary, grid, equivalence, costs, chart, clicked])
     for trigger in tab.answer_triggers([go.click] + [form[f].change for f in (spec.PATCH, spec.POLICY,
                                                                              spec.MODEL_SIZE)]
                                        + [form[spec.RESOLUTION].release]):
         shown = on(trigger, main, fit_in, main.outputs, trigger_mode="always_last")
         on(shown.success, tab.quiet(inspector, spec.PATCHES), fit_in, inspector_view).then(
             None, None, None, js=tab.reveal("#patch-summary"))
+        on(shown.success, show_clicked, fit_in + [clicked], vectors)  # a new picture: its centre patch
 
     def click(*args: object) -> tuple:
         *raw, evt = args
@@ -109,9 +125,10 @@ def build(gr_tab: gr.Tab) -> Tab:
         fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
         row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], fitted.patch, patches_view.scale_of(fitted))
         image, _ = patches_view.grid_image(fitted, highlight=(row, col))
-        return image, patches_view.patch_vectors(fitted, row, col)
+        return image, patches_view.patch_vectors(fitted, row, col), (row, col)
 
-    on(grid.select, signed(len(fit_in), click, "click_patch", select=True), fit_in, [grid, vectors])
+    on(grid.select, signed(len(fit_in), click, "click_patch", select=True), fit_in, [grid, vectors, clicked])
+    on(vec_box.expand, show_clicked, fit_in + [clicked], vectors)
     tab.download(spec.PATCHES, dl_button, dl_file)
     tab.accordion(spec.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))
     tab.accordion(spec.FILTERS, filt_box, [filt_btn.click, form[spec.FILTERS["model"]].change],

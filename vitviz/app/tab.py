@@ -13,7 +13,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form
+from vitviz.app.components import Form, figure_value
 from vitviz.app.serving import bundle_file, friendly, on
 from vitviz.specs.state import View
 from vitviz.views import Shown, show
@@ -41,6 +41,15 @@ def signed(n: int, fn: Callable[..., Any], name: str, progress: bool = False, se
     call.__annotations__ = annotations
     call.__name__ = call.__qualname__ = name
     return friendly(call)
+
+
+def narrow(field, shown: Shown):
+    """A ``follows`` slider brought to the range of what is shown (the picture's grid, the model's layers and
+    heads) and to the value used; unchanged when the answer set no bound for it."""
+    settled = shown.settled
+    if settled is None or field.name not in settled.bounds:
+        return gr.skip()
+    return gr.Slider(maximum=settled.bounds[field.name], value=settled.values[field.name])
 
 
 class Tab:
@@ -87,12 +96,15 @@ class Tab:
         """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and when one of
         ``triggers`` fires. ``figures`` and ``note`` pair a name in the view's answer with its component: the figures,
         and the text shown after the notice and the reasons for changed settings."""
-        outputs = [c for _, c in figures] + ([note[1]] if note is not None else [])
+        narrowed = [f for f in view.fields if f.follows and isinstance(self.form.controls.get(f), gr.Slider)]
+        outputs = ([c for _, c in figures] + ([note[1]] if note is not None else [])
+                   + [self.form[f] for f in narrowed])
 
         def render(sh: Shown) -> tuple:
-            out = [sh.figures.get(name) for name, _ in figures]
+            out = [figure_value(sh.figures.get(name)) for name, _ in figures]
             if note is not None:
                 out.append(self.note_text(sh) + sh.texts.get(note[0], ""))
+            out += [narrow(f, sh) for f in narrowed]
             return tuple(out)
 
         event = self.event(view, render, outputs, needs_picture=any(f.kind == "image" for f in view.fields))

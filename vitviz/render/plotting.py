@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import io
 import textwrap
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Sequence
 
 import matplotlib
 import numpy as np
 from matplotlib import font_manager
 from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
 from PIL import Image, ImageDraw, ImageFont
 
 from vitviz.models import budget
@@ -160,12 +161,21 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     """Render a figure to an RGB PIL image (tight bounding box) in the projector style."""
     projector_style(fig)
     w, h = fig.get_size_inches() * dpi
+    st = style()
     with budget.reserve(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
-        buf.seek(0)
-        image = Image.open(buf).convert("RGB")
-        image.info.clear()
+        for _ in range(6):  # labels spilling past the axes can make the tight box wider than the figure
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+            buf.seek(0)
+            image = Image.open(buf).convert("RGB")
+            image.info.clear()
+            over_w, over_h = image.width - st.max_width * dpi / DPI, image.height - st.max_height * dpi / DPI
+            if over_w <= 0 and over_h <= 0:
+                break
+            # narrow (or shorten) the axes by the excess and draw again, so the text keeps its size
+            fw, fh = fig.get_size_inches()
+            fig.set_size_inches(max(1.0, fw - max(0.0, over_w + 4) * 1.5 / dpi),
+                                max(1.0, fh - max(0.0, over_h + 4) * 1.5 / dpi))
         if _vectors.get():
             pdf = io.BytesIO()
             fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
@@ -309,7 +319,7 @@ def bars(values: dict[str, float], title: str, xlabel: str, highlight: Sequence[
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_xlim(0, v.max() * 1.3 if v.max() > 0 else 1)
-        ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+        ax.xaxis.set_major_formatter(EngFormatter(sep=" "))  # 5 G, not a "1e10" multiplier at the axis' end
         return to_image(fig)
 
 

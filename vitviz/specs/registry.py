@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-OFFLINE_KEY = "vitviz tiny (offline, trained on synthetic shapes)"
+OFFLINE_KEY = "vitviz tiny (shapes only)"
 
 
 @dataclass(frozen=True)

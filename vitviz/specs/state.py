@@ -83,7 +83,7 @@ class Field:
                 text += f", a multiple of {self.multiple}"
             extra = [f"{w!r} for {v}" for w, v in self.words.items()]
             if self.follows:
-                text += f" (at most the {self.follows[:-1] if self.follows.endswith('s') else self.follows} count "
+                text += f" (at most the {self.follows.removesuffix('s')} count "
                 text += "of what is shown)" if self.follows in ("layers", "heads") else "of the picture's grid)"
             return text + (", or " + ", ".join(extra) if extra else "")
         if self.kind == "choice":
@@ -305,6 +305,14 @@ class Settled:
     values: dict[str, Any]
     asked: dict[str, Any]
     notes: dict[str, str] = field(default_factory=dict)
+    bounds: dict[str, int] = field(default_factory=dict)
+    """The largest value a setting could take for this answer (its ``follows`` range: the picture's grid, the
+    model's layers and heads), for controls that narrow to it."""
+
+    def within(self, name: str, hi: int, why: str, lo: int = 0) -> int:
+        """Use setting ``name`` brought into [lo, hi] (recording ``hi`` as its bound) with the reason if it moved."""
+        self.bounds[name] = int(hi)
+        return self.use(name, clamp(self.values[name], hi, lo), why)
 
     def use(self, name: str, value: Any, why: str) -> Any:
         """Record that ``name`` is used as ``value`` (with the reason) when that differs from what was asked."""

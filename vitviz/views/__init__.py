@@ -45,8 +45,10 @@ class Shown:
     def note(self) -> str:
         """The notice and the settings' reasons, as one paragraph (empty when there is nothing to say)."""
         parts = [self.notice] if self.notice else []
-        if self.settled and self.settled.notes:
-            parts.append(self.settled.sentence())
+        reasons = [why for name, why in (self.settled.notes.items() if self.settled else ())
+                   if not (name == "model" and self.notice)]  # a stand-in model's notice already says why
+        if reasons:
+            parts.append(" ".join(reasons))
         return "\n\n".join(parts)
 
 
@@ -86,6 +88,9 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
     ``progress(fraction, message)`` hears about slow steps (a model loading). When the model that answered knows
     only vitviz's generated shapes and the picture is not one of its example scenes, the answer says so."""
     shown = shower(view)(picture, values, progress=progress)
+    settled = shown.settled
+    if settled is not None and shown.model and settled.values.get("model") not in (None, shown.model):
+        settled.use("model", shown.model, f"{settled.values['model']} cannot be loaded here.")  # the model used
     warning = shapes_only(shown.model, picture)
     if warning and warning not in shown.notice:
         shown.notice = f"{shown.notice}\n\n{warning}" if shown.notice else warning

@@ -64,7 +64,7 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
     table = (f"Class-token attention, layer {layer + 1} of {maps.layers}. The contour keeps the fewest patches "
              f"holding {keep:.0%} of each map's attention mass.\n\n"
              "| map | mass kept | patches kept | patches |\n|---|---|---|---|\n" + "\n".join(rows))
-    heads = map_grid(rgb, panels, titles, f"[CLS] attention per head, layer {layer + 1}", cmap, alpha, masks)
+    heads = map_grid(rgb, panels, titles, f"{a.runner.spec.key}: [CLS] attention per head, layer {layer + 1}", cmap, alpha, masks)
     k = box_scale(a)
     boxed = plotting.upscale(rgb, k)
     crop = boxed
@@ -104,7 +104,7 @@ def render_rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0, cmap
         note, fusion = f"; {fusion} fusion needs a lower resolution", "mean"
     roll = maps.rollout(fusion, discard)
     return map_grid(a.fitted.image, [roll], [f"heads fused by {fusion}, discard {discard:.0%}{note}"],
-                    "Attention rollout through all layers", cmap, alpha)
+                    f"{a.runner.spec.key}: attention rollout through all layers", cmap, alpha)
 
 
 def render_query(a: Analysis, row: int, col: int, layer: int, cmap: str = "inferno", alpha: float = 0.6) -> Image.Image:
@@ -118,7 +118,7 @@ def render_query(a: Analysis, row: int, col: int, layer: int, cmap: str = "infer
     rgb[row * p:(row + 1) * p, col * p:(col + 1) * p] = (0, 229, 255)
     note = "" if used == layer else f" (layer {layer + 1} not kept at this size: showing the last layer)"
     return map_grid(rgb, list(maps), [f"head {h}" for h in range(len(maps))],
-                    f"Patch ({row}, {col}) as the query, layer {used + 1}{note}", cmap, alpha)
+                    f"{a.runner.spec.key}: patch ({row}, {col}) as the query, layer {used + 1}{note}", cmap, alpha)
 
 
 def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
@@ -307,9 +307,9 @@ def analysis_for(rgb: np.ndarray, values: dict, progress=None) -> tuple[Analysis
     a = analyse(runner, rgb, values["resolution"])
     maps = a.maps
     if "layer" in values:
-        s.use("layer", clamp(values["layer"], maps.layers, 1), f"{runner.spec.key} has {maps.layers} layers.")
+        s.within("layer", maps.layers, f"{runner.spec.key} has {maps.layers} layers.", lo=1)
     if "head" in values and values["head"] != -1:
-        s.use("head", clamp(values["head"], maps.heads - 1), f"{runner.spec.key} has {maps.heads} heads per layer.")
+        s.within("head", maps.heads - 1, f"{runner.spec.key} has {maps.heads} heads per layer.")
     if values.get("query") is not None:
         gh, gw = maps.grid
         r, c = values["query"]
@@ -345,7 +345,7 @@ def show_timeline(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The embedded model's last-layer attention at every shipped training step, and one step's heads."""
     steps = assets.tiny_checkpoints()
     s = settle(values)
-    index = s.use("step", clamp(values["step"], len(steps) - 1), f"There are {len(steps)} checkpoints.")
+    index = s.within("step", len(steps) - 1, f"There are {len(steps)} checkpoints.")
     strip, heads = render_timeline(rgb, index, values["cmap"], values["alpha"])
     return Shown({"strip": strip, "heads": heads}, {}, {"steps": [step for step, _ in steps]}, s,
                  registry.OFFLINE_KEY)

@@ -11,7 +11,7 @@ from vitviz.core.images import Fitted
 from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
-from vitviz.specs.state import clamp, settle
+from vitviz.specs.state import settle
 from vitviz.views import Shown
 
 
@@ -22,14 +22,13 @@ def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) ->
     layer = int(np.clip(int(layer), 1, depth))
     tokens = streams[layer - 1]
     patches = tokens[loaded.spec.prefix:]
-    r = features.pca(patches, 3)
     gh, gw = fitted.grid
+    r = features.oriented(features.pca(patches, 3), (gh, gw))
     rgb = fitted.image
     size = plotting.panel_size(*rgb.shape[:2], 300)
     picture = np.asarray(Image.fromarray(rgb).resize(size, Image.BILINEAR))
     colour = np.asarray(Image.fromarray(features.to_rgb(r.projections, (gh, gw))).resize(size, Image.NEAREST))
-    first = features.orient_foreground(r.projections[:, 0].reshape(gh, gw))
-    fg = first > 0
+    fg = r.projections[:, 0].reshape(gh, gw) > 0
     shown = picture.copy()
     dim = np.asarray(Image.fromarray((~fg).astype(np.uint8) * 255).resize(size, Image.NEAREST)) > 0
     shown[dim] = (shown[dim] * 0.25).astype(np.uint8)  # background darkened
@@ -41,8 +40,10 @@ def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) ->
             f"in which the tokens of this picture differ most: PC1 {r.share[0]:.0%}, PC2 {r.share[1]:.0%}, PC3 "
             f"{r.share[2]:.0%} of their variance. Patches with alike colours are represented alike, wherever they "
             "are. The sign of a component is arbitrary; PC1 is oriented so the picture's border is mostly "
-            "negative, and its positive side is called foreground (a guess that works when the object is not at "
-            "the border).")
+            "negative (in the colours, the red side is the inside), and its positive side is called foreground (a "
+            "guess that works when the object is not at the border). "
+            + ("These are the last block's output tokens, before the model's final LayerNorm."
+               if layer == depth else f"These are block {layer}'s output tokens."))
     return image, text
 
 
@@ -52,7 +53,7 @@ def show_feature_pca(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     s = settle(values)
     s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
     fitted, streams = features.tokens_for(runner, rgb, values["resolution"])
-    layer = s.use("layer", clamp(values["layer"], streams.shape[0], 1), f"{runner.spec.key} has {streams.shape[0]} layers.")
+    layer = s.within("layer", streams.shape[0], f"{runner.spec.key} has {streams.shape[0]} layers.", lo=1)
     image, text = render(runner, fitted, streams, layer)
     return Shown({"feature_pca": image}, {"text": text}, {"model": runner.spec.key, "layer": layer}, s,
                  runner.spec.key, runner.notice)

@@ -11,7 +11,7 @@ from vitviz.analyses.heads import HeadTrace, LayerRecord
 from vitviz.core.images import Fitted
 from vitviz.models import cache as models
 from vitviz.render import plotting
-from vitviz.specs.state import clamp, settle
+from vitviz.specs.state import settle
 from vitviz.views import Shown
 
 
@@ -85,13 +85,13 @@ def show_inside_head(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     runner = models.get_model(values["model"], progress)
     s = settle(values)
     s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
-    layer = s.use("layer", clamp(values["layer"], runner.depth, 1), f"{runner.spec.key} has {runner.depth} layers.")
+    layer = s.within("layer", runner.depth, f"{runner.spec.key} has {runner.depth} layers.", lo=1)
     fitted, record = heads.layer_record(runner, rgb, values["resolution"], layer)
-    s.use("head", clamp(values["head"], record.heads - 1), f"{runner.spec.key} has {record.heads} heads per layer.")
+    s.within("head", record.heads - 1, f"{runner.spec.key} has {record.heads} heads per layer.")
     gh, gw = record.grid
     if not values["cls"]:
-        s.use("row", clamp(values["row"], gh - 1), f"The picture is {gh}×{gw} patches.")
-        s.use("col", clamp(values["col"], gw - 1), f"The picture is {gh}×{gw} patches.")
+        s.within("row", gh - 1, f"The picture is {gh}×{gw} patches.")
+        s.within("col", gw - 1, f"The picture is {gh}×{gw} patches.")
     token, where = query_token(record, s.values["row"], s.values["col"], values["cls"])
     tr = heads.trace(record, s.values["head"], token)
     image, text = render(fitted, tr, where, values["cmap"])

@@ -86,14 +86,25 @@ def cost_table(patch: int, h: int, w: int) -> tuple[str, dict[str, dict[str, int
 
 
 def scale_of(fitted: Fitted) -> int:
-    """Display pixels per image pixel of the grid view (long side about 720 px)."""
-    return plotting.display_scale(*fitted.image.shape[:2], 720)
+    """Display pixels per image pixel of the grid view (an integer, so patch edges stay exact; the long side at
+    most the style's figure height, 660 px in projector mode)."""
+    return plotting.display_scale(*fitted.image.shape[:2], plotting.style().max_height)
 
 
 def grid_image(fitted: Fitted, highlight: tuple[int, int] | None = None) -> tuple[Image.Image, int]:
     """(the labelled patch grid, display scale); ``highlight`` outlines patch (row, col)."""
     scale = scale_of(fitted)
     return plotting.patch_grid(fitted.image, fitted.patch, scale, highlight=highlight), scale
+
+
+def halving_line(n: int, patch: int) -> str:
+    """What halving the patch side does to N patches: 4N patches, and the attention entries with the class token,
+    (4N + 1)² against (N + 1)², a little under 16 times (exactly 16 times for the N² patch pairs alone)."""
+    if patch < 2 or patch % 2:
+        return ""
+    before, after = (n + 1) ** 2, (4 * n + 1) ** 2
+    return (f"- halve the patch to {patch // 2}: **4N = {4 * n:,}** patches and (4N + 1)² = {after:,} entries, "
+            f"**{after / before:.2f}×** as many (exactly 16× for the patch pairs alone, N² → 16N²)\n")
 
 
 def render(fitted: Fitted, size_name: str = "ViT-B") -> PatchesView:
@@ -111,7 +122,8 @@ def render(fitted: Fitted, size_name: str = "ViT-B") -> PatchesView:
         f"{size_name} ({size.heads} heads × {size.depth} layers) computes "
         f"**{counts['all attention entries']:,}** of them per image\n"
         f"- each patch is **{p}·{p}·3 = {p * p * 3:,}** numbers before the projection\n"
-        "\nPoint at a patch in the inspector to see its vectors."
+        + halving_line(counts["patches"], p)
+        + "\nPoint at a patch in the inspector to see its vectors."
     )
     table, raw = cost_table(p, h, w)
     parts = raw[size_name]

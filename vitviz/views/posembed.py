@@ -10,7 +10,7 @@ from PIL import Image
 from vitviz.core import posembed
 from vitviz.models import cache as models
 from vitviz.render import plotting
-from vitviz.specs.state import clamp, settle
+from vitviz.specs.state import settle
 from vitviz.specs.views import LEARNED, RPB_FORMULA, SINUSOIDAL, TIMELINE, relative_bias_sources
 from vitviz.views import Shown
 
@@ -211,9 +211,9 @@ def show_relative_bias(_rgb: None, values: dict, progress=None) -> Shown:
     s = settle(values)
     s.use("window", m, f"{name} has {m}×{m} windows.")
     heads = table.shape[1]
-    s.use("head", clamp(values["head"], heads - 1), f"This table has {heads} heads.")
-    s.use("row", clamp(values["row"], m - 1), f"A window is {m}×{m} patches.")
-    s.use("col", clamp(values["col"], m - 1), f"A window is {m}×{m} patches.")
+    s.within("head", heads - 1, f"This table has {heads} heads.")
+    s.within("row", m - 1, f"A window is {m}×{m} patches.")
+    s.within("col", m - 1, f"A window is {m}×{m} patches.")
     v = s.values
     image, text = render_relative_bias(table, m, name, v["head"], v["row"], v["col"], values["cmap"])
     return Shown({"relative_bias": image}, {"text": text}, {"table": name, "window": m}, s, None, notice)

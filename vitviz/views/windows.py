@@ -9,7 +9,6 @@ from vitviz.core import windows
 from vitviz.core.images import Fitted
 from vitviz.render import plotting
 from vitviz.specs import registry
-from vitviz.specs.state import clamp
 from vitviz.views import Shown
 
 SIDES = list(range(64, 1025, 16))
@@ -86,9 +85,9 @@ def show_windows(rgb: np.ndarray, values: dict, progress=None) -> Shown:
 
     fitted, s = fitted_for(rgb, values)
     gh, gw = fitted.grid
-    m = s.use("window", clamp(values["window"], max(gh, gw), 1), f"The picture is {gh}×{gw} patches.")
-    row = s.use("row", clamp(values["row"], gh - 1), f"The picture is {gh}×{gw} patches.")
-    col = s.use("col", clamp(values["col"], gw - 1), f"The picture is {gh}×{gw} patches.")
+    m = s.within("window", max(gh, gw), f"The picture is {gh}×{gw} patches.", lo=1)
+    row = s.within("row", gh - 1, f"The picture is {gh}×{gw} patches.")
+    col = s.within("col", gw - 1, f"The picture is {gh}×{gw} patches.")
     image, text = render_windows(fitted, m, row, col)
     dim = registry.VIT_SIZES[values["model_size"]].dim
     cost = render_costs(values["patch"], dim, m, min(fitted.image.shape[:2]))

@@ -1,0 +1,67 @@
+"""What the README promises about figures, checked on every view's figures: no figure wider than 790 px or taller
+than 660 px, no text under 20 px (projector style), and plain unit labels instead of a '1e10' axis multiplier."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vitviz import views
+from vitviz.render import plotting
+from vitviz.specs.views import VIEWS
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+PICTURELESS = {"toy", "patch_filters", "position_embeddings", "rotary", "relative_bias", "registers",
+               "patch_size_tradeoff"}
+
+
+def test_the_readme_states_the_limits_this_file_checks():
+    text = " ".join(README.read_text().split())
+    assert "no text under 20 px of the figure" in text
+    assert "no figure wider than 790 px or taller than 660 px" in text
+    assert (plotting.PROJECTOR.max_width, plotting.PROJECTOR.max_height, plotting.PROJECTOR.text_px) == (790, 660, 20)
+
+
+@pytest.mark.parametrize("view", sorted(set(VIEWS) - {"patch_size_tradeoff"}))
+def test_every_figure_of_every_view_keeps_the_readme_limits(view, rgb_cat):
+    v = VIEWS[view]
+    shown = views.show(view, None if view in PICTURELESS else rgb_cat, v.check(v.defaults()))
+    for name, image in shown.figures.items():
+        assert image.width <= 790 and image.height <= 660, (view, name, image.size)
+        px = plotting.text_px_of(image)
+        assert px is None or px >= 20 - 1e-6, (view, name, px)
+
+
+def test_a_bar_chart_labels_its_axis_in_units_not_with_a_multiplier():
+    from matplotlib.figure import Figure
+
+    seen = {}
+
+    def spy(fig: Figure, *args, **kwargs):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        seen["offset"] = ax.xaxis.get_offset_text().get_text()
+        seen["ticks"] = [t.get_text() for t in ax.get_xticklabels()]
+        return real(fig, *args, **kwargs)
+
+    real = plotting.to_image
+    plotting.to_image = spy
+    try:
+        image = plotting.bars({"QKᵀ": 3.6e8, "MLP": 1.1e10}, "where the MACs go", "multiply-accumulates")
+    finally:
+        plotting.to_image = real
+    assert seen["offset"] == "" and any(re.fullmatch(r"\d+ G", t.replace("−", "-")) for t in seen["ticks"])
+    assert image.width <= 790 and plotting.text_px_of(image) == pytest.approx(20, abs=0.01)
+
+
+def test_the_patch_grid_fits_the_figure_height_with_whole_pixels_per_patch(rgb_cat):
+    from vitviz.views import patches
+
+    for side, patch in ((224, 16), (64, 8), (480, 16), (32, 4)):
+        fitted = patches.fit(rgb_cat, side, patch, "crop")
+        grid, scale = patches.grid_image(fitted)
+        assert grid.height <= 660 and grid.width <= 790 and scale == max(1, 660 // max(fitted.image.shape[:2]))
+        assert np.asarray(grid).shape[0] == fitted.image.shape[0] * scale
