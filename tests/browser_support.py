@@ -19,6 +19,22 @@ if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
 
 
+OPENS_WITH = {"patches": "#patch-grid img", "positions": "#pe-mosaic img",
+              "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img"}
+"""What each tab shows once its example is computed."""
+
+
+def open_tab(browser, url: str, tab: str, width: int = 1280, height: int = 720, query: str = "", **context):
+    """A new page at ``url?tab=TAB&QUERY`` in a ``width``×``height`` window, once the tab shows its answer and the
+    page is idle: (its browser context, to close; the page)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height}, **context)
+    page = ctx.new_page()
+    page.goto(f"{url}?tab={tab}" + (f"&{query}" if query else ""))
+    page.wait_for_selector(OPENS_WITH[tab], state="attached", timeout=120_000)
+    idle(page)
+    return ctx, page
+
+
 def idle(page, rounds: int = 2) -> None:
     """Wait until the page has no event in progress (an answer can queue one more run right after it)."""
     for _ in range(rounds):

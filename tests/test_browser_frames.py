@@ -5,12 +5,10 @@ slider that follows the picture's grid ends at the grid's last row and column.""
 from __future__ import annotations
 
 import pytest
-from browser_support import idle
+from browser_support import OPENS_WITH as TABS
+from browser_support import idle, open_tab
 
 pytestmark = pytest.mark.browser
-
-TABS = {"patches": "#patch-grid img", "positions": "#pe-mosaic img",
-        "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img"}
 
 EMPTY_FRAMES = """() => [...document.querySelectorAll('.vx-fig')]
   .filter((el) => el.offsetParent !== null && el.getBoundingClientRect().height > 0)
@@ -26,12 +24,8 @@ OPEN_ALL = """() => { let n = 0;
 
 @pytest.mark.parametrize("tab", list(TABS))
 def test_every_open_panel_shows_an_answer(browser, app_url, tab):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
+    ctx, page = open_tab(browser, app_url, tab, query="projector=1")
     try:
-        page.goto(f"{app_url}?tab={tab}&projector=1")
-        page.wait_for_selector(TABS[tab], timeout=120_000)
-        idle(page)
         assert page.evaluate(EMPTY_FRAMES) == [], "a frame is empty before any accordion is opened"
         opened = page.evaluate(OPEN_ALL)
         assert opened >= 1
@@ -45,12 +39,8 @@ def test_every_open_panel_shows_an_answer(browser, app_url, tab):
 
 
 def test_the_swin_query_sliders_follow_the_grid(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
+    ctx, page = open_tab(browser, app_url, "patches")
     try:
-        page.goto(f"{app_url}?tab=patches")
-        page.wait_for_selector(TABS["patches"], timeout=120_000)
-        idle(page)
         page.get_by_text("Windowed attention (Swin)").click()
         page.wait_for_selector("#swin-windows img", timeout=60_000)
         idle(page)

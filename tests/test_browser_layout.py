@@ -33,7 +33,9 @@ SCROLL_THROUGH = """async () => {  // pictures load lazily: pass every one once,
   for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight / 2) {
     scrollTo(0, y); await new Promise((r) => setTimeout(r, 80)); }
   scrollTo(0, 0);
-  await Promise.all([...document.images].map((i) => i.complete ? 0 : new Promise((r) => { i.onload = i.onerror = r; })));
+  // (a picture in a closed panel is never loaded lazily: only the ones that can be seen are waited for)
+  await Promise.all([...document.images].filter((i) => i.offsetParent !== null)
+    .map((i) => i.complete ? 0 : new Promise((r) => { i.onload = i.onerror = r; })));
 }"""
 
 

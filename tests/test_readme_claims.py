@@ -33,6 +33,8 @@ def test_every_figure_of_every_view_keeps_the_readme_limits(view, rgb_cat):
         assert image.width <= 790 and image.height <= 660, (view, name, image.size)
         px = plotting.text_px_of(image)
         assert px is None or px >= 20 - 1e-6, (view, name, px)
+        alt = plotting.alt_of(image)  # a text alternative that says what it shows, with its numbers
+        assert alt and len(alt) > 40 and any(ch.isdigit() for ch in alt), (view, name, alt)
 
 
 def test_a_bar_chart_labels_its_axis_in_units_not_with_a_multiplier():

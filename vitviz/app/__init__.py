@@ -40,6 +40,7 @@ def build_demo() -> gr.Blocks:
             with gr.Column(scale=1, min_width=240):
                 projector = gr.Checkbox(False, label="Projector mode (large text)", elem_id="projector",
                                         container=False)
+                contrast = gr.Checkbox(False, label="High contrast", elem_id="contrast", container=False)
         link_notice = gr.Markdown(visible=False, elem_id="link-notice", elem_classes="vx-note")
         tabs: dict[str, Tab] = {}
         with gr.Tabs(overflow_behavior="wrap") as tab_set:
@@ -52,7 +53,8 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Classify", id="classify") as t:
                 tabs["classify"] = classify.build(t)
         opened = gr.State()
-        page = {"tabs": tab_set, "projector": projector, "notice": link_notice, "opened": opened,
+        page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
+                "opened": opened,
                 **tabs["attention"].extras}
         loaded = demo.load(links.opener(tabs, page), None, links.outputs(tabs, page), api_visibility="private")
         tabs["positions"].open_on_load(loaded, opened)
@@ -60,6 +62,7 @@ def build_demo() -> gr.Blocks:
             tab.opens(models.available_now, opened)
             tab.gr_tab.select(None, None, None, js=f"() => window.vitvizLink?.tab({name!r})")
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
+        contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
     return demo
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from vitviz.render import web
+from vitviz.render import plotting, web
 from vitviz.specs.state import Field, View
 
 WEB = Path(web.__file__).resolve().parent
@@ -119,8 +119,9 @@ def figure(elem_id: str, caption: str | None = None, **kwargs: Any) -> gr.Image:
 
 
 def figure_value(image: Any) -> gr.Image:
-    """A figure's new value: hidden when the answer has no such figure, so no empty frame is left open."""
-    return gr.Image(value=image, visible=image is not None)
+    """A figure's new value with its text alternative (what it shows, from its numbers) for screen readers;
+    hidden when the answer has no such figure, so no empty frame is left open."""
+    return gr.Image(value=image, visible=image is not None, alt_text=plotting.alt_of(image))
 
 
 def explain(text: str) -> gr.Markdown:

@@ -82,6 +82,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             out[page["tabs"]] = gr.Tabs(selected=tab)
         if q.get("projector") == "1":
             out[page["projector"]] = True
+        if q.get("contrast") == "1":
+            out[page["contrast"]] = True
         registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
         out[page["registers"]] = gr.Button(interactive=registers_ok)
         if not registers_ok:
@@ -94,7 +96,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
 
 def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     """Every component :func:`opener` may set."""
-    comps = [page[k] for k in ("tabs", "projector", "notice", "registers", "registers_note", "opened")]
+    comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "registers", "registers_note",
+                               "opened")]
     for tab in tabs.values():
         comps += [c for k, c in tab.extras.items() if k == "photos_note"]
         comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])

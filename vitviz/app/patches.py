@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form, browser_view, download_row, explain, figure
+from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
@@ -50,7 +50,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             equivalence = gr.Markdown()
             with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False) as vec_box:
                 vectors = figure("patch-vectors", "The clicked patch (the centre one until you click the grid)")
-                clicked = gr.State(None)
+                clicked, vec_open = gr.State(None), gr.State(False)
             costs = gr.Markdown(elem_classes="vx-table", elem_id="cost-table")
             chart = figure("cost-chart")
     with gr.Accordion("The 8×8 toy, step by step", open=False) as toy_box:
@@ -93,17 +93,20 @@ def build(gr_tab: gr.Tab) -> Tab:
     fit_in = form.inputs(spec.PATCHES)
 
     def opened(*args: object):
-        """The accordion opened: the last clicked patch, or the centre one, so the panel is never empty."""
-        *raw, last = args
+        """The clicked patch's figure while its accordion is open: the last clicked patch, or the centre one, so
+        the open panel is never empty; nothing (no figure, no work) while it is closed."""
+        *raw, last, is_open = args
         picture, values = form.values(spec.PATCHES, tuple(raw))
+        if not is_open:
+            return figure_value(None)
         if picture is None:
             return gr.skip()
         fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
         gh, gw = fitted.grid
         row, col = last if last is not None else (gh // 2, gw // 2)
-        return patches_view.patch_vectors(fitted, row, col)
+        return figure_value(patches_view.patch_vectors(fitted, row, col))
 
-    show_clicked = signed(len(fit_in) + 1, opened, "show_clicked_patch")
+    show_clicked = signed(len(fit_in) + 2, opened, "show_clicked_patch")
 
     # the page's events
     main = tab.event(spec.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
@@ -115,7 +118,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         shown = on(trigger, main, fit_in, main.outputs, trigger_mode="always_last")
         on(shown.success, tab.quiet(inspector, spec.PATCHES), fit_in, inspector_view).then(
             None, None, None, js=tab.reveal("#patch-summary"))
-        on(shown.success, show_clicked, fit_in + [clicked], vectors)  # a new picture: its centre patch
+        on(shown.success, show_clicked, fit_in + [clicked, vec_open], vectors)  # a new picture: its centre patch
 
     def click(*args: object) -> tuple:
         *raw, evt = args
@@ -125,10 +128,12 @@ def build(gr_tab: gr.Tab) -> Tab:
         fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
         row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], fitted.patch, patches_view.scale_of(fitted))
         image, _ = patches_view.grid_image(fitted, highlight=(row, col))
-        return image, patches_view.patch_vectors(fitted, row, col), (row, col)
+        return figure_value(image), figure_value(patches_view.patch_vectors(fitted, row, col)), (row, col)
 
     on(grid.select, signed(len(fit_in), click, "click_patch", select=True), fit_in, [grid, vectors, clicked])
-    on(vec_box.expand, show_clicked, fit_in + [clicked], vectors)
+    on(vec_box.expand, lambda: True, None, vec_open, queue=False).then(
+        show_clicked, fit_in + [clicked, vec_open], vectors, api_visibility="private", preprocess=False)
+    on(vec_box.collapse, lambda: False, None, vec_open, queue=False)
     tab.download(spec.PATCHES, dl_button, dl_file)
     tab.accordion(spec.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))
     tab.accordion(spec.FILTERS, filt_box, [filt_btn.click, form[spec.FILTERS["model"]].change],

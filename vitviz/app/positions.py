@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from vitviz.app.components import Form, browser_view, download_row, explain, figure
+from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
@@ -112,7 +112,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         values = P.check(form.values(P, tuple(raw))[1])
         grid, _, _ = posembed_view.grid_for(values)
         row, col = posembed_view.tile_at(grid, values["kind"], evt.index[0], evt.index[1])
-        return posembed_view.tile_figure(grid, values["kind"], row, col, values["cmap"])
+        return figure_value(posembed_view.tile_figure(grid, values["kind"], row, col, values["cmap"]))
 
     on(mosaic.select, signed(len(inputs), tile_at, "click_tile", select=True), inputs, tile)
     tab.download(P, dl_button, dl_file)

@@ -11,6 +11,7 @@ import inspect
 from typing import Any, Callable
 
 import gradio as gr
+from PIL import Image
 
 from vitviz.app import uploads
 from vitviz.app.components import Form, figure_value
@@ -85,7 +86,10 @@ class Tab:
             rgb = uploads.picture(picture) if needs_picture else None
             shown = show(view.name, rgb, values, progress=lambda f, msg: progress(f, desc=msg))
             out = render(shown)
-            return out if len(outputs) > 1 else (out[0] if isinstance(out, tuple) else out)
+            out = tuple(out) if isinstance(out, tuple) else (out,)
+            out = tuple(figure_value(v) if isinstance(c, gr.Image) and isinstance(v, Image.Image) else v
+                        for c, v in zip(outputs, out))  # figures carry their text alternatives
+            return out if len(outputs) > 1 else out[0]
 
         fn = signed(len(self.form.inputs(view)), run, f"show_{view.name}", progress=True)
         fn.outputs = outputs

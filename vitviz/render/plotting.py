@@ -14,6 +14,7 @@ image component and map clicks back to pixels.
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +34,8 @@ from vitviz.models import budget
 DIVERGING = "PuOr_r"
 DPI = 100
 TEXT_PX_KEY = "vitviz:text_px"
+ALT_KEY = "vitviz:alt"
+"""``image.info`` key holding a figure's text alternative (what it shows, in words and its own numbers)."""
 """``image.info`` key (kept as a PNG text chunk) holding the smallest text in a figure, in its own pixels."""
 
 
@@ -181,7 +184,39 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
             fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
             image.info["pdf"] = pdf.getvalue()
     text = smallest_text_px(fig)
-    return fit_image(image, None if text is None else text * dpi / DPI)
+    return described(fit_image(image, None if text is None else text * dpi / DPI), words_of(fig))
+
+
+def words_of(fig: Figure, limit: int = 600) -> str:
+    """A text alternative made from what a figure writes: its title, then each panel's title, axis labels, legend
+    and the numbers printed on it (repeated words once; tick labels left out), at most ``limit`` characters."""
+    texts = [fig._suptitle] if fig._suptitle is not None else []
+    for ax in fig.axes:
+        texts += [ax._left_title, ax.title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        legend = ax.get_legend()
+        texts += list(legend.get_texts()) if legend is not None else []
+        texts += list(ax.texts)
+    texts += list(fig.texts)
+    for ax in fig.axes:  # category names on an axis (bar names, heads) say what the numbers belong to
+        texts += [t for t in (*ax.get_xticklabels(), *ax.get_yticklabels()) if re.search(r"[A-Za-z]{2}", t.get_text())]
+    seen: list[str] = []
+    for t in texts:
+        words = " ".join(t.get_text().split())
+        if t.get_visible() and words and words not in seen:
+            seen.append(words)
+    text = "Figure: " + "; ".join(seen) + "."
+    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def described(image: Image.Image, text: str) -> Image.Image:
+    """``image`` with ``text`` as its text alternative (screen readers get it as the picture's alt text)."""
+    image.info[ALT_KEY] = text
+    return image
+
+
+def alt_of(image: Image.Image | None) -> str | None:
+    """The text alternative recorded by :func:`described` (None: none recorded)."""
+    return None if image is None else image.info.get(ALT_KEY)
 
 
 @lru_cache(maxsize=32)
@@ -252,7 +287,9 @@ def patch_grid(rgb: np.ndarray, patch: int, scale: int, labels: bool = True,
                        width=max(3, width * 3))
     if labelled:
         img.info[TEXT_PX_KEY] = f"{size:.2f}"
-    return img
+    where = f"; patch ({highlight[0]}, {highlight[1]}) outlined" if highlight is not None else ""
+    return described(img, f"The picture, {rgb.shape[1]}×{rgb.shape[0]} px, cut into a {gh}×{gw} grid of "
+                          f"{patch}×{patch}-px patches, {gh * gw} in all, numbered row by row{where}.")
 
 
 def fig_width(inches: float) -> float:
@@ -320,7 +357,10 @@ def bars(values: dict[str, float], title: str, xlabel: str, highlight: Sequence[
         ax.set_xlabel(xlabel)
         ax.set_xlim(0, v.max() * 1.3 if v.max() > 0 else 1)
         ax.xaxis.set_major_formatter(EngFormatter(sep=" "))  # 5 G, not a "1e10" multiplier at the axis' end
-        return to_image(fig)
+        image = to_image(fig)
+    eng = EngFormatter(places=2, sep=" ")
+    parts = "; ".join(f"{n}: {eng(float(val))} ({val / total:.1%})" for n, val in zip(names, v))
+    return described(image, f"Bar chart: {title}. {xlabel}: {parts}.")
 
 
 def vector_strip(vectors: Sequence[np.ndarray], names: Sequence[str], title: str) -> Image.Image:
@@ -486,7 +526,9 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
                   (x0 + (col_w - pw) // 2, y0 + cap))
     if bar:
         out.paste(bar, ((width - bar.width) // 2, height - bar.height - pad))
-    return fit_image(out, float(st.text_px))
+    words = "; ".join(" ".join(t.split()) for t in titles)
+    scale = f" Colour scale: {bar_label or 'low to high'} ({cmap})." if cmap else ""
+    return described(fit_image(out, float(st.text_px)), f"Figure: {' '.join(title.split())}. Panels: {words}.{scale}")
 
 
 def heat_overlay(rgb: np.ndarray, heat: np.ndarray, cmap: str, alpha: float,

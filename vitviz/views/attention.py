@@ -74,6 +74,10 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
         crop = boxed.crop(box_px)
         boxed = boxed.copy()
         ImageDraw.Draw(boxed).rectangle(box_px, outline=(0, 229, 255), width=max(2, boxed.width // 150))
+    where = (f"from pixel ({box_px[0]}, {box_px[1]}) to ({box_px[2]}, {box_px[3]})" if box_px else "(no box)")
+    plotting.described(boxed, f"The picture with a box around the patches holding {keep:.0%} of the head-mean "
+                              f"attention of layer {layer + 1}, {where}.")
+    plotting.described(crop, f"The picture cropped to that box, {crop.width}×{crop.height} px.")
     return HeadsView(heads, table, boxed, crop)
 
 

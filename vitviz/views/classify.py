@@ -31,8 +31,13 @@ def render(loaded: Runner, rgb: np.ndarray, cmap: str = "inferno", alpha: float 
     grid = maps.grid
     top5 = classify.top_k(maps.logits[0], loaded.labels)
     best = next(iter(top5))
-    img = map_grid(picture, [maps.cls_map(maps.layers - 1), maps.rollout("mean")],
+    last, roll = maps.cls_map(maps.layers - 1), maps.rollout("mean")
+    img = map_grid(picture, [last, roll],
                    ["last layer, head mean", "rollout (mean)"], f"Where [CLS] looked for “{best}”", cmap, alpha)
+    peak = np.unravel_index(int(np.argmax(last)), last.shape)
+    plotting.described(img, f"{plotting.alt_of(img)} Top class “{best}” at {top5[best]:.1%}; the last layer's "
+                            f"head mean puts its most attention, {last.max() / max(last.sum(), 1e-12):.1%}, on patch "
+                            f"({peak[0]}, {peak[1]}) of {grid[0]}×{grid[1]}.")
     side = picture.shape[0]
     macs = classify.macs_of(loaded, side, side)
     n = grid[0] * grid[1]
@@ -126,6 +131,8 @@ def show_shuffle(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     r = classify.shuffle_experiment(runner, rgb, values["seed"])
     h, w = r.scrambled.shape[:2]  # the model's input (64 px for the offline model): enlarged, patch edges kept
     picture = plotting.upscale(r.scrambled, plotting.display_scale(h, w, 384))
+    plotting.described(picture, f"The picture's patches dealt out in a random order (seed {values['seed']}), "
+                                f"{w}×{h} px, as the model sees it.")
     numbers = {"model": runner.spec.key, "diff_with_positions": r.diff_with_pos,
                "diff_without_positions": r.diff_without_pos, "top_original": r.top_original,
                "top_shuffled": r.top_shuffled}

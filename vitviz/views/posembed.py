@@ -89,6 +89,9 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
         k = min(600 / resampled.height, 720 / resampled.width)
         resampled = resampled.resize((max(1, round(resampled.width * k)), max(1, round(resampled.height * k))),
                                      Image.BOX)
+    plotting.described(mosaic, f"Mosaic of {r}×{c} tiles for {name}: tile (r, c) shows the {kind} similarity of "
+                               f"position (r, c) to all {r * c} positions, bright where alike ({cmap}).")
+    plotting.described(resampled, f"The same mosaic after resampling the table bicubically to {rr}×{rc}.")
     summary = (f"**{name}**: a {r}×{c} grid of {d}-dimensional vectors. Tile (r, c) of the mosaic shows how "
                f"similar position (r, c) is to every other position ({kind}); click a tile to enlarge it. "
                f"Resampled bicubically to {rr}×{rc} (what timm does when the input resolution changes).")

@@ -199,7 +199,8 @@ function build(p) {
       <figure class="vx-big"><figcaption aria-live="polite"></figcaption></figure>
       <div class="vx-heads"></div>
     </div>
-    <div class="vx-strip" title="class token, head mean, per layer; then the rollout. Drag across to scrub."></div>
+    <div class="vx-strip" tabindex="0" role="group" title="class token, head mean, per layer; then the rollout. Drag across to scrub."
+      aria-label="layer strip: the class token's head-mean map per layer, then the rollout; keys [ and ] change the layer"></div>
     <p class="vx-help">Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
       arrows move the query, 0–${p.heads - 1} pick a head, m the head mean, [ and ] the layer.</p>`;
   const [bw, bh] = fit(400), [sw, sh] = fit(124), [tw, th] = fit(80);

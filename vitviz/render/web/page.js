@@ -32,7 +32,42 @@
       if (el) el.scrollIntoView({ block: "start", behavior: "instant" });
     },
   };
+  link.contrast = (on) => {  // high contrast for washed-out projectors (theme.css's body.vx-contrast rules)
+    document.body.classList.toggle("vx-contrast", !!on);
+    link.set({ contrast: on ? "1" : null });
+  };
   window.vitvizLink = link;
   document.body.classList.remove("dark");
   link.projector(link.get("projector") === "1");
+  link.contrast(link.get("contrast") === "1");
+
+  // names and keyboard reach for what gradio draws without them (WCAG 2.1: 4.1.2 names, 2.1.1 keyboard)
+  const words = (file) => {  // an example's file name as a person would say it
+    const stem = decodeURIComponent(file.split("/").pop().split("?")[0]).replace(/\.[a-z0-9]+$/i, "");
+    if (stem.startsWith("scene_")) return `example: ${stem.slice(6)} shape scene`;
+    if (stem.startsWith("toy_")) return "example: the 8 by 8 toy image";
+    return `example photo: ${stem.replace(/_/g, " ")}`;
+  };
+  const name = () => {
+    for (const b of document.querySelectorAll(".gallery-item:not([aria-label])")) {
+      const img = b.querySelector("img");
+      if (img && img.getAttribute("src")) { b.setAttribute("aria-label", words(img.getAttribute("src"))); img.alt = ""; }
+    }
+    for (const t of document.querySelectorAll(".vx-table")) {  // a table wider than the screen scrolls: reachable by keys
+      const wide = t.scrollWidth > t.clientWidth + 1;
+      if (wide && !t.hasAttribute("tabindex")) {
+        t.setAttribute("tabindex", "0"); t.setAttribute("role", "region"); t.setAttribute("aria-label", "table (scrolls sideways)");
+      } else if (!wide && t.getAttribute("tabindex") === "0") {
+        t.removeAttribute("tabindex"); t.removeAttribute("role"); t.removeAttribute("aria-label");
+      }
+    }
+  };
+  let queued = false;
+  new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => { queued = false; name(); });
+  }).observe(document.body, { childList: true, subtree: true });
+  window.addEventListener("resize", name);
+  name();
 }
