@@ -337,7 +337,7 @@ def worst_table() -> None:
     print("| worst accepted request (DINO ViT-S/8 shape) | tokens (limit) | measured peak | budget's estimate |")
     print("|---|---|---|---|")
     print(f"| 512 px short side, widest picture under the limit | {r['tokens']:,} ({r['limit']:,}) | "
-          f"{r["peak_mb"]:.0f} MiB | {r["estimate_mb"]:.0f} MiB |")
+          f"{r['peak_mb']:.0f} MiB | {r['estimate_mb']:.0f} MiB |")
 
 
 # ---- the side doors ---------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_crop_a_folder_skips_the_broken_file_and_a_rerun_does_nothing(folder, tm
     first = run("crop", str(d), "--out", str(out))
     assert first.returncode == 3  # done in part: one input skipped (documented in --help)
     assert "5 cropped, 0 already done, 1 skipped" in first.stdout
-    assert re.search(r"skipped .*cam9\.jpg: That file is not an image vitviz can read", first.stderr)
+    assert re.search(r"skipped .*cam9\.jpg: not a picture vitviz can read", first.stderr)
     crops = sorted(p.name for p in (out / "crops").iterdir())
     assert crops == [f"cam{i}.png.png" for i in range(5)]
     with open(out / "boxes.csv", newline="") as f:
@@ -126,7 +126,7 @@ def test_a_photo_is_flagged_on_the_command_line_and_in_its_json(tmp_path):
 def test_crop_of_an_empty_folder_does_nothing_and_says_so(tmp_path):
     (tmp_path / "empty").mkdir()
     out = run("crop", str(tmp_path / "empty"), "--out", str(tmp_path / "out"))
-    assert out.returncode == 1 and "has no files to crop" in out.stderr
+    assert out.returncode == 1 and "has no pictures to crop" in out.stderr
 
 
 def test_a_missing_file_is_named_in_command_line_words(tmp_path):
@@ -172,7 +172,7 @@ def test_costs_and_models_print_the_librarys_numbers():
 
 
 @pytest.mark.parametrize("args, code, words", [
-    (["crop", "/no/such/folder", "--out", "/tmp/x"], 1, "is not a folder"),
+    (["crop", "/no/such/folder", "--out", "/tmp/x"], 1, "no such folder or file"),
     (["attention", "README.md", "--out", "/tmp/x"], 1, "not an image vitviz can read"),
     (["attention", "x.png", "--threshold", "1.5", "--out", "/tmp/x"], 2,
      "`keep` (keep this share of attention mass) must be a number from 0.1 to 0.95; got '1.5'"),

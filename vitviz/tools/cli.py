@@ -5,8 +5,9 @@
     vitviz patches IMAGE [--patch 16 --resolution 224 …] [--out DIR]   token counts; with --out the grid and a JSON
     vitviz attention IMAGE... --out DIR [--model KEY …]    per picture NAME: NAME.heads.png, NAME.rollout.png,
                                                            NAME.mask.png and NAME.json (the numbers)
-    vitviz crop FOLDER --out DIR [--model KEY …]           the camera-trap recipe: attention -> mask -> box -> crop
-                                                           (crops/NAME.png per picture NAME, boxes.csv)
+    vitviz crop FOLDER|LIST.csv --out DIR [--batch 8] [--engine local|ray]   the camera-trap recipe: attention ->
+                                                           mask -> box -> crop (crops/<path>.png mirroring the
+                                                           tree, boxes.csv; resumable; Ray for a cluster)
     vitviz bundle params.json --out DIR                    a downloaded view's figures again, pixel for pixel
     vitviz serve [--port 7860]                             the web app
 
@@ -176,68 +177,48 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
 # ---- vitviz crop ------------------------------------------------------------------------------------------
 
-CROP_FIELDS = ["file", "crop", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept",
-               "model"]
 CROP_SETTINGS = ("model", "resolution", "keep")
 
 
-def crop_name(path: Path) -> str:
-    """A crop's file name: the picture's own name, extension included, as PNG (``a.jpg`` -> ``a.jpg.png``), so
-    ``a.jpg`` and ``a.png`` in one folder never write the same crop."""
-    return f"{path.name}.png"
-
-
 def cmd_crop(args: argparse.Namespace) -> int:
-    from PIL import Image
-
-    from vitviz.core import images
-    from vitviz.views import shapes_only
-    from vitviz.views.attention import analysis_for, numbers
+    from vitviz.models import cache as models
+    from vitviz.tools import crop
 
     values = checked(spec.ATTENTION, args, CROP_SETTINGS)
-    folder, out = Path(args.folder), Path(args.out)
-    if not folder.is_dir():
-        _say(f"{folder} is not a folder.")
+    source, out = Path(args.source), Path(args.out)
+    if not source.exists():
+        _say(f"{source}: no such folder or file.")
         return FAILED
-    files = sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-    if not files:
-        _say(f"{folder} has no files to crop.")
+    try:
+        items = crop.list_inputs(source)
+    except ValueError as err:
+        _say(str(err) + ".")
         return FAILED
-    crops, table = out / "crops", out / "boxes.csv"
-    crops.mkdir(parents=True, exist_ok=True)
-    rows = {}
-    if table.exists():
-        with table.open(newline="") as f:
-            rows = {r["file"]: r for r in csv.DictReader(f) if r.get("crop")}
-    todo = [p for p in files if not (p.name in rows and (crops / crop_name(p)).exists())]
-    skipped, told = [], set()
-    for path in _progress(todo, "crop"):
+    if not items:
+        _say(f"{source} has no pictures to crop.")
+        return FAILED
+    crop.clear_unfinished(out)
+    todo = [i for i in items if not crop.done(out, i)]
+    runner = models.get_model(values["model"])
+    if runner.notice:
+        _say(runner.notice.replace("**", ""))
+    batches, skipped = crop.plan(todo, runner.side(values["resolution"]), runner.spec.patch, args.batch)
+    if args.engine == "ray":
+        from vitviz.tools import crop_ray
+
         try:
-            rgb = images.load_rgb(path)
-            a, settled = analysis_for(rgb, values)
-        except ValueError as err:
-            skipped.append((path, str(err)))
-            continue
-        warning = "\n".join(w for w in (a.runner.notice, shapes_only(a.runner.spec.key, rgb)) if w)
-        if warning and warning not in told:
-            _say(warning.replace("**", ""))
-            told.add(warning)
-        last = numbers(a, a.maps.layers, values["keep"])  # the last layer's head-mean mask and its box
-        mean = last["maps"][-1]
-        box = last["box"] or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
-        left, top, right, bottom = images.box_to_original(box, *rgb.shape[:2], a.resolution, a.maps.patch)
-        Image.fromarray(rgb[top:bottom, left:right]).save(crops / crop_name(path))
-        rows[path.name] = {"file": path.name, "crop": f"crops/{crop_name(path)}", "width": rgb.shape[1],
-                           "height": rgb.shape[0], "left": left, "top": top, "right": right, "bottom": bottom,
-                           "mass_kept": f"{mean['mass_kept']:.4f}", "patches_kept": f"{mean['patches_kept']:.4f}",
-                           "model": a.runner.spec.key}
-    with table.open("w", newline="") as f:
-        writer = csv.DictWriter(f, CROP_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows[name] for name in sorted(rows))
-    print(f"{len(todo) - len(skipped)} cropped, {len(files) - len(todo)} already done, {len(skipped)} skipped; "
-          f"boxes in {table}")
-    return _report(len(files), skipped)
+            written, more = crop_ray.run(batches, values, out, address=args.address, workers=args.workers)
+        except crop_ray.RayMissing as err:
+            _say(str(err))
+            return FAILED
+    else:
+        written, more = crop.run_local(runner, batches, values, out, lambda b: _progress(b, "crop"))
+    skipped += more
+    for warning in dict.fromkeys(r["warning"] for r in written if r.get("warning")):
+        _say(warning)  # once: a photo shown to the shapes-only model
+    table = crop.write_table(out, items)
+    print(f"{len(written)} cropped, {len(items) - len(todo)} already done, {len(skipped)} skipped; boxes in {table}")
+    return _report(len(items), [(Path(s.rel), s.why) for s in skipped])
 
 
 def _report(total: int, skipped: list[tuple[Path, str]]) -> int:
@@ -288,6 +269,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # ---- the parser ----------------------------------------------------------------------------------------------
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="vitviz", description="How a Vision Transformer sees an image.",
                                  epilog="Exit codes: 0 done, 1 nothing done, 2 wrong usage, 3 done in part.")
@@ -312,10 +303,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.set_defaults(run=cmd_attention, view=spec.ATTENTION, only=None)
 
-    p = sub.add_parser("crop", help="crop every picture in a folder to where the class token looks")
-    p.add_argument("folder")
+    p = sub.add_parser("crop", help="crop every picture in a folder tree (or a CSV list) to where the class token "
+                                    "looks", description="Crops go to OUT/crops/<path>.png (the tree mirrored), the "
+                       "boxes to OUT/boxes.csv; a rerun skips what is done. --engine ray spreads the batches over a "
+                       "Ray cluster (pip install 'vitviz[ray]').")
+    p.add_argument("source", help="a folder (searched recursively) or a .csv file listing pictures (a 'path' column)")
     settings_flags(p, spec.ATTENTION, CROP_SETTINGS)
     p.add_argument("--out", required=True)
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this process; ray: a pool of Ray actors, each loading the model once")
+    p.add_argument("--batch", type=_positive, default=8, help="pictures per forward (those the model sees at one "
+                   "shape; default 8)")
+    p.add_argument("--address", default=None, help="with --engine ray: an existing cluster ('auto' or "
+                   "ray://host:10001); default: a local cluster on this machine's cores")
+    p.add_argument("--workers", type=_positive, default=None, help="with --engine ray: actors (default: one per "
+                   "CPU the cluster has, at most the number of batches)")
     p.set_defaults(run=cmd_crop, view=spec.ATTENTION, only=CROP_SETTINGS)
 
     p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")

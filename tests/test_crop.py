@@ -1,0 +1,216 @@
+"""``vitviz crop``'s engine: inputs from a tree or a list, outputs mirroring the tree, batches of one shape, a rerun
+that skips what is done, an interrupted run that loses nothing already written, and the Ray engine (slow) giving
+the local engine's files byte for byte."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from vitviz.analyses.crops import ClassTokenProbe, box_of
+from vitviz.embedded import scenes
+from vitviz.models import loaders
+from vitviz.tools import cli, crop
+
+
+def make_tree(root: Path, n: int = 6) -> dict[str, scenes.Scene]:
+    """Scenes in a small tree: two folders, two sizes, one stem twice (a.jpg and a.png), one broken file."""
+    made = {}
+    for i in range(n):
+        scene = scenes.make_scene(500 + i, size=128 if i % 3 else 96)
+        rel = f"{'north' if i % 2 else 'south'}/cam{i}.png"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(scene.image).save(root / rel)
+        made[rel] = scene
+    for rel, seed in (("south/a.png", 601), ("south/a.jpg", 602)):
+        scene = scenes.make_scene(seed, size=128)
+        Image.fromarray(scene.image).save(root / rel, **({"quality": 95} if rel.endswith("jpg") else {}))
+        made[rel] = scene
+    wide = scenes.make_scene(603, size=128)  # 128×96: the model sees it at another shape (64×80)
+    Image.fromarray(wide.image[16:112]).save(root / "north" / "wide.png")
+    made["north/wide.png"] = wide
+    (root / "north" / "broken.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    (root / ".hidden").mkdir()
+    Image.fromarray(scenes.make_scene(9, size=96).image).save(root / ".hidden" / "skip.png")
+    return made
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """Every file a run leaves that a person reads: the crops and boxes.csv, by path."""
+    files = sorted(p for p in (out / "crops").rglob("*") if p.is_file()) + [out / "boxes.csv"]
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in files}
+
+
+def view_box(path: Path) -> tuple[int, ...]:
+    """The box the Attention view's numbers give one picture alone (60% of the head mean, last layer), in its
+    own pixels: an independent path to the same answer."""
+    from vitviz.core import images
+    from vitviz.views.attention import analysis_for, numbers
+
+    rgb = images.load_rgb(path)
+    a, _ = analysis_for(rgb, {"model": "DINO ViT-S/8", "resolution": 224, "layer": 4, "head": -1, "query": None})
+    box = numbers(a, a.maps.layers, 0.6)["box"] or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
+    return images.box_to_original(box, *rgb.shape[:2], a.resolution, a.maps.patch)
+
+
+def cli_run(*args: str) -> int:
+    return cli.main(list(args))
+
+
+def test_the_probe_equals_the_attention_views_mask_and_box(rgb_cat):
+    """One batch through ClassTokenProbe gives each picture the box the Attention view's numbers give it alone."""
+    from vitviz.views.attention import analysis_for, numbers
+
+    tiny = loaders.load_embedded()
+    pictures = [scenes.make_scene(700 + i, size=96).image for i in range(3)]
+    x = np.concatenate([tiny.normalise(tiny.fit(p, 64)[0].image).numpy() for p in pictures])
+    rows = tiny.run(ClassTokenProbe(tiny.spec.prefix), __import__("torch").from_numpy(x)).numpy()
+    for rgb, row in zip(pictures, rows):
+        a, _ = analysis_for(rgb, {"model": tiny.spec.key, "resolution": 64, "layer": 4, "head": -1, "query": None})
+        want = numbers(a, a.maps.layers, 0.6)
+        got = box_of(row, a.maps.grid, a.maps.patch, 0.6)
+        assert list(got.box) == want["box"]
+        assert got.mass_kept == pytest.approx(want["maps"][-1]["mass_kept"], abs=1e-6)
+
+
+def test_a_tree_is_mirrored_and_nothing_collides(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    made = make_tree(src)
+    assert cli_run("crop", str(src), "--out", str(out), "--batch", "4") == cli.PARTLY  # the broken file
+    crops = sorted(p.relative_to(out / "crops").as_posix() for p in (out / "crops").rglob("*.png"))
+    assert crops == sorted(f"{rel}.png" for rel in made)  # a.jpg and a.png both kept; hidden folder left out
+    with open(out / "boxes.csv", newline="") as f:
+        rows = {r["file"]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(made)
+    for rel, scene in made.items():
+        r = rows[rel]
+        assert r["crop"] == f"crops/{rel}.png"
+        left, top, right, bottom = (int(r[k]) for k in ("left", "top", "right", "bottom"))
+        with Image.open(out / r["crop"]) as im:
+            got = np.asarray(im.convert("RGB"))
+        with Image.open(src / rel) as im:
+            assert np.array_equal(got, np.asarray(im.convert("RGB"))[top:bottom, left:right])
+        assert (left, top, right, bottom) == view_box(src / rel), rel  # the Attention view's own box
+
+
+def test_a_csv_list_gives_the_same_crops_as_the_folder(tmp_path):
+    src = tmp_path / "src"
+    make_tree(src)
+    listing = tmp_path / "list.csv"
+    paths = sorted(p.relative_to(tmp_path).as_posix() for p in src.rglob("*") if p.is_file() and ".hidden" not in
+                   p.parts)
+    listing.write_text("path,note\n" + "".join(f"{p},x\n" for p in paths))
+    assert cli_run("crop", str(src), "--out", str(tmp_path / "a")) == cli.PARTLY
+    assert cli_run("crop", str(listing), "--out", str(tmp_path / "b")) == cli.PARTLY
+    a, b = outputs(tmp_path / "a"), outputs(tmp_path / "b")
+    assert [k.replace("crops/", "crops/src/") if k != "boxes.csv" else k for k in a] == list(b)
+    assert list(a.values())[:-1] == list(b.values())[:-1]  # the same pixels; the table names paths from the list
+
+
+def test_batching_groups_one_shape_and_changes_no_answer(tmp_path):
+    src = tmp_path / "src"
+    make_tree(src)
+    items = crop.list_inputs(src)
+    batches, skipped = crop.plan(items, 64, 8, 3)
+    assert [s.rel for s in skipped] == ["north/broken.jpg"] and "not a picture" in skipped[0].why
+    from vitviz.core.images import fitted_shape
+
+    shapes = [{fitted_shape(*crop.header_shape(i.path), 64, 8, "keep") for i in b} for b in batches]
+    assert all(len(b) <= 3 for b in batches) and all(len(s) == 1 for s in shapes)
+    assert sum(len(b) for b in batches) == len(items) - 1
+    one, many = tmp_path / "one", tmp_path / "many"
+    cli_run("crop", str(src), "--out", str(one), "--batch", "1")
+    with mock.patch.object(crop, "crop_batch", wraps=crop.crop_batch) as spy:
+        cli_run("crop", str(src), "--out", str(many), "--batch", "8")
+    assert spy.call_count == 2  # 8 pictures seen at 64×64 and one at 64×80: two forwards
+    assert outputs(one) == outputs(many)
+
+
+def test_an_interrupted_run_keeps_what_it_wrote_and_the_rerun_finishes(tmp_path):
+    src, out, clean = tmp_path / "src", tmp_path / "out", tmp_path / "clean"
+    make_tree(src)
+    real, calls = crop.crop_batch, []
+
+    def dies_on_the_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    with mock.patch.object(crop, "crop_batch", dies_on_the_third), pytest.raises(KeyboardInterrupt):
+        cli_run("crop", str(src), "--out", str(out), "--batch", "2")
+    kept = sorted(p.name for p in (out / "crops").rglob("*.png"))
+    assert len(kept) == 4 and not list(out.rglob(".tmp-*"))  # two batches of two, whole files only
+    assert cli_run("crop", str(src), "--out", str(out), "--batch", "2") == cli.PARTLY
+    cli_run("crop", str(src), "--out", str(clean), "--batch", "2")
+    assert outputs(out) == outputs(clean)
+
+
+def test_a_rerun_skips_every_finished_picture(tmp_path, capsys):
+    src, out = tmp_path / "src", tmp_path / "out"
+    made = make_tree(src)
+    cli_run("crop", str(src), "--out", str(out))
+    capsys.readouterr()
+    with mock.patch.object(crop, "crop_batch", wraps=crop.crop_batch) as spy:
+        assert cli_run("crop", str(src), "--out", str(out)) == cli.PARTLY
+    assert spy.call_count == 0
+    assert f"0 cropped, {len(made)} already done, 1 skipped" in capsys.readouterr().out
+
+
+# ---- the Ray engine (slow: a local Ray cluster starts in several seconds) -----------------------------------------
+
+def _ray_or_skip():
+    try:
+        import ray as _ray  # noqa: F401
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("the Ray engine's tests must run in CI: pip install -r requirements-dev.txt", pytrace=False)
+        pytest.skip("pip install 'vitviz[ray]'")
+
+
+@pytest.mark.slow
+def test_the_ray_engine_writes_the_local_engines_files_byte_for_byte(tmp_path):
+    _ray_or_skip()
+    src = tmp_path / "src"
+    make_tree(src)
+    assert cli_run("crop", str(src), "--out", str(tmp_path / "local"), "--batch", "2") == cli.PARTLY
+    assert cli_run("crop", str(src), "--out", str(tmp_path / "ray"), "--batch", "2", "--engine", "ray",
+                   "--workers", "2") == cli.PARTLY
+    assert outputs(tmp_path / "ray") == outputs(tmp_path / "local")
+
+
+@pytest.mark.slow
+def test_a_ray_run_interrupted_by_a_signal_resumes(tmp_path):
+    _ray_or_skip()
+    src, out = tmp_path / "src", tmp_path / "out"
+    for i in range(40):
+        rel = f"d{i % 3}/cam{i}.png"
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(scenes.make_scene(800 + i, size=96).image).save(src / rel)
+    cmd = [sys.executable, "-m", "vitviz.tools.cli", "crop", str(src), "--out", str(out), "--batch", "1",
+           "--engine", "ray", "--workers", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((out / crop.RECORDS).rglob("*.json"))) < 5:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=60)
+    kept = len(list((out / crop.RECORDS).rglob("*.json")))
+    assert 5 <= kept < 40, kept  # stopped part way, with what it finished on disk
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert f"{40 - kept} cropped, {kept} already done" in again.stdout
+    assert not list(out.rglob(".tmp-*"))  # a write cut short by the signal was cleared by the rerun
+    clean = tmp_path / "clean"
+    assert cli_run("crop", str(src), "--out", str(clean), "--batch", "1") == cli.DONE
+    assert outputs(out) == outputs(clean)

@@ -1,0 +1,226 @@
+"""``vitviz crop``: crop a folder of pictures (or a list of them) to where a ViT's class token looks.
+
+The work is cut the same way for every engine, so they write the same files byte for byte:
+
+1. :func:`list_inputs` reads a folder tree or a CSV list of paths; each picture keeps its path relative to the
+   source (``rel``), and its crop goes to ``crops/<rel>.png`` (the tree is mirrored; ``a.jpg`` and ``a.png`` give
+   ``a.jpg.png`` and ``a.png.png``: no two pictures share an output).
+2. :func:`plan` reads each picture's header (size and EXIF orientation, no pixels), computes the shape the model
+   will see, and groups pictures of one shape, in order, into batches of at most ``batch``: one forward each.
+3. :func:`crop_batch` decodes a batch, runs one forward, writes each crop and its record. The local engine runs
+   the batches one after the other; the Ray engine (:mod:`vitviz.tools.crop_ray`) hands the same batches to a pool
+   of actors that load the model once each.
+4. :func:`write_table` gathers the records into ``boxes.csv``.
+
+A crop and its record (``.vitviz-crop/<rel>.json``) are written atomically (temporary file, then rename), the record
+last: a picture with a record is done, and a rerun skips it. An interrupted run loses only the batches in flight.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+
+FIELDS = ["file", "crop", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept", "model"]
+"""The columns of ``boxes.csv``: the picture (relative to the source), its crop (relative to the output folder), the
+picture's size, the box in its pixels, the share of attention and of patches inside the mask, the model used."""
+RECORDS = ".vitviz-crop"
+"""Beside ``crops/``: one JSON record per finished picture (what a rerun skips, what ``boxes.csv`` is made from)."""
+SETTINGS = ("model", "resolution", "keep")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One picture to crop: where it is, and its path relative to the source (posix, used for every output)."""
+
+    path: str
+    rel: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A picture that could not be cropped, and why (in command-line words)."""
+
+    rel: str
+    why: str
+
+
+def list_inputs(source: Path) -> list[Item]:
+    """The pictures under a folder (recursively; hidden files and folders left out) or named in a CSV file (a
+    ``path`` column, else the first column; relative paths are relative to the CSV's folder), sorted by ``rel``."""
+    source = Path(source)
+    if source.is_dir():
+        items = [Item(str(p), p.relative_to(source).as_posix()) for p in source.rglob("*")
+                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(source).parts)]
+    elif source.is_file() and source.suffix.lower() == ".csv":
+        with source.open(newline="") as f:
+            rows = list(csv.reader(f))
+        column = rows[0].index("path") if rows and "path" in rows[0] else 0
+        body = rows[1:] if rows and "path" in rows[0] else rows
+        items = []
+        for row in body:
+            if len(row) <= column or not row[column].strip():
+                continue
+            written = PurePosixPath(row[column].strip().replace("\\", "/"))
+            path = Path(written) if written.is_absolute() else source.parent / written
+            rel = PurePosixPath(*[p for p in written.parts if p not in ("/", "..", ".")]).as_posix()
+            items.append(Item(str(path), rel))
+    else:
+        raise ValueError(f"{source} is neither a folder nor a .csv list of pictures")
+    unique = {i.rel: i for i in items}
+    return [unique[k] for k in sorted(unique)]
+
+
+def crop_file(out: Path, rel: str) -> Path:
+    return Path(out) / "crops" / f"{rel}.png"
+
+
+def record_file(out: Path, rel: str) -> Path:
+    return Path(out) / RECORDS / f"{rel}.json"
+
+
+def done(out: Path, item: Item) -> bool:
+    """Whether ``item`` was finished by an earlier run (its record and its crop are both there)."""
+    return record_file(out, item.rel).is_file() and crop_file(out, item.rel).is_file()
+
+
+def clear_unfinished(out: Path) -> int:
+    """Remove temporary files a run stopped mid-write left behind (start of a run: nothing else writes then)."""
+    gone = 0
+    for folder in (Path(out) / "crops", Path(out) / RECORDS):
+        for tmp in folder.rglob(".tmp-*") if folder.is_dir() else ():
+            tmp.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
+def header_shape(path: str) -> tuple[int, int]:
+    """(height, width) of a picture as :func:`vitviz.core.images.load_rgb` will decode it (EXIF rotation
+    included), from its header only. Raises ``ValueError`` in command-line words."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            w, h = im.size
+            orientation = im.getexif().get(0x0112, 1)
+    except FileNotFoundError as err:
+        raise ValueError("no such file") from err
+    except UnidentifiedImageError as err:
+        raise ValueError("not a picture vitviz can read (PNG, JPEG, GIF, WebP, ...)") from err
+    except OSError as err:
+        raise ValueError(f"cannot read it ({err})") from err
+    return (w, h) if orientation in (5, 6, 7, 8) else (h, w)
+
+
+def plan(items: Iterable[Item], side: int, patch: int, batch: int) -> tuple[list[list[Item]], list[Skip]]:
+    """Batches of at most ``batch`` pictures that the model sees at one shape (in the items' order, grouped by
+    shape), and the pictures whose header cannot be read. Every engine runs exactly these batches."""
+    from vitviz.core.images import fitted_shape
+
+    groups: dict[tuple[int, int], list[Item]] = {}
+    skipped = []
+    for item in items:
+        try:
+            h, w = header_shape(item.path)
+            shape = fitted_shape(h, w, side, patch, "keep")
+        except ValueError as err:
+            skipped.append(Skip(item.rel, str(err)))
+            continue
+        groups.setdefault(shape, []).append(item)
+    batches = [g[i:i + batch] for g in groups.values() for i in range(0, len(g), max(1, batch))]
+    return batches, skipped
+
+
+def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
+    """``write(temporary path)`` then rename onto ``path``: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def crop_batch(runner, batch: list[Item], values: dict, out: Path) -> tuple[list[dict], list[Skip]]:
+    """Crop one planned batch with ``runner`` (one forward for the pictures that decode): write each crop and
+    its record, and return the records and the pictures skipped (a file that does not decode)."""
+    import torch
+    from PIL import Image
+
+    from vitviz.analyses.crops import ClassTokenProbe, box_of
+    from vitviz.core import images
+    from vitviz.views import shapes_only
+
+    side, patch = runner.side(values["resolution"]), runner.spec.patch
+    decoded, skipped = [], []
+    for item in batch:
+        try:
+            rgb = images.load_rgb(item.path)
+            fitted, _ = runner.fit(rgb, values["resolution"])
+        except ValueError as err:
+            skipped.append(Skip(item.rel, str(err).replace("Please try another file.", "").strip()))
+            continue
+        decoded.append((item, rgb, fitted))
+    if not decoded:
+        return [], skipped
+    x = torch.cat([runner.normalise(f.image) for _, _, f in decoded])  # (B, 3, H, W): one shape by the plan
+    rows = runner.run(ClassTokenProbe(runner.spec.prefix), x).numpy()
+    records = []
+    for (item, rgb, fitted), row in zip(decoded, rows):
+        b = box_of(row, fitted.grid, patch, values["keep"])
+        left, top, right, bottom = images.box_to_original(b.box, *rgb.shape[:2], side, patch)
+        crop = crop_file(out, item.rel)
+        _atomic_write(crop, lambda tmp, r=rgb[top:bottom, left:right]: Image.fromarray(r).save(tmp, format="PNG"))
+        record = {"file": item.rel, "crop": crop.relative_to(out).as_posix(), "width": rgb.shape[1],
+                  "height": rgb.shape[0], "left": left, "top": top, "right": right, "bottom": bottom,
+                  "mass_kept": f"{b.mass_kept:.4f}", "patches_kept": f"{b.patches_kept:.4f}",
+                  "model": runner.spec.key}
+        warning = shapes_only(runner.spec.key, rgb)  # a photo answered by the shapes-only model: said, not hidden
+        if warning:
+            record["warning"] = warning.replace("**", "")
+        _atomic_write(record_file(out, item.rel), lambda tmp, r=record: Path(tmp).write_text(json.dumps(r)))
+        records.append(record)
+    return records, skipped
+
+
+def records(out: Path) -> Iterator[dict]:
+    """Every record written under ``out`` (by any run, any engine), in path order."""
+    root = Path(out) / RECORDS
+    for path in sorted(root.rglob("*.json")) if root.is_dir() else ():
+        yield json.loads(path.read_text())
+
+
+def write_table(out: Path, items: Iterable[Item]) -> Path:
+    """``boxes.csv`` for the pictures of this source that are done, one row each, sorted by path."""
+    wanted = {i.rel for i in items}
+    rows = sorted((r for r in records(out) if r["file"] in wanted), key=lambda r: r["file"])
+    table = Path(out) / "boxes.csv"
+    _atomic_write(table, lambda tmp: _write_csv(tmp, rows))
+    return table
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def run_local(runner, batches: list[list[Item]], values: dict, out: Path,
+              progress: Callable[[Iterable], Iterable] = iter) -> tuple[list[dict], list[Skip]]:
+    """The local engine: the planned batches one after the other in this process. (records written, skipped)."""
+    written, skipped = [], []
+    for batch in progress(batches):
+        done_now, skip = crop_batch(runner, batch, values, out)
+        written += done_now
+        skipped += skip
+    return written, skipped
