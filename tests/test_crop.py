@@ -214,3 +214,11 @@ def test_a_ray_run_interrupted_by_a_signal_resumes(tmp_path):
     clean = tmp_path / "clean"
     assert cli_run("crop", str(src), "--out", str(clean), "--batch", "1") == cli.DONE
     assert outputs(out) == outputs(clean)
+
+
+def test_listed_paths_never_share_an_output():
+    from pathlib import PurePosixPath as P
+
+    rels = [crop.list_rel(P(p)) for p in ("a.jpg", "../a.jpg", "/a.jpg", "./sub/a.jpg", "sub/../a.jpg")]
+    assert rels == ["a.jpg", "_up_/a.jpg", "_root_/a.jpg", "sub/a.jpg", "sub/_up_/a.jpg"]
+    assert len(set(rels)) == len(rels)

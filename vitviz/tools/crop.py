@@ -69,12 +69,18 @@ def list_inputs(source: Path) -> list[Item]:
                 continue
             written = PurePosixPath(row[column].strip().replace("\\", "/"))
             path = Path(written) if written.is_absolute() else source.parent / written
-            rel = PurePosixPath(*[p for p in written.parts if p not in ("/", "..", ".")]).as_posix()
-            items.append(Item(str(path), rel))
+            items.append(Item(str(path), list_rel(written)))
     else:
         raise ValueError(f"{source} is neither a folder nor a .csv list of pictures")
     unique = {i.rel: i for i in items}
     return [unique[k] for k in sorted(unique)]
+
+
+def list_rel(written: PurePosixPath) -> str:
+    """A listed path as an output path inside the output folder, one to one: ``..`` becomes ``_up_`` and an
+    absolute path goes under ``_root_/``, so ``a.jpg``, ``../a.jpg`` and ``/a.jpg`` keep three outputs."""
+    parts = ["_up_" if p == ".." else p for p in written.parts if p not in ("/", ".")]
+    return PurePosixPath("_root_" if written.is_absolute() else "", *parts).as_posix()
 
 
 def crop_file(out: Path, rel: str) -> Path:
