@@ -36,7 +36,8 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_tab(browser, app_url,
 
 
 FOCUSED = """() => { const e = document.activeElement, s = getComputedStyle(e);
-  return { tag: e.tagName, cls: String(e.className || ''), type: e.type || '', label: e.getAttribute('aria-label') || '',
+  return { tag: e.tagName, cls: String(e.className || ''), type: e.type || '',
+           label: e.getAttribute('aria-label') || '',
            text: (e.innerText || e.value || '').trim().slice(0, 40), inExplorer: !!e.closest('#attention-explorer'),
            ring: (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2) || s.boxShadow !== 'none' }; }"""
 
@@ -70,8 +71,8 @@ def test_the_attention_tab_and_its_explorer_work_by_keyboard_alone(browser, app_
         caption = page.locator("#attention-explorer .vx-big figcaption")
         start = caption.inner_text()
         page.keyboard.press("ArrowRight")
-        page.wait_for_function("(s) => document.querySelector('#attention-explorer .vx-big figcaption').innerText !== s",
-                               arg=start)
+        page.wait_for_function("(s) => document.querySelector('#attention-explorer .vx-big figcaption')"
+                               ".innerText !== s", arg=start)
         assert "query patch (" in caption.inner_text() and "pinned" in caption.inner_text()
         assert caption.get_attribute("aria-live") == "polite"
         page.keyboard.press("[")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser_support import idle, sync_api
+from browser_support import idle, open_tab, sync_api
 
 from vitviz.models import cache as models
 from vitviz.specs import registry
@@ -33,11 +33,7 @@ def page(browser):
 
 def test_a_permalink_restores_the_view_in_a_fresh_browser(browser, app_url):
     """Open a link, change five things, copy the address, open it in a new context: same settings, same picture."""
-    first = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = first.new_page()
-    page.goto(f"{app_url}?tab=attention")
-    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
-    idle(page)
+    first, page = open_tab(browser, app_url, "attention")
     page.locator(".tabitem:visible").first.locator(".gallery-item").nth(2).click()  # 1. the triangle scene
     idle(page)
     page.get_by_label("Projector mode (large text)").check()  # 2. projector mode

@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import numpy as np
 import pytest
-from browser_support import idle, sync_api
+from browser_support import idle, open_tab, sync_api
 from PIL import Image
 
 from vitviz.specs import registry
@@ -134,11 +134,7 @@ def test_eight_pages_opening_at_once_each_open_the_tab_clicked(browser, app_url)
 
 def test_the_short_side_shows_the_size_actually_used_and_says_why(browser, app_url):
     """The offline model runs at 64 px only: the control shows 64 and a line says why (it was 224 before)."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = ctx.new_page()
-    page.goto(f"{app_url}?tab=attention")
-    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
-    idle(page)
+    ctx, page = open_tab(browser, app_url, "attention")
     panel = page.locator(".tabitem:visible").first
     side = panel.get_by_label("number input for short side (pixels, rounded to the patch size)")
     sync_api.expect(side).to_have_value("64", timeout=30_000)

@@ -12,7 +12,7 @@ import gradio as gr
 
 from vitviz import assets
 from vitviz.app import serving, uploads
-from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
+from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
@@ -21,8 +21,6 @@ from vitviz.views import attention as attention_view
 from vitviz.views import show
 
 A = spec.ATTENTION
-SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
-PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
 
@@ -61,12 +59,12 @@ def build(gr_tab: gr.Tab) -> Tab:
             side = form.add(A["resolution"])
             go = gr.Button("Show attention", variant="primary")
             dl_button, dl_file = download_row("attention-bundle")
-            gr.Examples([uploads.example(n) for n in SCENES + PHOTOS], inputs=[src], label="examples (click one)")
-            photos_note = gr.Markdown(visible=False, elem_id="attention-photos-note")  # set on load, offline
+            photos_note = examples(src, uploads.SCENES + uploads.PHOTOS, "attention-photos-note")
             explain(
                 "The class token gathers information from all patches; its attention row says how much it "
                 "took from each. DINO models learned without any labels, yet their heads often outline the main "
-                "object (the offline shapes model learned with labels, on shapes only: expect this from DINO). The contour keeps the fewest patches holding the chosen share of a head's attention. "
+                "object (the offline shapes model learned with labels, on shapes only: expect this from DINO). "
+                "The contour keeps the fewest patches holding the chosen share of a head's attention. "
                 "Point at any patch to see where it looks instead. Rollout follows attention through every "
                 "layer, counting the skip connections too.")
         with gr.Column(scale=2):
@@ -129,7 +127,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         pair_btn = gr.Button("Compare")
         pair_note = gr.Markdown(elem_classes="vx-table")
         pair_fig = figure("attn-pair")
-    tab = Tab("attention", form, note, gr_tab, default="cat.png", offline_default="scene_star.png",
+    tab = Tab("attention", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
               model_field=A["model"])
     tab.extras = {"registers": reg_btn, "registers_note": reg_note, "photos_note": photos_note}
 

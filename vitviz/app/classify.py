@@ -5,15 +5,13 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form, download_row, explain, figure
+from vitviz.app.components import Form, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab
 from vitviz.specs import views as spec
 from vitviz.views import show
 
 C = spec.CLASSIFY
-SCENES = ["scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png"]
-PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
 
 
 def build(gr_tab: gr.Tab) -> Tab:
@@ -24,8 +22,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             model = form.add(C["model"])  # a list of long names: a dropdown, from the declaration
             go = gr.Button("Classify", variant="primary")
             dl_button, dl_file = download_row("classify-bundle")
-            gr.Examples([uploads.example(n) for n in PHOTOS + SCENES], inputs=[src], label="examples (click one)")
-            photos_note = gr.Markdown(visible=False, elem_id="classify-photos-note")  # set on load, offline
+            photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "classify-photos-note")
             explain(
                 "After the last block only the class token's vector is kept; one linear layer turns it into a "
                 "score per class. The maps show which patches the class token drew on for this prediction: the "
@@ -56,7 +53,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     with gr.Accordion("Experiment: patch size trade-off", open=False) as tr_box:
         explain("Same ViT-S body with patches of 8, 16 and 32 pixels at 224 px, timed on this machine.")
         tr_md = gr.Markdown(elem_classes="vx-table")
-    tab = Tab("classify", form, note, gr_tab, default="cat.png", offline_default="scene_star.png",
+    tab = Tab("classify", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
               model_field=C["model"])
     tab.extras = {"photos_note": photos_note}
 

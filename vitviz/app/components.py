@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import gradio as gr
 
+from vitviz.app import uploads
 from vitviz.render import plotting, web
 from vitviz.specs.state import Field, View
 
@@ -135,6 +137,13 @@ def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
                    html_template=f'<div class="vx" tabindex="0" role="application" aria-label="{label}"></div>',
                    css_template=(WEB / f"{name}.css").read_text(),
                    js_on_load=(WEB / "common.js").read_text() + (WEB / f"{name}.js").read_text(), **kwargs)
+
+
+def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = None) -> gr.Markdown | None:
+    """The example pictures ``names`` (file names) for ``src``; with ``offline_note`` (an element id), also the hidden
+    line under them that the page fills when this tab's own model cannot be had (which photos need a download)."""
+    gr.Examples([uploads.example(n) for n in names], inputs=[src], label="examples (click one)")
+    return gr.Markdown(visible=False, elem_id=offline_note) if offline_note else None
 
 
 def download_row(elem_id: str) -> tuple[gr.Button, gr.File]:

@@ -32,8 +32,8 @@ def model_choices(task: str) -> list[tuple[str, str]]:
 def photos_note(model: str) -> str:
     """What the examples list says when a tab's own model cannot be had here."""
     return (f"**Offline here:** {model} is not available, so this tab opens on a shape scene with "
-            f"{registry.OFFLINE_KEY}. The four photos (cat, coffee, astronaut, rocket) need {model} from the "
-            "hub; shown to the shapes model, they get its nearest shape, marked as such.")
+            f"{registry.OFFLINE_KEY}. The photos ({', '.join(n.split('.')[0] for n in uploads.PHOTOS)}) need "
+            f"{model} from the hub; shown to the shapes model, they get its nearest shape, marked as such.")
 
 
 def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
@@ -99,6 +99,6 @@ def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "registers", "registers_note",
                                "opened")]
     for tab in tabs.values():
-        comps += [c for k, c in tab.extras.items() if k == "photos_note"]
+        comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []
         comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])
     return list(dict.fromkeys(comps))

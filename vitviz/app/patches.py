@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
+from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
@@ -13,8 +13,6 @@ from vitviz.specs import views as spec
 from vitviz.views import patches as patches_view
 from vitviz.views import show
 
-PHOTOS = ["cat.png", "coffee.png", "astronaut.png", "rocket.jpg"]
-EXAMPLES = PHOTOS + ["scene_star.png", "scene_ring.png", "toy_8x8.png"]
 
 
 def inspector(picture, values: dict) -> dict:
@@ -32,7 +30,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             for f in (spec.PATCH, spec.RESOLUTION, spec.POLICY, spec.MODEL_SIZE):
                 form.add(f)
             go = gr.Button("Cut into patches", variant="primary")
-            gr.Examples([uploads.example(n) for n in EXAMPLES], inputs=[src], label="examples (click one)")
+            examples(src, uploads.PHOTOS + uploads.SCENES[:2] + ("toy_8x8.png",))
             toy_setup = gr.Button("The toy from the notes: 8×8 image, 4×4 patches")
             dl_button, dl_file = download_row("patches-bundle")
             explain(

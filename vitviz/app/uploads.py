@@ -127,6 +127,12 @@ def example_path(key: str | None) -> str | None:
         return None
 
 
+PHOTOS = ("cat.png", "coffee.png", "astronaut.png", "rocket.jpg")
+"""The example photos: the hub's models answer for them; the embedded model knows only the scenes."""
+SCENES = ("scene_star.png", "scene_ring.png", "scene_triangle.png", "scene_cross.png")
+"""The example shape scenes the embedded model was trained on (offline, the model tabs open on the first)."""
+
+
 def example(name: str) -> str:
     """An example picture's path by its file name (as the tabs list them)."""
     return os.fspath(assets.EXAMPLES / name)

@@ -25,6 +25,7 @@ from functools import lru_cache
 import matplotlib
 import numpy as np
 from matplotlib import font_manager
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 from PIL import Image, ImageDraw, ImageFont
@@ -166,25 +167,33 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     w, h = fig.get_size_inches() * dpi
     st = style()
     with budget.reserve(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
-        for _ in range(6):  # labels spilling past the axes can make the tight box wider than the figure
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
-            buf.seek(0)
-            image = Image.open(buf).convert("RGB")
-            image.info.clear()
-            over_w, over_h = image.width - st.max_width * dpi / DPI, image.height - st.max_height * dpi / DPI
-            if over_w <= 0 and over_h <= 0:
-                break
-            # narrow (or shorten) the axes by the excess and draw again, so the text keeps its size
-            fw, fh = fig.get_size_inches()
-            fig.set_size_inches(max(1.0, fw - max(0.0, over_w + 4) * 1.5 / dpi),
-                                max(1.0, fh - max(0.0, over_h + 4) * 1.5 / dpi))
+        fit_tight_box(fig, st.max_width / DPI, st.max_height / DPI)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+        buf.seek(0)
+        image = Image.open(buf).convert("RGB")
+        image.info.clear()
         if _vectors.get():
             pdf = io.BytesIO()
             fig.savefig(pdf, format="pdf", bbox_inches="tight", facecolor="white")
             image.info["pdf"] = pdf.getvalue()
     text = smallest_text_px(fig)
     return described(fit_image(image, None if text is None else text * dpi / DPI), words_of(fig))
+
+
+def fit_tight_box(fig: Figure, max_w: float, max_h: float, pad: float = 0.1) -> None:
+    """Shrink ``fig`` until its tight bounding box (what ``savefig(bbox_inches="tight")`` keeps, ``pad`` inches
+    around it) fits ``max_w`` × ``max_h`` inches: labels spilling past the axes can make it wider than the figure,
+    and scaling the picture down afterwards would shrink its text. Measured, not rendered to PNG."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    for _ in range(6):
+        box = fig.get_tightbbox(renderer)
+        over_w, over_h = box.width + 2 * pad - max_w, box.height + 2 * pad - max_h
+        if over_w <= 0 and over_h <= 0:
+            return
+        fw, fh = fig.get_size_inches()  # narrower (or shorter) axes, the text unchanged
+        fig.set_size_inches(max(1.0, fw - max(0.0, over_w + 0.04) * 1.5),
+                            max(1.0, fh - max(0.0, over_h + 0.04) * 1.5))
 
 
 def words_of(fig: Figure, limit: int = 600) -> str:

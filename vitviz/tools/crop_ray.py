@@ -66,8 +66,8 @@ def run(batches: list[list[Item]], values: dict, out: Path, address: str | None 
         pool = max(1, min(workers or cpus, len(batches)))
         ds = ray.data.from_items([{"batch": json.dumps([asdict(i) for i in b])} for b in batches],
                                  override_num_blocks=len(batches))
-        done = ds.map_batches(CropActor, fn_constructor_kwargs={"values": dict(values), "out": str(Path(out).resolve())},
-                              batch_size=1, concurrency=pool, num_cpus=1)
+        shared = {"values": dict(values), "out": str(Path(out).resolve())}
+        done = ds.map_batches(CropActor, fn_constructor_kwargs=shared, batch_size=1, concurrency=pool, num_cpus=1)
         records, skipped = [], []
         for row in done.iter_rows():
             records += json.loads(row["records"])

@@ -63,8 +63,8 @@
     }
   };
   let queued = false;
-  new MutationObserver(() => {
-    if (queued) return;
+  new MutationObserver((changes) => {  // not for the browser views' own redraws (a caption per pointer move)
+    if (queued || changes.every((c) => c.target.closest?.(".vx"))) return;
     queued = true;
     requestAnimationFrame(() => { queued = false; name(); });
   }).observe(document.body, { childList: true, subtree: true });
