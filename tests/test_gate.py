@@ -196,47 +196,29 @@ def analysed():
     return analysis.analyse(runner, np.asarray(Image.open(EXAMPLES / "scene_star.png").convert("RGB")), 64)
 
 
-def test_a_layers_rows_are_written_once_into_a_file_with_the_librarys_numbers(gate, analysed, tmp_path):
+def test_a_layers_keys_are_made_from_the_kept_analysis_with_the_librarys_numbers(gate, analysed):
     a = analysed
-    answers = []
+    name = browser.key_parts(a)[2]
     with ThreadPoolExecutor(24) as pool:  # a class switching to layer 3 together
-        answers = list(pool.map(lambda _: browser.rows_for(a.token, 2, tmp_path), range(24)))
-    assert all(r == answers[0] for r in answers)
-    r = answers[0]
-    assert r["layer"] == 2 and r["heads"] == a.maps.heads + 1 and r["dtype"] == "f4"
-    assert [p.name for p in tmp_path.iterdir()] == [f"rows-{a.token}-{browser._PROCESS}-2.f4"]
-    n = a.maps.cls.shape[-1]
-    rows = np.frombuffer(Path(r["file"]).read_bytes(), "<f4").reshape(-1, n, n)
-    assert np.array_equal(rows, a.maps.query_rows(2).astype(np.float32))
-    full = a.maps.full[2].float().numpy()  # (H, T, T): with the class token's column, each row sums to 1
-    assert np.allclose(rows[:-1].sum(-1) + full[:, 1:, 0], 1, atol=1e-5)
-    reserved = [n_ for what, n_ in gate.seen if what == "a layer's patch rows"]
-    assert len(reserved) == 1 and gate.used == 0  # built once; the others found the file
+        answers = list(pool.map(lambda _: browser.explorer_part(a.token, name), range(24)))
+    assert all(r == answers[0] for r in answers) and answers[0][1] == "application/octet-stream"
+    assert name == "keys-2.f4"  # the embedded model's are small: float32
+    q, k = np.frombuffer(answers[0][0], "<f4").reshape(2, a.maps.heads, a.maps.prefix + a.maps.cls.shape[-1], -1)
+    keys = a.maps.keys[2]
+    assert np.array_equal(q, keys.q) and np.array_equal(k, keys.k)
+    full = a.maps.full[2].double().numpy()  # (H, T, T): the model's own attention
+    assert np.abs(keys.rows() - full).max() < 1e-6
+    reserved = [n_ for what, n_ in gate.seen if what == "a part of the explorer's data"]
+    assert len(reserved) == 24 and gate.used == 0
 
 
-def test_rows_of_an_analysis_the_server_no_longer_holds_say_so(tmp_path):
-    r = browser.rows_for("0" * 16, 1, tmp_path)
-    assert r == {"layer": 1, "missing": "this picture's analysis has left the server's memory; show it again"}
-
-
-def test_pruning_old_row_files_tolerates_files_another_request_removed(tmp_path):
-    import os
-
-    for i in range(5):
-        (tmp_path / f"rows-{i}.f2").write_bytes(b"x")
-        os.utime(tmp_path / f"rows-{i}.f2", (0, 0))
-    real_stat = type(tmp_path).stat
-    gone = tmp_path / "rows-2.f2"
-
-    def racing_stat(self, *a, **k):  # another request removes this file between the listing and the stat
-        if self == gone and os.path.exists(gone):
-            os.remove(gone)
-        return real_stat(self, *a, **k)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(type(tmp_path), "stat", racing_stat)
-        assert browser.prune(tmp_path, 60) == 4
-    assert list(tmp_path.iterdir()) == []
+def test_parts_of_an_analysis_the_server_no_longer_holds_are_none_and_other_names_are_refused(analysed):
+    assert browser.explorer_part("0" * 16, "keys-1.f4") is None
+    for name in ("../etc/passwd", "keys-1.f8", "cls.f2", "image.jpg"):
+        with pytest.raises(ValueError, match="not a part"):
+            browser.explorer_part(analysed.token, name)
+    with pytest.raises(ValueError, match="no part"):
+        browser.explorer_part(analysed.token, "keys-1.f2")  # the embedded model's keys travel as float32
 
 
 def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(gate, analysed):
@@ -251,4 +233,7 @@ def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(
     whats = {what for what, _ in gate.seen}
     assert {"packing the explorer's data", "drawing a figure"} <= whats
     packed = next(n for what, n in gate.seen if what == "packing the explorer's data")
-    assert packed == browser.payload_bytes(analysed, analysed.maps.layers) and gate.used == 0
+    assert packed == browser.payload_bytes(analysed, 0) == 3 * analysed.fitted.image.nbytes and gate.used == 0
+    browser.attention_payload(analysed, values, fields, inline=True)  # the API's answer holds every layer's keys
+    packed = [n for what, n in gate.seen if what == "packing the explorer's data"][-1]
+    assert packed == browser.payload_bytes(analysed, analysed.maps.layers) > 3 * analysed.fitted.image.nbytes

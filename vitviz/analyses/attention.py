@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vitviz.core.attention import FUSIONS, AttentionMaps, fuse_heads, patch_distances
+from vitviz.core.attention import FUSIONS, AttentionMaps, LayerKeys, fuse_heads, patch_distances
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
@@ -23,6 +23,14 @@ FULL_BUDGET_BYTES = 192 * 2**20
 """Keep every layer's full per-head float32 matrices only while they fit in this (DINO ViT-S/8 at 224 px does)."""
 FUSED_BUDGET_BYTES = 256 * 2**20
 """Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
+KEYS_EXACT_BYTES = 512 * 2**10
+"""A layer's queries and keys under this many float32 bytes are kept (and travel) as float32; above, float16."""
+
+
+def keys_bytes(spec: ModelSpec, tokens: int) -> int:
+    """Bytes of every layer's queries and keys as :func:`collect` keeps them (float32 while small, else float16)."""
+    layer = 2 * tokens * spec.dim * 4
+    return spec.depth * (layer if layer <= KEYS_EXACT_BYTES else layer // 2)
 
 
 def kept_bytes(spec: ModelSpec, tokens: int) -> int:
@@ -34,7 +42,7 @@ def kept_bytes(spec: ModelSpec, tokens: int) -> int:
     fused = 3 * spec.depth * t * t * 2
     fused = fused if fused <= FUSED_BUDGET_BYTES else fused // 3
     kept = full if full <= FULL_BUDGET_BYTES else layer + fused
-    return kept + 2 * n * n * 4
+    return kept + 2 * n * n * 4 + keys_bytes(spec, tokens)
 
 
 def attention_bytes(spec: ModelSpec, tokens: int) -> int:
@@ -46,7 +54,9 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
             full_budget: int = FULL_BUDGET_BYTES, fused_budget: int = FUSED_BUDGET_BYTES) -> AttentionMaps:
     """Run ``forward(x)`` once (x: (1, 3, H, W)) and keep what the views need.
 
-    ``forward`` returns (logits or None, last-layer tokens (T, D)). Full (H, T, T) matrices of every layer are
+    ``forward`` returns (logits or None, last-layer tokens (T, D)). Every layer's queries and keys are kept as
+    :class:`~vitviz.core.attention.LayerKeys` (what the explorer computes any row from). Full (H, T, T) matrices of
+    every layer are
     kept (the model's own float32 tensors, by reference) when they fit in ``full_budget`` bytes; otherwise only
     the last layer's, plus head-fused float16 matrices for rollout (mean, max and min while they fit in
     ``fused_budget``, else the mean only). Nothing of size L·H·T² is held in that case.
@@ -61,6 +71,11 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
     full: dict[int, torch.Tensor] = {}
     fused: dict[str, torch.Tensor] = {}
     plan: dict[str, bool] = {}
+    keys: dict[int, LayerKeys] = {}
+    scales = [hooks.attention_parts(model, i).scale for i in range(layers)]
+
+    def on_qk(layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
+        keys[layer] = LayerKeys.pack(q.detach(), k.detach(), scales[layer], KEYS_EXACT_BYTES)
 
     def on_attention(layer: int, attn: torch.Tensor) -> None:
         a = attn[0].detach()  # (H, T, T), float32
@@ -80,7 +95,7 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
         for f, buf in fused.items():
             buf[layer] = fuse_heads(a, f)
 
-    with hooks.record_attention(model, on_attention):
+    with hooks.record_attention(model, on_attention), hooks.record_keys(model, on_qk):
         logits, tokens = forward(x)
     if len(cls_rows) != layers:
         raise RuntimeError(f"recorded {len(cls_rows)} of {layers} attention layers")
@@ -90,6 +105,7 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
         distance=torch.stack([distance[i] for i in range(layers)]).numpy(),
         full=full,
         fused=fused,
+        keys=[keys[i] for i in range(layers)] if len(keys) == layers else [],
         norms=None if tokens is None else tokens.float().norm(dim=-1).numpy(),
         logits=None if logits is None else logits.float().numpy(),
     )

@@ -71,8 +71,12 @@ def launch_kwargs() -> dict:
     """Theme, CSS and the page script (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
     kwargs = dict(**theme.styles(theme.theme()), js=(WEB / "page.js").read_text(), max_file_size="50mb",
                   server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                  allowed_paths=[str(assets.EXAMPLES)], state_session_capacity=serving.SESSIONS,
-                  show_error=True)  # gradio's own refusals (a path it did not receive, say) keep their words  # the examples ship in the package, wherever it is installed
+                  allowed_paths=[str(assets.EXAMPLES)],  # the examples ship in the package, wherever it is installed
+                   state_session_capacity=serving.SESSIONS,
+                  # gradio's own refusals (a path it did not receive, say) keep their words
+                  show_error=True,
+                  # the explorer's data, served with a long-lived cache
+                  app_kwargs={"routes": serving.data_routes()})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util
 

@@ -8,11 +8,22 @@ figures, the download and the link all read them from there. There is no second 
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import serving, uploads
-from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
+from vitviz.app import uploads
+from vitviz.app.components import (
+    Form,
+    browser_carrier,
+    browser_view,
+    download_row,
+    examples,
+    explain,
+    figure,
+    figure_value,
+)
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
@@ -25,28 +36,11 @@ HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
 
 
-def explorer_payload(picture, values: dict, progress=None) -> dict:
-    """What the explorer draws (data, sent once per picture): the analysis and the view's settings as used."""
+def explorer_payload(picture, values: dict, progress=None, inline: bool = False) -> dict:
+    """What the explorer draws (data, sent once per picture): the analysis and the view's settings as used; with
+    ``inline`` (the API) the first map's data in the answer itself, else the names the browser fetches them by."""
     a, settled = attention_view.analysis_for(uploads.picture(picture), values, progress)
-    return browser.attention_payload(a, settled.values, {f.name: f for f in HELD})
-
-
-def explorer_rows(call: list) -> dict:
-    """Server function of the explorer: one more layer's patch-to-patch rows (fetched once per layer).
-
-    gradio hands a server function the browser's arguments as one list: here [token, 0-based layer]. These calls
-    skip gradio's queue, so the answer is small: the name of a file the server streams (the rows are written once
-    per picture and layer, reserving their size from the server-wide budget), or why there is none.
-    """
-    try:
-        token, layer = call
-        layer = int(layer)
-    except (TypeError, ValueError):
-        return {"layer": -1, "missing": "the explorer asked for rows in a form the server does not know"}
-    try:
-        return browser.rows_for(str(token), layer, serving.cache_dir() / "vitviz-rows")
-    except ValueError as err:  # the server's budget stayed full: the explorer says so and asks again later
-        return {"layer": layer, "missing": str(err)}
+    return browser.attention_payload(a, settled.values, {f.name: f for f in HELD}, inline=inline)
 
 
 def build(gr_tab: gr.Tab) -> Tab:
@@ -67,12 +61,12 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "The contour keeps the fewest patches holding the chosen share of a head's attention. "
                 "Point at any patch to see where it looks instead. Rollout follows attention through every "
                 "layer, counting the skip connections too.")
-        with gr.Column(scale=2):
+        with gr.Column(scale=3):
             note = gr.Markdown(elem_id="attention-notice")
             explorer = browser_view("explorer", "attention-explorer",
-                                    "attention explorer: point at a patch or use the arrow keys",
-                                    server_functions=[explorer_rows])
+                                    "attention explorer: point at a patch or use the arrow keys")
             carrier = form.hold_in_browser(A, HELD)
+            again = browser_carrier("attention-again")  # the explorer's picture, sent back when the server forgot
             with gr.Row():
                 with gr.Column(min_width=200):
                     box = figure("attn-box", "Box around the head-mean mask")
@@ -136,8 +130,10 @@ def build(gr_tab: gr.Tab) -> Tab:
              doc="The Attention view: per-head class-token maps with DINO's threshold, rollout, box, crop, the "
                  "pinned patch's maps and the mean attention distance, for the given layer, head, threshold, "
                  "opacity, colormap and query.")
-    endpoint(A, lambda pic, v: explorer_payload(pic, v), name="explorer",
-             doc="What the attention explorer draws in the browser, for the same settings (data).")
+    endpoint(A, lambda pic, v: explorer_payload(pic, v, inline=True), name="explorer",
+             doc="What the attention explorer draws in the browser, for the same settings (data): the class token's "
+                 "maps, the rollout, the fitted picture and the queries and keys of the layer asked for (of every "
+                 "layer when small), base64, with their shapes; each further layer's under 'base' + its part name.")
     endpoint(A, lambda pic, v: bundle_file("attention", v, uploads.picture(pic)), name="bundle_attention",
              doc="The Attention view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
     for view, name in ((spec.REGISTERS, "registers"), (spec.TIMELINE_VIEW, "timeline"),
@@ -160,6 +156,12 @@ def build(gr_tab: gr.Tab) -> Tab:
         on(shown.success, honest, inputs, side)
         on(shown.success, limits, inputs, inside + [pca_layer])
         shown.then(None, None, None, js=tab.reveal("#attention-notice"))
+    # the server no longer holds the explorer's analysis (a restart, another process): the picture comes back from
+    # the browser, through the queue like every request, and the explorer continues where it was
+    settings = [c for c in inputs if c is not src]  # not the page's picture: after a restart its file may be gone
+    resend = signed(len(settings) + 1, lambda *args: _payload_again(form, inputs.index(src), *args),
+                    "explorer_again", progress=True)
+    on(again.change, resend, [again] + settings, explorer, trigger_mode="always_last", **MODEL)
     # the explorer moved (a burst of changes ends): the server's figures follow what is on screen
     on([carrier.change, form[A["fusion"]].change, form[A["discard"]].release], figures, inputs, figures.outputs,
        trigger_mode="always_last", **MODEL)
@@ -180,6 +182,21 @@ def _payload(form: Form, *args) -> dict:
     *inputs, progress = args
     picture, raw = form.values(A, tuple(inputs))
     if picture is None:
+        return gr.skip()
+    return explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
+
+
+def _payload_again(form: Form, at: int, *args) -> dict:
+    """The explorer's payload for the picture it sent back (the fitted picture, a data: URL, read by the same
+    intake as every picture), with the page's model, short side and the explorer's own settings (``at``: where
+    the picture goes among the view's inputs)."""
+    again, *settings, progress = args
+    _, raw = form.values(A, tuple(settings[:at]) + (None,) + tuple(settings[at:]))
+    try:
+        picture = json.loads(again or "{}").get("image")
+    except (TypeError, ValueError):
+        picture = None
+    if not picture:
         return gr.skip()
     return explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
 

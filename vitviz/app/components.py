@@ -10,8 +10,8 @@ events take raw values (``preprocess=False``) and the declared checks read them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -73,10 +73,8 @@ class Form:
         """A hidden carrier for settings a browser view holds: its value is their JSON, written by the browser
         (``window.vitvizState.set``), read by every event that needs them."""
         self.browser = fields
-        start = json.dumps({f.name: f.default for f in fields})
-        self.carrier = gr.HTML(start, visible="hidden", elem_id=f"{self.name}-state", html_template="",
-                               js_on_load=(WEB / "carrier.js").read_text(), apply_default_css=False,
-                               view_name=view.name)
+        self.carrier = browser_carrier(view.name, json.dumps({f.name: f.default for f in fields}),
+                                       elem_id=f"{self.name}-state")
         return self.carrier
 
     def inputs(self, view: View) -> list[gr.components.Component]:
@@ -129,6 +127,13 @@ def figure_value(image: Any) -> gr.Image:
 def explain(text: str) -> gr.Markdown:
     """A short explanation beside the figures, in the large 'explain' style."""
     return gr.Markdown(text, elem_classes="explain")
+
+
+def browser_carrier(name: str, value: str = "", elem_id: str | None = None) -> gr.HTML:
+    """A hidden element whose value a browser view writes (``window.vitvizState.set(name, values)``, as JSON); its
+    change event, or any event reading it, takes what the browser holds to the server."""
+    return gr.HTML(value, visible="hidden", elem_id=elem_id or name, html_template="",
+                   js_on_load=(WEB / "carrier.js").read_text(), apply_default_css=False, view_name=name)
 
 
 def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:

@@ -14,7 +14,6 @@ from vitviz.views import patches as patches_view
 from vitviz.views import show
 
 
-
 def inspector(picture, values: dict) -> dict:
     """What the patch inspector draws in the browser: the fitted picture and the projection, sent once."""
     fitted, _ = patches_view.fitted_for(uploads.picture(picture), values)

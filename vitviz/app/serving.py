@@ -51,6 +51,44 @@ def friendly(fn: Callable) -> Callable:
     return wrapper
 
 
+# ---- the browser views' data --------------------------------------------------------------------------------------
+
+def data_routes() -> list:
+    """HTTP routes the app adds to gradio's server: ``GET /vitviz/explorer/<token>/<part>``, the attention
+    explorer's data (:func:`vitviz.render.browser.explorer_part`).
+
+    A part never changes under its name (the token names the weights, the picture and the short side), so it is
+    served with a year-long, immutable cache: a browser that opens the same example again sends no request. 404 when
+    the server does not hold the analysis (the explorer then sends its picture back through the queue), 503 when the
+    server-wide memory budget stays full.
+    """
+    import re
+
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from vitviz.render import browser
+
+    token_ok = re.compile(r"^[0-9a-f]{16}$")
+
+    async def part(request):
+        token, name = request.path_params["token"], request.path_params["part"]
+        if not token_ok.match(token) or not browser.PART.match(name):
+            return JSONResponse({"missing": "no such part"}, status_code=404, headers={"Cache-Control": "no-store"})
+        try:
+            got = await run_in_threadpool(browser.explorer_part, token, name)
+        except ValueError as err:
+            return JSONResponse({"missing": str(err)}, status_code=503, headers={"Cache-Control": "no-store"})
+        if got is None:
+            return JSONResponse({"missing": "this server does not hold that analysis"}, status_code=404,
+                                headers={"Cache-Control": "no-store"})
+        body, media = got
+        return Response(body, media_type=media, headers={"Cache-Control": "public, max-age=31536000, immutable"})
+
+    return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"])]
+
+
 # ---- files handed out ----------------------------------------------------------------------------------------------
 
 def cache_dir() -> Path:

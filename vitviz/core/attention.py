@@ -34,6 +34,46 @@ def fuse_heads(attn: torch.Tensor, fusion: str) -> torch.Tensor:
     raise ValueError(f"Unknown head fusion {fusion!r}; choose from {FUSIONS}.")
 
 
+@dataclass(frozen=True)
+class LayerKeys:
+    """One layer's queries and keys, as compact as the rows they give stay accurate (the explorer's data).
+
+    Attributes:
+        q: (H, T, d) queries, multiplied by the layer's scale (1/√d unless the model says otherwise).
+        k: (H, T, d) keys minus their mean over the T tokens (per head and channel). A softmax row does not change
+            when the same number is added to all its scores, and q·(k_j − k̄) = q·k_j − q·k̄ for every j: the
+            rows are the model's, and the centred keys are smaller, so float16 rounds them less.
+        scale: the scale already applied to ``q``.
+
+    Row i of head h is softmax_j(q[h, i] · k[h, j]) over all T tokens (:meth:`rows`).
+    """
+
+    q: np.ndarray
+    k: np.ndarray
+    scale: float
+
+    @classmethod
+    def pack(cls, q: torch.Tensor, k: torch.Tensor, scale: float, exact_bytes: int) -> LayerKeys:
+        """From the model's (H, T, d) q and k: float32 when both together are under ``exact_bytes`` in float32,
+        else float16."""
+        q32, k32 = (q.float() * scale), k.float()
+        k32 = k32 - k32.mean(1, keepdim=True)
+        dtype = np.float32 if 2 * q.numel() * 4 <= exact_bytes else np.float16
+        return cls(q32.numpy().astype(dtype), k32.numpy().astype(dtype), float(scale))
+
+    @property
+    def nbytes(self) -> int:
+        return self.q.nbytes + self.k.nbytes
+
+    def rows(self, queries: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """(H, Q, T) float64 attention rows of the token indices ``queries``, computed from the kept q and k."""
+        q, k = self.q[:, queries].astype(np.float64), self.k.astype(np.float64)
+        s = q @ k.transpose(0, 2, 1)
+        s -= s.max(-1, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(-1, keepdims=True)
+
+
 @dataclass
 class AttentionMaps:
     """What one forward pass leaves behind, enough to redraw every view without the model.
@@ -49,6 +89,7 @@ class AttentionMaps:
             (the model's own tensors, kept by reference: no copy).
         fused: fusion -> (L, T, T) float16 head-fused matrices, kept for rollout when ``full`` is not
             complete; for very long sequences only "mean" (max / min then need a lower resolution).
+        keys: per layer, its queries and keys (:class:`LayerKeys`): any row of any head, for the explorer.
         norms: (T,) output-token norms of the last layer, or None.
         logits: (classes,) model output for classifiers, or None.
     """
@@ -60,6 +101,7 @@ class AttentionMaps:
     distance: np.ndarray
     full: dict[int, torch.Tensor] = field(default_factory=dict)
     fused: dict[str, torch.Tensor] = field(default_factory=dict)
+    keys: list[LayerKeys] = field(default_factory=list)
     norms: np.ndarray | None = None
     logits: np.ndarray | None = None
     _rollouts: dict = field(default_factory=dict, repr=False)
@@ -72,7 +114,8 @@ class AttentionMaps:
     def nbytes(self) -> int:
         """Memory held by the stored matrices."""
         tensors = list(self.full.values()) + list(self.fused.values())
-        return self.cls.nbytes + sum(t.numel() * t.element_size() for t in tensors)
+        return (self.cls.nbytes + sum(t.numel() * t.element_size() for t in tensors)
+                + sum(k.nbytes for k in self.keys))
 
     @property
     def heads(self) -> int:

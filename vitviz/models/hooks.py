@@ -143,6 +143,43 @@ def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
     raise ValueError(f"Cannot take the attention of {type(mod).__name__} apart.")
 
 
+@contextmanager
+def record_keys(model: torch.nn.Module, on_qk: Callable[[int, torch.Tensor, torch.Tensor], None]) -> Iterator[int]:
+    """Call ``on_qk(layer, q, k)`` with each layer's projected queries and keys, each (H, T, d), of the first image
+    of each forward (timm's q/k norms applied: what the model's own scores use), as soon as they are computed.
+
+    Yields the number of layers; every hook is removed on exit, also when the body raises.
+    """
+    handles: list[torch.utils.hooks.RemovableHandle] = []
+    mods = attention_modules(model)
+    try:
+        for layer in range(len(mods)):
+            parts = attention_parts(model, layer)
+            h, d = parts.heads, parts.head_dim
+            if parts.joint_qkv:
+                def joint(_m, _inp, out, layer=layer, parts=parts, h=h, d=d):
+                    t = out.shape[1]
+                    q, k = out[0].reshape(t, 3, h, d).permute(1, 2, 0, 3)[:2]
+                    on_qk(layer, parts.module.q_norm(q), parts.module.k_norm(k))
+                handles.append(parts.targets["qkv"][0].register_forward_hook(joint))
+            else:
+                seen: dict[str, torch.Tensor] = {}
+
+                def part(name, layer=layer, seen=seen, h=h, d=d):
+                    def hook(_m, _inp, out):
+                        t = out.shape[1]
+                        seen[name] = out[0].reshape(t, h, d).transpose(0, 1)
+                        if len(seen) == 2:
+                            on_qk(layer, seen.pop("q"), seen.pop("k"))
+                    return hook
+                for name in ("q", "k"):
+                    handles.append(parts.targets[name][0].register_forward_hook(part(name)))
+        yield len(mods)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The transformer blocks of a timm or transformers ViT, in order (each one's output is the token stream)."""
     if hasattr(model, "blocks"):

@@ -118,6 +118,13 @@ class Runner:
         """Number of attention layers."""
         self.params = sum(p.numel() for p in module.parameters())
         self.key = spec.key
+        params = list(module.parameters())
+        digest = hashlib.sha1(repr((spec.key, origin, self.params)).encode())
+        for p in (params[0], params[-1]) if params else ():
+            digest.update(p.detach().float().cpu().numpy().tobytes())
+        self.weights_id = digest.hexdigest()[:8]
+        """Tells these weights from others under the same key (a new revision): part of every result's token, so
+        what a browser cached for a token is never another model's."""
 
     def __repr__(self) -> str:
         return f"Runner({self.spec.key!r}, origin={self.origin!r})"
@@ -224,7 +231,8 @@ class Runner:
             value = self.run(probe, x)
             seconds = time.perf_counter() - t0
             shown = fitted if not probe.checkpoint_input else self._checkpoint_fitted(rgb, x)
-            token = hashlib.sha1(repr((self.spec.key, probe.key, key[2], side)).encode()).hexdigest()[:16]
+            named = (self.spec.key, self.weights_id, probe.key, key[2], side)
+            token = hashlib.sha1(repr(named).encode()).hexdigest()[:16]
             return Run(self, shown, side, value, seconds, token, probe.nbytes(value))
 
         run = _results.get_or_make(key, make)

@@ -4,31 +4,30 @@ Three views run in the browser (``web/*.js`` beside this module): the attention 
 the position-similarity map and the patch inspector. This module packs their
 data; nothing here imports gradio.
 
-The attention explorer receives one analysis.
-The explorer (``web/explorer.js``) draws every map, contour and
-percentage in the browser from this payload, so pointing at a patch or moving a
-slider needs no server call. The class token's maps travel as float32 with the
-head mean computed here, so the browser's "% of mass / % of patches" are the
-library's :func:`vitviz.core.attention.mass_mask` digit for digit. Patch-to-patch rows
-(every patch as the query) are large, (H + 1)·N² values per layer: they travel
-as float32 while small, as float16 otherwise, only for the layer being looked
-at unless all layers together are small; past ``ROWS_MAX_BYTES`` only the head
-mean's rows travel, and past that again none (the explorer then says so and
-offers the class token only). Another layer's rows, asked for later, are written
-once into a file the server streams (:func:`rows_for`), never held in memory per
-request. Packing reserves its estimate from the server-wide budget.
+The attention explorer (``web/explorer.js``) draws every map, contour and percentage in the browser, so pointing
+at a patch or moving a slider needs no server call. What it receives for one analysis:
+
+- the class token's maps, (L, H + 1, N) float32 with the head mean computed here, so the browser's
+  "% of mass / % of patches" are :func:`vitviz.core.attention.mass_mask`'s digit for digit; the head-mean
+  rollout, (N,) float32; the fitted picture as a PNG;
+- per layer, its queries and keys (:class:`vitviz.core.attention.LayerKeys`, 2·H·T·d values: linear in the
+  number of patches): the browser computes any patch's row, softmax(q_i·Kᵀ), for every head at pointing time.
+  float32 while small, else float16 (rows then agree with the model's to about 1e-3; the tests state it).
+
+The JSON answer is small: names of these parts, served by :func:`explorer_part` under ``/vitviz/explorer/<token>/``
+with a long-lived cache (the token names the model's weights, the picture and the short side: a part never
+changes under its name, so the same example in 30 browsers is computed once and each browser fetches it once).
+The first answer lists every layer's keys when together they fit :data:`FIRST_KEYS_BYTES`, else the layer on
+screen; another layer's keys are fetched when first needed. When the server no longer holds the analysis (it
+restarted, or another process answers) the browser sends the fitted picture back and gets a new analysis.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import os
-import threading
-import time
-import uuid
+import re
 from functools import lru_cache
-from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -37,21 +36,28 @@ from PIL import Image
 from vitviz.analyses.attention import Analysis, find
 from vitviz.core import posembed
 from vitviz.core.images import Fitted
+from vitviz.core.lru import LRU
 from vitviz.models import budget
 from vitviz.render.plotting import DIVERGING
 from vitviz.specs.views import COLORMAPS
 
-ROWS_EXACT_BYTES = 4 * 2**20
-"""A layer's patch-to-patch rows under this many float32 bytes travel exactly; above, as float16."""
-ROWS_MAX_BYTES = 32 * 2**20
-"""A layer's rows over this many bytes (after float16) are not sent at all."""
-ALL_LAYERS_BYTES = 8 * 2**20
-"""When every layer's rows together are under this, all travel with the first answer."""
+FIRST_KEYS_BYTES = 4 * 2**20
+"""Every layer's queries and keys come with the first answer when together they are under this many bytes
+(the embedded model: 0.1 MiB); otherwise the first answer has the layer on screen and the others follow when
+first looked at (DINO ViT-S/8 on the cat at 224 px: 1.7 MiB per layer)."""
+ROUTE = "vitviz/explorer"
+"""Where the explorer's parts are served, under the app's root: ``ROUTE/<token>/<part>``."""
+PART = re.compile(r"^(cls\.f4|rollout\.f4|image\.png|keys-(\d{1,3})\.f[24])$")
 
 
 def b64(a: np.ndarray) -> str:
     """Little-endian bytes of a contiguous array, base64."""
-    return base64.b64encode(np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()).decode()
+    return base64.b64encode(raw(a)).decode()
+
+
+def raw(a: np.ndarray) -> bytes:
+    """Little-endian bytes of an array, C order."""
+    return np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
 
 
 @lru_cache(maxsize=1)
@@ -61,155 +67,138 @@ def colormaps() -> dict[str, str]:
             for name in COLORMAPS + (DIVERGING,)}
 
 
-def png_data_url(rgb: np.ndarray) -> str:
+def png_bytes(rgb: np.ndarray) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(rgb).save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return buf.getvalue()
 
 
-def _rows_array(a: Analysis, layer: int) -> np.ndarray | str:
-    """Patch-to-patch rows of 0-based ``layer`` as they travel ((heads, N, N) float32 or float16), or why not."""
-    rows = a.maps.query_rows(layer)
-    if rows is None:
-        return "patch-to-patch attention was not kept at this resolution"
-    if rows.nbytes <= ROWS_EXACT_BYTES:
-        return rows.astype(np.float32)
-    if rows.nbytes // 2 > ROWS_MAX_BYTES:
-        rows = rows[-1:]  # the head mean alone
-        if rows.nbytes // 2 > ROWS_MAX_BYTES:
-            return (f"patch-to-patch attention at {a.maps.cls.shape[-1]:,} patches is too large to send; choose a "
-                    "smaller short side to point at patches")
-    return rows.astype(np.float16)
+def png_data_url(rgb: np.ndarray) -> str:
+    return "data:image/png;base64," + base64.b64encode(png_bytes(rgb)).decode()
 
 
-def _dtype(rows: np.ndarray) -> str:
-    return "f4" if rows.dtype == np.float32 else "f2"
+def _dt(a: np.ndarray) -> str:
+    return "f4" if a.dtype == np.float32 else "f2"
 
 
-def layer_rows(a: Analysis, layer: int) -> dict:
-    """Patch-to-patch rows of 0-based ``layer`` inside a payload: {"heads", "dtype", "data"} or {"missing": why}."""
-    rows = _rows_array(a, layer)
-    if isinstance(rows, str):
-        return {"missing": rows}
-    return {"heads": rows.shape[0], "dtype": _dtype(rows), "data": b64(rows)}
+def key_parts(a: Analysis) -> list[str]:
+    """The part name of each layer's queries and keys (``keys-<layer>.<f4|f2>``, layers from 0)."""
+    return [f"keys-{i}.{_dt(k.q)}" for i, k in enumerate(a.maps.keys)]
 
 
-def rows_bytes(a: Analysis) -> int:
-    """Bytes of one layer's rows as they would travel (before base64), at most (per-head rows in float16)."""
-    n, heads = a.maps.cls.shape[-1], a.maps.heads + 1
-    exact = heads * n * n * 4
-    return exact if exact <= ROWS_EXACT_BYTES else exact // 2
+def keys_bytes(a: Analysis) -> int:
+    """Bytes of one layer's queries and keys as they travel."""
+    return a.maps.keys[0].nbytes if a.maps.keys else 0
 
 
-def attention_payload(a: Analysis, values: dict, fields: dict) -> dict:
-    """Everything the explorer draws, opening on the Attention view's settings ``values`` (as used).
+def first_layers(a: Analysis, start: int) -> list[int]:
+    """The layers (from 0) whose keys the first answer brings: all of them when within :data:`FIRST_KEYS_BYTES`."""
+    if not a.maps.keys:
+        return []
+    return list(range(a.maps.layers)) if keys_bytes(a) * a.maps.layers <= FIRST_KEYS_BYTES else [start]
 
-    Keys: grid (gh, gw), patch, layers, heads, image (PNG data URL of the fitted picture), cls (base64 float32
-    (L, H + 1, N), the last of the H + 1 being the head mean), rollout (base64 float32 (N,), head-mean rollout),
-    rows {layer: layer_rows}, token (to fetch other layers' rows), ``state`` (the settings the explorer holds:
-    layer counted from 1, head with -1 for the mean, keep, alpha, cmap, query as [row, col] or None), ``fields``
-    (for each of them its link key, and for numbers their range and step: the declaration, so the browser writes
-    the same link and offers the same range as everything else), colormaps and the byte count.
+
+def attention_payload(a: Analysis, values: dict, fields: dict, inline: bool = False) -> dict:
+    """What the explorer draws, opening on the Attention view's settings ``values`` (as used).
+
+    Keys: token, model, grid (gh, gw), patch, layers, heads, prefix, tokens (T), head_dim (d); ``parts``: the
+    names of the data (cls: (L, H + 1, N) float32, the last of the H + 1 being the head mean; rollout: (N,) float32;
+    image: the fitted picture, PNG; keys: per layer, q then k, each (H, T, d), float32 or float16 as the name says,
+    q already scaled); ``first``: the layers whose keys come with the first map; ``base``: where the parts are
+    served (``ROUTE/<token>/``); ``state`` (the settings the explorer holds: layer counted from 1, head with -1 for
+    the mean, keep, alpha, cmap, query as [row, col] or None); ``fields`` (for each of them its link key, and for
+    numbers their range and step: the declaration, so the browser offers the same range as everything else);
+    colormaps; ``bytes``: what the first map needs, in bytes. With ``inline`` (the API's answer) ``data`` also
+    holds those parts, base64 (the image as a data URL), so the answer stands alone.
     """
     maps = a.maps
     start = int(np.clip(int(values["layer"]), 1, maps.layers)) - 1
-    send = range(maps.layers) if rows_bytes(a) * maps.layers <= ALL_LAYERS_BYTES else [start]
-    with budget.reserve(payload_bytes(a, len(send)), "packing the explorer's data"):
-        return _payload(a, values, fields, start, send)
+    first = first_layers(a, start)
+    with budget.reserve(payload_bytes(a, len(first) if inline else 0), "packing the explorer's data"):
+        return _payload(a, values, fields, start, first, inline)
 
 
-def payload_bytes(a: Analysis, layers_of_rows: int) -> int:
-    """Estimated peak bytes of packing a payload with ``layers_of_rows`` layers of rows: each array, its copy as
-    sent and its base64 text (4/3), twice over for the JSON the server then writes."""
+def payload_bytes(a: Analysis, inline_layers: int) -> int:
+    """Estimated peak bytes of packing a payload: the picture's PNG (encoding holds about three copies of it), and
+    with ``inline_layers`` layers of keys in the answer (the API's), each part, its copy and its base64 text (4/3),
+    twice over for the JSON the server then writes."""
     maps = a.maps
-    n = maps.cls.shape[-1]
-    arrays = maps.layers * (maps.heads + 1) * n * 4 + layers_of_rows * rows_bytes(a) + a.fitted.image.nbytes
-    return int(arrays * (1 + 4 / 3) * 2)
+    inline = (maps.cls.nbytes * (maps.heads + 1) // maps.heads + inline_layers * keys_bytes(a)
+              + a.fitted.image.nbytes) if inline_layers else 0
+    return 3 * a.fitted.image.nbytes + int(inline * (1 + 4 / 3) * 2)
 
 
-def _payload(a: Analysis, values: dict, fields: dict, start: int, send) -> dict:
+def _payload(a: Analysis, values: dict, fields: dict, start: int, first: list[int], inline: bool) -> dict:
     maps = a.maps
-    means = np.stack([maps.cls_map(i).ravel() for i in range(maps.layers)])[:, None]  # the library's own head mean
-    cls = np.concatenate([maps.cls, means], axis=1).astype(np.float32)
     query = values.get("query")
     state = {"layer": start + 1, "head": int(values["head"]), "keep": float(values["keep"]),
              "alpha": float(values["alpha"]), "cmap": values["cmap"], "query": None if query is None else list(query)}
+    k0 = maps.keys[0] if maps.keys else None
     out = {
         "token": a.token, "model": a.runner.spec.key, "grid": list(maps.grid), "patch": maps.patch,
-        "layers": maps.layers, "heads": maps.heads, "image": png_data_url(a.fitted.image),
-        "cls": b64(cls), "rollout": b64(maps.rollout("mean").astype(np.float32).ravel()),
-        "rows": {str(i): layer_rows(a, i) for i in send}, "state": state,
+        "layers": maps.layers, "heads": maps.heads, "prefix": maps.prefix,
+        "tokens": maps.prefix + maps.cls.shape[-1], "head_dim": 0 if k0 is None else int(k0.q.shape[-1]),
+        "parts": {"cls": "cls.f4", "rollout": "rollout.f4", "image": "image.png", "keys": key_parts(a)},
+        "first": first, "base": f"{ROUTE}/{a.token}/", "state": state,
         "fields": {name: {"link": f.link, "lo": f.lo, "hi": f.hi, "step": f.step, "default": f.default,
                           "words": dict(f.words), "choices": list(f.options()) if f.kind == "choice" else None}
                    for name, f in fields.items()},
         "colormaps": colormaps(),
     }
-    out["bytes"] = sum(len(v) for v in (out["cls"], out["rollout"], out["image"])) + sum(
-        len(r.get("data", "")) for r in out["rows"].values())
+    n = maps.cls.shape[-1]
+    out["bytes"] = (maps.layers * (maps.heads + 1) * n * 4 + n * 4 + len(_png(a.token, a.fitted.image))
+                    + len(first) * keys_bytes(a))
+    if inline:
+        data = {name: b64(np.frombuffer(part(a, name), np.uint8)) for name in ("cls.f4", "rollout.f4")}
+        data |= {key_parts(a)[i]: b64(np.frombuffer(part(a, key_parts(a)[i]), np.uint8)) for i in first}
+        data["image.png"] = "data:image/png;base64," + base64.b64encode(_png(a.token, a.fitted.image)).decode()
+        out["data"] = data
     return out
 
 
-def rows_for(token: str, layer: int, folder: Path) -> dict:
-    """The browser's fetch of one more layer's rows (``layer`` 0-based), named by the analysis ``token``.
+def part(a: Analysis, name: str) -> bytes:
+    """One part of an analysis's explorer data, as bytes (see :func:`attention_payload`); ValueError for a name
+    that is not a part of it."""
+    m = PART.match(name)
+    if m is None:
+        raise ValueError(f"{name!r} is not a part of the explorer's data")
+    maps = a.maps
+    if name == "image.png":
+        return _png(a.token, a.fitted.image)
+    if name == "rollout.f4":
+        return raw(maps.rollout("mean").astype(np.float32).ravel())
+    if name == "cls.f4":
+        means = np.stack([maps.cls_map(i).ravel() for i in range(maps.layers)])[:, None]  # the library's head mean
+        return raw(np.concatenate([maps.cls, means], axis=1).astype(np.float32))
+    layer = int(m.group(2))
+    if layer >= len(maps.keys) or name != key_parts(a)[layer]:
+        raise ValueError(f"this analysis has no part {name!r}")
+    k = maps.keys[layer]
+    return raw(k.q) + raw(k.k)
 
-    The rows go into a file in ``folder`` (raw little-endian values, written once per analysis and layer, renamed
-    into place), and the answer names it: {"layer", "heads", "dtype", "file"} or {"layer", "missing": why}. The
-    server then streams the file from disk, however many students ask at once; building it reserves its size
-    from the server-wide budget.
-    """
-    layer = int(layer)
+
+_PNGS: LRU[bytes] = LRU(32, 64 * 2**20, len)
+
+
+def _png(token: str, rgb: np.ndarray) -> bytes:
+    """The fitted picture as PNG, encoded once per analysis (the first answer counts its bytes, then it is served)."""
+    got = _PNGS.get(token)
+    return got if got is not None else _PNGS.put(token, png_bytes(rgb))
+
+
+def explorer_part(token: str, name: str) -> tuple[bytes, str] | None:
+    """The bytes and media type of part ``name`` of the analysis ``token`` (what ``ROUTE/<token>/<name>`` serves),
+    or None when the server does not hold that analysis (any more). Reserves the part's size from the server-wide
+    budget while it is made (ValueError when the budget stays full, or for a name that is no part)."""
+    if not PART.match(name):
+        raise ValueError(f"{name!r} is not a part of the explorer's data")
     a = find(str(token))
     if a is None:
-        return {"layer": layer, "missing": "this picture's analysis has left the server's memory; show it again"}
-    if not 0 <= layer < a.maps.layers:
-        return {"layer": layer, "missing": f"there is no layer {layer + 1}"}
-    with _ROW_LOCKS[hash((a.token, layer)) % len(_ROW_LOCKS)]:  # one student builds it; the others find it
-        return _rows_file(a, layer, Path(folder))
-
-
-_ROW_LOCKS = tuple(threading.Lock() for _ in range(16))
-_PROCESS = uuid.uuid4().hex[:8]
-"""Names this server process in row files: a file left by an earlier process (other weights, perhaps) never
-answers for this one."""
-
-
-def _rows_file(a: Analysis, layer: int, folder: Path) -> dict:
-    heads = a.maps.heads + 1
-    for dtype in ("f4", "f2"):
-        path = folder / f"rows-{a.token}-{_PROCESS}-{layer}.{dtype}"
-        if path.exists():  # made for another student already
-            n = a.maps.cls.shape[-1]
-            return {"layer": layer, "heads": path.stat().st_size // (n * n * int(dtype[1])), "dtype": dtype,
-                    "file": str(path)}
-    with budget.reserve(2 * rows_bytes(a) + heads * a.maps.cls.shape[-1] ** 2 * 4, "a layer's patch rows"):
-        rows = _rows_array(a, layer)
-        if isinstance(rows, str):
-            return {"layer": layer, "missing": rows}
-        path = folder / f"rows-{a.token}-{_PROCESS}-{layer}.{_dtype(rows)}"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        prune(path.parent, ROWS_FILE_SECONDS)
-        part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-        part.write_bytes(np.ascontiguousarray(rows).astype(rows.dtype.newbyteorder("<")).tobytes())
-        os.replace(part, path)  # a reader sees the whole file or none
-    return {"layer": layer, "heads": rows.shape[0], "dtype": _dtype(rows), "file": str(path)}
-
-
-ROWS_FILE_SECONDS = 900
-"""Row files older than this are removed when new ones are written (a browser keeps what it fetched)."""
-
-
-def prune(folder: Path, age: float) -> int:
-    """Remove files in ``folder`` last changed more than ``age`` seconds ago; files another request removes at the
-    same moment are skipped, never an error. Returns how many this call removed."""
-    now, removed = time.time(), 0
-    for path in Path(folder).iterdir():
-        try:
-            if now - path.stat().st_mtime > age:
-                path.unlink()
-                removed += 1
-        except FileNotFoundError:
-            continue
-    return removed
+        return None
+    maps = a.maps
+    size = 2 * max(keys_bytes(a), maps.cls.nbytes * (maps.heads + 1) // maps.heads, a.fitted.image.nbytes)
+    with budget.reserve(size, "a part of the explorer's data"):
+        return part(a, name), ("image/png" if name.endswith(".png") else "application/octet-stream")
 
 
 def posembed_payload(grid: np.ndarray, kind: str, name: str, cmap: str = "viridis") -> dict:

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-
 FIELDS = ["file", "crop", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept", "model"]
 """The columns of ``boxes.csv``: the picture (relative to the source), its crop (relative to the output folder), the
 picture's size, the box in its pixels, the share of attention and of patches inside the mask, the model used."""

@@ -2,9 +2,12 @@
 // common.js, and draws everything from one payload made by the server (render/browser.py): no server call when you point or
 // move a slider.
 let root = element.querySelector(".vx");
-const S = { p: null, n: 0, cls: null, roll: null, rows: {}, pending: {}, luts: {}, img: null, layer: 0,
-            head: -1, query: null, pinned: false, keep: 0.6, alpha: 0.6, cmap: "inferno", t0: null, timings: [] };
+const S = { p: null, n: 0, cls: null, roll: null, keys: {}, pending: {}, rowCache: new Map(), luts: {}, img: null,
+            png: null, status: "", layer: 0, head: -1, query: null, pinned: false, keep: 0.6, alpha: 0.6,
+            cmap: "inferno", t0: null, timings: [] };
 root.__vx = S;
+S.rowsFor = (layer, qi) => rowsFor(layer, qi);  // for tests and benchmarks: the rows as drawn
+S.ensureKeys = (layer) => ensureKeys(layer) || Promise.resolve();
 
 // DINO's threshold, as vitviz.attention.mass_mask: the fewest patches holding `keep` of the mass.
 const scratch = { n: 0 };
@@ -24,34 +27,95 @@ function massMask(a, keep) {
   return { mask, mass: run[k - 1] / total, frac: k / n, count: k };
 }
 
-function ensureRows(layer) {  // another layer's patch rows: asked for once, when a patch is the query
-  const token = S.p.token;
-  if (S.rows[layer] || S.pending[layer] || typeof server === "undefined") return;
-  S.pending[layer] = server.explorer_rows(token, layer).then((r) => r.file
-    ? serverFile(r.file).then((buf) => ({ layer: r.layer, heads: r.heads, data: floats(buf, r.dtype) }))
-    : decodeRows(r)).then((r) => {
-    if (S.p && S.p.token === token) { S.rows[r.layer] = r; update(); }
-  }).catch(() => {  // say so; after a pause the next pointing asks again
-    if (!S.p || S.p.token !== token) return;
-    S.rows[layer] = { missing: "the server did not answer for this layer's patch rows; point again in a moment" };
-    update();
-    setTimeout(() => { delete S.rows[layer]; delete S.pending[layer]; }, 3000);
+const PART_WAIT = "fetching this layer's queries and keys…";
+
+function partUrl(name) {  // where the server serves part `name` of this analysis (under the app's root)
+  const root = ((window.gradio_config && window.gradio_config.root) || "").replace(/\/$/, "");
+  return `${root}/${S.p.base}${name}`;
+}
+
+function fetchPart(name) {  // -> ArrayBuffer; the browser's cache answers a part fetched before (same name, same bytes)
+  if (S.p.data && S.p.data[name]) {
+    const d = S.p.data[name];
+    return Promise.resolve(d.startsWith("data:") ? bytes(d.split(",")[1]).buffer : bytes(d).buffer);
+  }
+  return fetch(partUrl(name)).then((r) => {
+    if (r.status === 404) throw Object.assign(new Error("gone"), { gone: true });
+    if (!r.ok) throw new Error(`the server answered ${r.status}`);
+    return r.arrayBuffer();
   });
 }
 
-function map(layer, head) {  // (N,) the map to draw; head -1 = head mean; null when not available
+function decodeKeys(name, buf) {  // q then k, each (H, T, d); float32 or float16 as the part's name says
+  const all = floats(buf, name.endsWith(".f2") ? "f2" : "f4"), half = all.length / 2;
+  return { q: all.subarray(0, half), k: all.subarray(half) };
+}
+
+function ensureKeys(layer) {  // a layer's queries and keys: fetched once, when a patch is first the query there
+  const p = S.p, token = p.token, name = p.parts.keys[layer];
+  if (S.keys[layer] || S.pending[layer]) return S.pending[layer];
+  S.pending[layer] = fetchPart(name).then((buf) => {
+    if (S.p && S.p.token === token) { S.keys[layer] = decodeKeys(name, buf); update(); }
+  }).catch((err) => {
+    if (!S.p || S.p.token !== token) return;
+    if (err.gone) { sendBack(); return; }  // the server no longer holds this analysis
+    S.keys[layer] = { missing: "the server did not send this layer's queries and keys; point again in a moment" };
+    update();
+    setTimeout(() => { delete S.keys[layer]; delete S.pending[layer]; }, 3000);
+  });
+  return S.pending[layer];
+}
+
+function sendBack() {  // the server forgot the analysis (restart, another process): send the picture back, once
+  if (S.sentBack === S.p.token || !S.png) return;
+  S.sentBack = S.p.token;
+  S.status = "the server no longer holds this picture's analysis: sending the picture back…";
+  update();
+  let text = "";
+  const u = new Uint8Array(S.png);
+  for (let i = 0; i < u.length; i += 0x8000) text += String.fromCharCode.apply(null, u.subarray(i, i + 0x8000));
+  window.vitvizState?.set("attention-again", { image: "data:image/png;base64," + btoa(text), at: Date.now() });
+}
+
+// One query patch's rows in every head, computed here from the layer's q and k: softmax_j(q_i · k_j) over all T
+// tokens (q arrives already scaled), then the patch keys kept (prefix keys dropped, not renormalised, like the
+// library's rows). (H + 1) rows of N, the last the head mean. The last few are kept.
+function rowsFor(layer, qi) {
+  const key = layer + ":" + qi, hit = S.rowCache.get(key);
+  if (hit) return hit;
+  const K = S.keys[layer], H = S.p.heads, T = S.p.tokens, d = S.p.head_dim, P = S.p.prefix, n = S.n;
+  const out = new Float32Array((H + 1) * n), s = new Float64Array(T), mean = new Float64Array(n), q = new Float64Array(d);
+  for (let h = 0; h < H; h++) {
+    const qo = (h * T + P + qi) * d, kb = h * T * d;
+    for (let c = 0; c < d; c++) q[c] = K.q[qo + c];
+    let mx = -Infinity;
+    for (let j = 0, ko = kb; j < T; j++, ko += d) {
+      let acc = 0;
+      for (let c = 0; c < d; c++) acc += q[c] * K.k[ko + c];
+      s[j] = acc;
+      if (acc > mx) mx = acc;
+    }
+    let sum = 0;
+    for (let j = 0; j < T; j++) { s[j] = Math.exp(s[j] - mx); sum += s[j]; }
+    for (let j = P; j < T; j++) { const v = s[j] / sum; out[h * n + j - P] = v; mean[j - P] += v; }
+  }
+  for (let i = 0; i < n; i++) out[H * n + i] = mean[i] / H;
+  S.rowCache.set(key, out);
+  if (S.rowCache.size > 32) S.rowCache.delete(S.rowCache.keys().next().value);
+  return out;
+}
+
+function map(layer, head) {  // (N,) the map to draw; head -1 = head mean; null when not available yet
   const { n } = S, H = S.p.heads;
   if (S.query === null) {
     const at = (layer * (H + 1) + (head < 0 ? H : head)) * n;
     return S.cls.subarray(at, at + n);
   }
-  ensureRows(layer);
-  const r = S.rows[layer];
-  if (!r || !r.data) return null;
-  const h = r.heads === 1 ? (head < 0 ? 0 : -1) : (head < 0 ? H : head);
-  if (h < 0) return null;
-  const q = S.query[0] * S.p.grid[1] + S.query[1];
-  return r.data.subarray((h * n + q) * n, (h * n + q + 1) * n);
+  const K = S.keys[layer];
+  if (!K) { ensureKeys(layer); return null; }
+  if (!K.q) return null;
+  const h = head < 0 ? H : head, rows = rowsFor(layer, S.query[0] * S.p.grid[1] + S.query[1]);
+  return rows.subarray(h * n, (h + 1) * n);
 }
 
 function paint(cv, a, withMask) {
@@ -91,7 +155,10 @@ const pct = (x) => (100 * x).toFixed(1) + "%";
 const $ = (sel) => root.querySelector(sel);
 
 function draw() {
-  if (!S.p || !S.img || !S.img.complete) return;
+  if (!S.p || !S.cls || !S.img || !S.img.complete) {
+    if (S.p) $(".vx-big figcaption").textContent = S.status || "fetching the attention maps…";
+    return;
+  }
   const H = S.p.heads, L = S.layer, name = (h) => (h < 0 ? "head mean" : `head ${h}`);
   const big = paint($(".vx-big canvas"), map(L, S.head), true), cap = $(".vx-big figcaption");
   const who = S.query ? `patch (${S.query[0]}, ${S.query[1]})${S.pinned ? ", pinned" : ""}` : "the class token";
@@ -101,13 +168,15 @@ function draw() {
     Object.assign(cap.dataset, { mass: big.mass, frac: big.frac, count: big.count, head: S.head, layer: L + 1,
                                  query: S.query ? S.query.join(",") : "cls" });
   } else {
-    cap.textContent = S.rows[L] && S.rows[L].missing ? S.rows[L].missing : "fetching this layer's patch rows…";
+    cap.textContent = S.status || (S.keys[L] && S.keys[L].missing) || PART_WAIT;
     cap.dataset.count = "";
   }
   root.querySelectorAll(".vx-head").forEach((fig) => {
     const h = Number(fig.dataset.h), m = paint(fig.querySelector("canvas"), map(L, h), true);
     fig.classList.toggle("vx-on", h === S.head);
-    fig.querySelector("figcaption").innerHTML = `${name(h)}<br>${m ? Math.round(100 * m.frac) + "% of patches" : "—"}`;
+    const cap = fig.querySelector("figcaption");
+    cap.innerHTML = `${h < 0 ? "mean" : "head " + h}<br>${m ? Math.round(100 * m.frac) + "%" : "—"}`;
+    cap.title = m ? `${name(h)}: the contour holds ${pct(m.mass)} of its attention in ${pct(m.frac)} of the patches` : "";
   });
   const strip = [S.alpha, S.cmap].join();  // the strip does not depend on the query: repainted only when it changes
   root.querySelectorAll(".vx-step").forEach((fig) => {
@@ -118,7 +187,7 @@ function draw() {
     const q = S.query; S.query = null; paint(fig.querySelector("canvas"), a, false); S.query = q;
   });
   S.strip = strip;
-  $(".vx-layer-out").textContent = `layer ${L + 1} of ${S.p.layers}`;
+  $(".vx-layer-out").textContent = `${L + 1} of ${S.p.layers}`;
   $(".vx-keep-out").textContent = `${Math.round(100 * S.keep)}% of the mass`;
   $(".vx-alpha-out").textContent = `opacity ${S.alpha.toFixed(2)}`;
 }
@@ -156,65 +225,65 @@ function setLayer(l, ev) {
   update(ev);
 }
 
-function decodeRows(r) { return r.data ? { heads: r.heads, data: floats(r.data, r.dtype) } : r; }
 
-
-function canvas(parent, cssW, cssH) {
+function canvas(parent, cssW, cssH, pins = true) {  // a map to point at; clicking the big one pins the patch
   const cv = hiDpiCanvas(parent, cssW, cssH);
   cv.addEventListener("pointermove", (ev) => {
     const rc = cellAt(ev, cv, S.p.grid);
     if (!S.pinned && rc && (!S.query || rc[0] !== S.query[0] || rc[1] !== S.query[1])) { S.query = rc; update(ev); }
   });
   cv.addEventListener("pointerleave", (ev) => { if (!S.pinned && S.query) { S.query = null; update(ev); } });
-  cv.addEventListener("click", (ev) => { S.query = cellAt(ev, cv, S.p.grid); S.pinned = !!S.query && !S.pinned; update(ev); });
+  if (pins) cv.addEventListener("click", (ev) => { S.query = cellAt(ev, cv, S.p.grid); S.pinned = !!S.query && !S.pinned; update(ev); });
   return cv;
 }
 
 function build(p) {
   root = element.querySelector(".vx");
   root.__vx = S;
-  if (!p || !p.cls) { root.innerHTML = ""; S.p = null; return; }
+  if (!p || !p.parts) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
   const st = p.state, clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
-  Object.assign(S, { p, n: gh * gw, cls: floats(p.cls), roll: floats(p.rollout), rows: {}, pending: {}, strip: null,
-                     layer: clamp(st.layer - 1, 0, p.layers - 1), head: clamp(st.head, -1, p.heads - 1),
-                     query: st.query, pinned: !!st.query, keep: st.keep, alpha: st.alpha, cmap: st.cmap,
-                     published: null });
-  for (const [l, r] of Object.entries(p.rows)) S.rows[Number(l)] = decodeRows(r);
+  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, keys: {}, pending: {}, rowCache: new Map(), strip: null,
+                     img: null, png: null, status: "", layer: clamp(st.layer - 1, 0, p.layers - 1),
+                     head: clamp(st.head, -1, p.heads - 1), query: st.query, pinned: !!st.query, keep: st.keep,
+                     alpha: st.alpha, cmap: st.cmap, published: null });
   for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
   root.innerHTML = `
     <div class="vx-bar">
-      <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${S.layer + 1}"></label>
-      <output class="vx-layer-out"></output>
+      <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${S.layer + 1}">
+        <output class="vx-layer-out"></output></label>
       <label>keep <input class="vx-keep" type="range" min="${p.fields.keep.lo}" max="${p.fields.keep.hi}"
-        step="${p.fields.keep.step}" value="${S.keep}"></label>
-      <output class="vx-keep-out"></output>
+        step="${p.fields.keep.step}" value="${S.keep}"> <output class="vx-keep-out"></output></label>
       <label>overlay <input class="vx-alpha" type="range" min="${p.fields.alpha.lo}" max="${p.fields.alpha.hi}"
-        step="${p.fields.alpha.step}" value="${S.alpha}"></label>
-      <output class="vx-alpha-out"></output>
-      <select class="vx-cmap" aria-label="colormap">${p.fields.cmap.choices.map((c) =>
-        `<option${c === S.cmap ? " selected" : ""}>${c}</option>`).join("")}</select>
+        step="${p.fields.alpha.step}" value="${S.alpha}"> <output class="vx-alpha-out"></output></label>
+      <label>colours <select class="vx-cmap">${p.fields.cmap.choices.map((c) =>
+        `<option${c === S.cmap ? " selected" : ""}>${c}</option>`).join("")}</select></label>
+      <button type="button" class="vx-full" aria-pressed="false">Full screen</button>
     </div>
     <div class="vx-main">
       <figure class="vx-big"><figcaption aria-live="polite"></figcaption></figure>
       <div class="vx-heads"></div>
     </div>
     <div class="vx-strip" tabindex="0" role="group" title="class token, head mean, per layer; then the rollout. Drag across to scrub."
-      aria-label="layer strip: the class token's head-mean map per layer, then the rollout; keys [ and ] change the layer"></div>
-    <p class="vx-help">Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
+      aria-label="layer strip: the class token's head-mean map per layer, then the rollout; keys [ and ] change the layer"
+      style="grid-template-columns: repeat(${p.layers + 1}, minmax(0, 1fr))"></div>
+    <p class="vx-help">Beside the map: each head, with the share of patches inside its contour; below: layers 1–${p.layers}
+      (class token, head mean) and the rollout. Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
       arrows move the query, 0–${p.heads - 1} pick a head, m the head mean, [ and ] the layer.</p>`;
-  const [bw, bh] = fit(400), [sw, sh] = fit(124), [tw, th] = fit(80);
+  const [bw, bh] = fit(960), [sw, sh] = fit(240), [tw, th] = fit(120);
   canvas($(".vx-big"), bw, bh);
   for (let h = -1; h < p.heads; h++) {
     const fig = document.createElement("figure");
     fig.className = "vx-head"; fig.dataset.h = h; fig.innerHTML = "<figcaption></figcaption>";
-    canvas(fig, sw, sh).addEventListener("click", () => { S.head = h; update(); });
+    canvas(fig, sw, sh, false);
+    fig.addEventListener("click", () => { S.head = h; update(); });  // a head's panel picks the head
     $(".vx-heads").append(fig);
   }
   for (let l = 0; l <= p.layers; l++) {
     const fig = document.createElement("figure"), id = l === p.layers ? -1 : l;
     fig.className = "vx-step"; fig.dataset.l = id;
-    fig.innerHTML = `<figcaption>${id < 0 ? "rollout" : "layer " + (l + 1)}</figcaption>`;
+    fig.innerHTML = `<figcaption>${id < 0 ? "roll&shy;out" : l + 1}</figcaption>`;
+    fig.title = id < 0 ? "rollout through every layer" : `layer ${l + 1}`;
     hiDpiCanvas(fig, tw, th);
     const pick = (ev) => { if (id >= 0 && (ev.type === "click" || ev.buttons === 1) && id !== S.layer) setLayer(id, ev); };
     fig.addEventListener("click", pick); fig.addEventListener("pointermove", pick);
@@ -224,10 +293,34 @@ function build(p) {
   $(".vx-keep").addEventListener("input", (ev) => { S.keep = Number(ev.target.value); update(ev); });
   $(".vx-alpha").addEventListener("input", (ev) => { S.alpha = Number(ev.target.value); update(ev); });
   $(".vx-cmap").addEventListener("change", (ev) => { S.cmap = ev.target.value; update(ev); });
-  S.img = new Image();
-  S.img.onload = () => update();
-  S.img.src = p.image;
+  $(".vx-full").addEventListener("click", () => (document.fullscreenElement ? document.exitFullscreen()
+                                                   : root.requestFullscreen?.()));
   root.dataset.bytes = p.bytes;
+  layout();
+  const token = p.token, [H, L, n] = [p.heads, p.layers, gh * gw];
+  const mine = () => S.p && S.p.token === token;
+  const failed = (err) => {
+    if (!mine()) return;
+    if (err.gone && S.png) { sendBack(); return; }
+    S.status = err.gone ? "the server no longer holds this picture's analysis; show it again"
+      : `the attention maps did not arrive (${err.message}); show it again`;
+    update();
+  };
+  fetchPart(p.parts.image).then((buf) => {
+    if (!mine()) return;
+    S.png = buf;
+    const img = new Image();
+    img.onload = () => { if (mine()) { S.img = img; update(); } };
+    img.src = URL.createObjectURL(new Blob([buf], { type: "image/png" }));
+  }).catch(failed);
+  Promise.all([fetchPart(p.parts.cls), fetchPart(p.parts.rollout)]).then(([c, r]) => {
+    if (!mine()) return;
+    S.cls = floats(c); S.roll = floats(r);
+    if (S.cls.length !== L * (H + 1) * n) { S.cls = null; S.status = "the attention maps arrived damaged"; }
+    update();
+  }).catch(failed);
+  for (const l of p.first) ensureKeys(l);
+  update();
   publish(true);  // the carrier holds the settings as used (the server's figures were drawn with them already)
 }
 
@@ -246,5 +339,29 @@ element.addEventListener("keydown", (ev) => {
   update(ev);
 });
 
+// The big map takes the width it is given, but no more than lets the bar, the map and the layer strip fit the
+// window's height together (a projector at 1280×720 shows them at once); redone when the window or box changes.
+function layout() {
+  const big = root.querySelector(".vx-big canvas");
+  if (!S.p || !big) return;
+  const [gh, gw] = S.p.grid, avail = root.querySelector(".vx-big").clientWidth;
+  const reserve = $(".vx-bar").offsetHeight + $(".vx-strip").offsetHeight + $(".vx-big figcaption").offsetHeight + 40;
+  const width = Math.min(avail, Math.max(240, window.innerHeight - reserve) * gw / gh);
+  if (width > 0) big.style.width = Math.floor(width) + "px";
+  // the heads beside the map: as few columns as keep them within its height (more, smaller, when needed)
+  const heads = $(".vx-heads"), n = S.p.heads + 1, tall = big.offsetHeight + $(".vx-big figcaption").offsetHeight;
+  const beside = heads.offsetTop < big.offsetTop + big.offsetHeight / 2;
+  for (let c = beside ? 2 : Math.min(n, 4); c <= n; c++) {
+    heads.style.gridTemplateColumns = `repeat(${c}, minmax(0, 1fr))`;
+    if (!beside || heads.offsetHeight <= tall) break;
+  }
+}
+new ResizeObserver(() => layout()).observe(element);
+window.addEventListener("resize", () => layout());
+document.addEventListener("fullscreenchange", () => {
+  const b = root && root.querySelector(".vx-full");
+  if (b) { const on = document.fullscreenElement === root; b.textContent = on ? "Leave full screen" : "Full screen";
+           b.setAttribute("aria-pressed", String(on)); }
+});
 watch("value", () => build(props.value));
 build(props.value);
