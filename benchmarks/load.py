@@ -358,6 +358,7 @@ def side_doors() -> None:
     from vitviz.core import images
     from vitviz.models import budget, loaders
     from vitviz.models import cache as models
+    from vitviz.render import browser
     from vitviz.specs import registry
     from vitviz.specs import views as spec
     from vitviz.views import attention as attention_view
@@ -381,26 +382,22 @@ def side_doors() -> None:
         errors = sum(1 for r in results if r is not True)
         rows.append((name, n, errors, seconds, mem.start / 2**20, mem.peak / 2**20, budget.SERVER.peak / 2**20))
 
-    # 1. 48 row fetches at once on a 512-px analysis of the cat cut square (DINO ViT-S/8 shape: 64×64 patches, under
+    # 1. 48 fetches of the explorer's layer keys at once on a 512-px analysis of the cat cut square (DINO ViT-S/8 shape: 64×64 patches, under
     #    its token limit), spread over the 12 layers
     cat = images.load_rgb(assets.EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE)
     side = min(cat.shape[:2])
     cat = np.ascontiguousarray(cat[:side, (cat.shape[1] - side) // 2:][:, :side])
     values = spec.ATTENTION.check({"model": "DINO ViT-S/8", "resolution": 512})
     a, _ = attention_view.analysis_for(cat, values)
-    explorer = next(b._id for b in demo.blocks.values() if getattr(b, "elem_id", None) == "attention-explorer")
 
-    def fetch_rows(i: int):
-        r = http.post(f"{url}gradio_api/component_server", json={
-            "session_hash": uuid.uuid4().hex, "component_id": explorer, "fn_name": "explorer_rows",
-            "data": [a.token, i % a.maps.layers]}).json()
-        if "file" not in r:
-            return r
-        with http.stream("GET", f"{url}gradio_api/file={r['file']}") as got:  # read as a browser does, not kept
+    def fetch_keys(i: int):
+        name = browser.key_parts(a)[i % a.maps.layers]
+        with http.stream("GET", f"{url}{browser.ROUTE}/{a.token}/{name}") as got:  # read as a browser does, not kept
             size = sum(len(chunk) for chunk in got.iter_bytes())
-        return size == r["heads"] * a.maps.cls.shape[-1] ** 2 * int(r["dtype"][1])
+        return size == browser.keys_bytes(a)
 
-    case(f"row fetches, 512-px DINO ViT-S/8 shape ({a.maps.grid[0]}×{a.maps.grid[1]} patches)", 48, fetch_rows)
+    case(f"explorer key fetches, 512-px DINO ViT-S/8 shape ({a.maps.grid[0]}×{a.maps.grid[1]} patches)", 48,
+         fetch_keys)
 
     # 2. 32 large pictures at once (40 megapixels each, half uploaded, half as data: URLs in the request)
     big = []
@@ -445,12 +442,19 @@ def side_doors() -> None:
 
     case("downloads at once after a pause", 16, download)
 
-    # 4. 2,000 fresh sessions
+    # 4. 2,000 fresh sessions, each one queued event that is answered at once (the explorer's send-back, empty)
+    again = next(b._id for b in demo.blocks.values() if getattr(b, "elem_id", None) == "attention-again")
+    dep = next(i for i, d in enumerate(demo.config["dependencies"])
+               if [again, "change"] in [list(t) for t in d["targets"]])
+
     def session(i: int):
-        r = http.post(f"{url}gradio_api/component_server", json={
-            "session_hash": uuid.uuid4().hex, "component_id": explorer, "fn_name": "explorer_rows",
-            "data": ["0" * 16, 0]})
-        return r.status_code == 200
+        hash_ = uuid.uuid4().hex
+        r = http.post(f"{url}gradio_api/queue/join", json={"session_hash": hash_, "fn_index": dep, "trigger_id": again,
+                                                            "data": ["", registry.OFFLINE_KEY, 64, "mean", 0.0, "{}"]})
+        if r.status_code != 200:
+            return False
+        with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": hash_}) as events:
+            return any("process_completed" in line for line in events.iter_lines())
 
     before = len(demo.state_holder.session_data)
     case("fresh sessions (one request each)", 2000, session)
