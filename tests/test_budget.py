@@ -25,10 +25,12 @@ S8 = registry.REGISTRY["DINO ViT-S/8"]
 
 
 def test_attention_bytes_by_hand():
-    """DINO ViT-S/8 at 224 px: 785 tokens, all 12 layers' matrices fit the keep-all budget."""
+    """DINO ViT-S/8 at 224 px: 785 tokens, all 12 layers' matrices fit the keep-all budget; every layer's q and k
+    are kept as float16 (2·785·384 float32 bytes each is over 512 KiB)."""
     t, n = 785, 784
     layer = 6 * t * t * 4
-    expected = 2 * layer + 12 * layer + 2 * n * n * 4 + 12 * t * 384 * 4
+    keys = 12 * 2 * t * 384 * 2
+    expected = 2 * layer + 12 * layer + 2 * n * n * 4 + 12 * t * 384 * 4 + keys
     assert attention_bytes(S8, t) == expected
 
 
