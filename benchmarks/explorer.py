@@ -59,10 +59,10 @@ def cases() -> dict[str, tuple[str, int, str]]:
     square astronaut (64×64)."""
     from vitviz.specs import registry
 
-    return {"embedded, 64 px, cat": (registry.OFFLINE_KEY, 64, "cat.png"),
-            "DINO ViT-S/8 shape, 224 px, cat": ("DINO ViT-S/8", 224, "cat.png"),
-            "DINO ViT-S/8 shape, 384 px, cat": ("DINO ViT-S/8", 384, "cat.png"),
-            "DINO ViT-S/8 shape, 512 px, astronaut": ("DINO ViT-S/8", 512, "astronaut.png")}
+    return {"embedded, 64 px, cat": (registry.OFFLINE_KEY, 64, "cat"),
+            "DINO ViT-S/8 shape, 224 px, cat": ("DINO ViT-S/8", 224, "cat"),
+            "DINO ViT-S/8 shape, 384 px, cat": ("DINO ViT-S/8", 384, "cat"),
+            "DINO ViT-S/8 shape, 512 px, astronaut": ("DINO ViT-S/8", 512, "astronaut")}
 
 
 def received(page):

@@ -366,3 +366,50 @@ def test_when_the_server_no_longer_holds_the_analysis_the_picture_comes_back_and
     assert after["cls"] == before["cls"] and after["layer"] == 10
     assert any("data:image/png;base64," in s for s in sent)  # through the queue, like every picture
     page.close()
+
+
+def test_inside_one_head_redoes_any_querys_arithmetic_in_the_browser_like_the_library(app_url, browser):
+    """Offline (the embedded model on the star scene): pointing at patches in 'inside one head' computes the
+    scores, softmax and weighted sum in the browser; they equal vitviz.analyses.heads.trace's, and the sum equals
+    the model's own output (no server call while pointing)."""
+    import numpy as np
+
+    from vitviz.analyses import heads
+    from vitviz.specs import registry
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(app_url + "?tab=attention")
+    page.locator(".tabitem:visible").first.locator(".gallery-item").nth(0).click()  # the star
+    page.wait_for_function(f"() => document.querySelector('{CAPTION}')?.dataset.count > 0", timeout=120_000)
+    idle(page)
+    page.get_by_text("Inside one head: q·k, softmax, weighted sum").click()
+    caption = "#inside-head-view .vx-in-caption"
+    page.wait_for_function(f"() => document.querySelector('{caption}')?.dataset.query", timeout=60_000)
+    idle(page)
+    p = page.evaluate("() => { const s = document.querySelector('#inside-head-view .vx').__vx; "
+                      "return {layer: s.p.layer, head: s.p.head, grid: s.p.grid, prefix: s.p.prefix}; }")
+    rgb = images.load_rgb(EXAMPLES / "scene_star.png", images.INTAKE_SHORT_SIDE)
+    _, record = heads.layer_record(models.get_model(registry.OFFLINE_KEY), rgb, 64, p["layer"] + 1)
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "heartbeat" not in r.url else None)
+    cv = page.locator("#inside-head-view .vx-in-weights canvas")
+    cv.scroll_into_view_if_needed()
+    box = cv.bounding_box()
+    gh, gw = p["grid"]
+    for r, c in [(0, 0), (3, 5), (7, 7), (5, 1)]:
+        page.mouse.move(box["x"] + (c + 0.5) * box["width"] / gw, box["y"] + (r + 0.5) * box["height"] / gh)
+        token = p["prefix"] + r * gw + c
+        page.wait_for_function(f"() => document.querySelector('{caption}').dataset.query === '{token}'",
+                               timeout=5_000)
+        got = page.evaluate(f"""() => {{ const t = document.querySelector('#inside-head-view .vx').__vx.trace({token});
+            return {{scores: Array.from(t.scores), weights: Array.from(t.weights), mixed: Array.from(t.mixed),
+                     error: t.error}}; }}""")
+        ref = heads.trace(record, p["head"], token)
+        assert np.abs(np.array(got["scores"]) - ref.scores).max() < 1e-9
+        assert np.abs(np.array(got["weights"]) - ref.weights).max() < 1e-12
+        assert np.abs(np.array(got["mixed"]) - ref.mixed).max() < 1e-9
+        assert abs(got["error"] - ref.output_error) < 1e-9 and got["error"] < 1e-5  # the model's own output
+        shown = float(page.locator(caption).evaluate("el => el.dataset.error"))
+        assert shown == got["error"]
+    assert calls == []
+    page.close()

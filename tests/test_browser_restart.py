@@ -55,7 +55,7 @@ def _try(page, predicate: str) -> bool:
 
 def test_a_layer_switch_after_a_server_restart_sends_the_picture_back_and_continues(browser, dino_s8_dir):
     port = free_port()
-    url = f"http://127.0.0.1:{port}/?tab=attention&image=cat.png&model=DINO%20ViT-S%2F8&side=224&layer=12"
+    url = f"http://127.0.0.1:{port}/?tab=attention&image=cat&model=DINO%20ViT-S%2F8&side=224&layer=12"
     server = start(dino_s8_dir, port)
     try:
         page = browser.new_page(viewport={"width": 1280, "height": 720})

@@ -100,10 +100,14 @@ def build(gr_tab: gr.Tab) -> Tab:
         explain("One head of one layer, for one query, with this picture's real numbers: the query vector q meets "
                 "every key k, each score q·k/√d says how well they match, the softmax turns the scores into "
                 "weights that sum to 1 (the attention row), and the head's output is the values added up with "
-                "those weights. The last panel checks our sum against what the model itself computed.")
+                "those weights. Point at a patch in the maps to make it the query (your browser redoes the "
+                "arithmetic at once, from the layer's q, k and v); the sliders set the query the figure below, "
+                "the link and the download hold. The last panel checks our sum against what the model computed.")
         with gr.Row():
             inside = [form.add(spec.INSIDE_HEAD[n], **({"elem_id": "inside-layer"} if n == "layer" else {}))
                       for n in ("layer", "head", "row", "col", "cls")]
+        inside_view = browser_view("inside", "inside-head-view",
+                                   "inside one head: point at a patch to make it the query")
         in_note = gr.Markdown()
         in_fig = figure("inside-head")
     with gr.Accordion("Patch-feature PCA: what the tokens have in common (DINOv2's colour view)",
@@ -170,7 +174,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.accordion(spec.REGISTERS, reg_box, [reg_btn.click], [("registers", reg_img)], ("note", reg_note), **MODEL)
     tab.accordion(spec.TIMELINE_VIEW, tl_box, [tl_step.release], [("strip", tl_strip), ("heads", tl_heads)], **MODEL)
     tab.accordion(spec.INSIDE_HEAD, head_box, [c.input for c in inside], [("inside_head", in_fig)], ("text", in_note),
-                  **MODEL)
+                  browser=[("inside", inside_view)], **MODEL)
     tab.accordion(spec.FEATURE_PCA, pca_box, [pca_layer.input], [("feature_pca", pca_fig)], ("text", pca_note),
                   **MODEL)
     tab.accordion(spec.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)

@@ -16,6 +16,7 @@ from typing import Any
 
 import gradio as gr
 
+from vitviz import assets
 from vitviz.app import uploads
 from vitviz.render import plotting, web
 from vitviz.specs.state import Field, View
@@ -147,7 +148,11 @@ def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
 def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = None) -> gr.Markdown | None:
     """The example pictures ``names`` (file names) for ``src``; with ``offline_note`` (an element id), also the hidden
     line under them that the page fills when this tab's own model cannot be had (which photos need a download)."""
-    gr.Examples([uploads.example(n) for n in names], inputs=[src], label="examples (click one)")
+    shown = gr.Dataset(components=[src], samples=[[str(assets.thumbnail(n))] for n in names], type="index",
+                       label="examples (click one)", samples_per_page=len(names))
+    # The list shows small copies (about 10 kB each, not the 0.1-0.8 MB originals); a click loads the example itself.
+    shown.click(lambda i: uploads.example(names[i]) if i is not None else gr.skip(), shown, src,
+                show_progress="hidden", api_visibility="private")
     return gr.Markdown(visible=False, elem_id=offline_note) if offline_note else None
 
 

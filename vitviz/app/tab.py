@@ -96,16 +96,18 @@ class Tab:
         return fn
 
     def accordion(self, view: View, box: gr.Accordion, triggers: list, figures: list[tuple[str, Any]] = (),
-                  note: tuple[str, Any] | None = None, **kwargs: Any) -> None:
+                  note: tuple[str, Any] | None = None, browser: list[tuple[str, Any]] = (), **kwargs: Any) -> None:
         """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and when one of
         ``triggers`` fires. ``figures`` and ``note`` pair a name in the view's answer with its component: the figures,
-        and the text shown after the notice and the reasons for changed settings."""
+        and the text shown after the notice and the reasons for changed settings; ``browser`` pairs a name in the
+        answer's ``data`` with the browser view that draws it."""
         narrowed = [f for f in view.fields if f.follows and isinstance(self.form.controls.get(f), gr.Slider)]
-        outputs = ([c for _, c in figures] + ([note[1]] if note is not None else [])
+        outputs = ([c for _, c in browser] + [c for _, c in figures] + ([note[1]] if note is not None else [])
                    + [self.form[f] for f in narrowed])
 
         def render(sh: Shown) -> tuple:
-            out = [figure_value(sh.figures.get(name)) for name, _ in figures]
+            out = [sh.data.get(name) for name, _ in browser]
+            out += [figure_value(sh.figures.get(name)) for name, _ in figures]
             if note is not None:
                 out.append(self.note_text(sh) + sh.texts.get(note[0], ""))
             out += [narrow(f, sh) for f in narrowed]

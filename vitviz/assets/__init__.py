@@ -35,6 +35,14 @@ def example(name: str) -> Path:
     raise KeyError(name)
 
 
+def thumbnail(name: str) -> Path:
+    """A small copy of the example picture ``name`` (a file name) for the example lists: thumbs/<stem>.jpg, 160 px
+    short side, for the photos; the picture itself when it is that small already (the scenes). The page shows
+    these; a click loads the example itself."""
+    small = EXAMPLES / "thumbs" / (Path(name).stem + ".jpg")
+    return small if small.exists() else EXAMPLES / name
+
+
 def example_names() -> list[str]:
     """The example pictures' names (file names without extension)."""
     return [p.stem for p in sorted(EXAMPLES.iterdir()) if p.suffix in (".png", ".jpg")]

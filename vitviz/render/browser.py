@@ -201,6 +201,25 @@ def explorer_part(token: str, name: str) -> tuple[bytes, str] | None:
         return part(a, name), ("image/png" if name.endswith(".png") else "application/octet-stream")
 
 
+def inside_payload(fitted: Fitted, record, head: int, query: int, cmap: str) -> dict:
+    """One head of one layer for the 'inside one head' view, so the browser redoes any query's arithmetic.
+
+    ``record`` is a :class:`vitviz.analyses.heads.LayerRecord`. Keys: grid, prefix, patch, layer (from 0), head,
+    query (the token the settings chose), scale, d, tokens (T), image (PNG data URL of the fitted picture), and
+    q, k, v, out: that head's (T, d) float32 queries, keys, values and its output in the model (before the output
+    projection), base64: exactly the numbers :func:`vitviz.analyses.heads.trace` uses, so the browser's scores,
+    softmax and weighted sum equal the library's and are checked against the model's own output.
+    """
+    h = int(head)
+    parts = {name: b64(getattr(record, attr)[h].float().numpy().astype(np.float32))
+             for name, attr in (("q", "q"), ("k", "k"), ("v", "v"), ("out", "heads_out"))}
+    gh, gw = record.grid
+    return {"grid": [gh, gw], "prefix": record.prefix, "patch": fitted.image.shape[0] // gh, "layer": record.layer,
+            "head": h, "query": int(query), "scale": float(record.scale), "d": int(record.q.shape[-1]),
+            "tokens": int(record.q.shape[1]), "image": png_data_url(fitted.image), "cmap": cmap,
+            "colormaps": colormaps(), **parts}
+
+
 def posembed_payload(grid: np.ndarray, kind: str, name: str, cmap: str = "viridis") -> dict:
     """The whole (R·C, R·C) similarity table of a (R, C, D) embedding grid, for pointing at positions.
 

@@ -33,6 +33,8 @@ class Shown:
         model: the model actually shown (None for views without one).
         notice: a sentence that must stand next to the answer (a stand-in model, a photo shown to a model that
             knows only shapes); empty when there is nothing to warn about.
+        data: name -> what a view drawn in the browser receives (render/browser.py), for the page only: not
+            part of the API's answer or a bundle (they hold the figures and numbers of the same settings).
     """
 
     figures: dict[str, Image.Image] = field(default_factory=dict)
@@ -41,6 +43,7 @@ class Shown:
     settled: Settled | None = None
     model: str | None = None
     notice: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
 
     def note(self) -> str:
         """The notice and the settings' reasons, as one paragraph (empty when there is nothing to say)."""

@@ -10,7 +10,7 @@ from vitviz.analyses import heads
 from vitviz.analyses.heads import HeadTrace, LayerRecord
 from vitviz.core.images import Fitted
 from vitviz.models import cache as models
-from vitviz.render import plotting
+from vitviz.render import browser, plotting
 from vitviz.specs.state import settle
 from vitviz.views import Shown
 
@@ -97,4 +97,5 @@ def show_inside_head(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     image, text = render(fitted, tr, where, values["cmap"])
     numbers = {"model": runner.spec.key, "layer": layer, "head": tr.head, "query": token,
                "softmax_error": tr.softmax_error, "output_error": tr.output_error}
-    return Shown({"inside_head": image}, {"text": text}, numbers, s, runner.spec.key, runner.notice)
+    data = {"inside": browser.inside_payload(fitted, record, tr.head, token, values["cmap"])}
+    return Shown({"inside_head": image}, {"text": text}, numbers, s, runner.spec.key, runner.notice, data)
