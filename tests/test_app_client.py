@@ -393,3 +393,28 @@ def test_an_upload_is_decoded_once_and_shared_read_only():
     assert first is again and not first.flags.writeable
     with pytest.raises(ValueError):
         first[0, 0, 0] = 1
+
+
+def test_the_explorer_endpoint_stands_alone_and_its_parts_are_served_with_a_long_cache(client, app_url):
+    """/explorer answers with the first map's data inline (base64); the page fetches the same parts by name, and
+    the server lets browsers keep them: a part never changes under its name."""
+    import base64
+
+    import httpx
+    import numpy as np
+
+    p = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, api_name="/explorer")
+    assert p["model"] == registry.OFFLINE_KEY and p["grid"] == [8, 8] and p["layers"] == 4
+    assert p["first"] == [0, 1, 2, 3] and sorted(p["data"]) == sorted(
+        ["cls.f4", "rollout.f4", "image.png"] + [f"keys-{i}.f4" for i in range(4)])
+    for name in ("cls.f4", "keys-2.f4"):
+        r = httpx.get(f"{app_url}{p['base']}{name}")
+        assert r.status_code == 200 and r.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert r.content == base64.b64decode(p["data"][name])  # the same bytes, inline or fetched
+    cls = np.frombuffer(base64.b64decode(p["data"]["cls.f4"]), "<f4").reshape(4, p["heads"] + 1, 64)
+    assert np.allclose(cls[:, -1], cls[:, :-1].mean(1), atol=1e-7)  # the head mean travels with the heads
+    assert p["bytes"] == cls.nbytes + 64 * 4 + len(base64.b64decode(p["data"]["image.png"].split(",")[1])) + 4 * (
+        2 * p["heads"] * p["tokens"] * p["head_dim"] * 4)
+    gone = httpx.get(f"{app_url}vitviz/explorer/{'0' * 16}/cls.f4")
+    assert gone.status_code == 404 and gone.headers["cache-control"] == "no-store"
+    assert httpx.get(f"{app_url}vitviz/explorer/{p['token']}/..%2Fsecret").status_code == 404
