@@ -10,10 +10,13 @@ token budget, so the square astronaut, 64×64 patches).
 
 Columns:
 - page: every byte the browser received for the page (Chrome's encoded, on-the-wire counts) except the
-  explorer's payload, until the first map was drawn (the app's JS and CSS, example thumbnails, figures, events).
+  explorer's payload, until 1.5 s after the first map (the app's JS and CSS, example thumbnails, the server's
+  figures of the same view, events).
 - payload: the explorer's data: its JSON (as the page received it) and any files it fetched for the first map.
-- first map: from opening the link to the explorer's first drawn map (page load, forward, packing, transfer).
-- hover, key, layer: from the input event to the end of the animation frame that drew the answer (p50 / p95):
+- first map: from opening the link to the explorer's first drawn map (page load, forward, packing, transfer);
+  another picture: on the open page, from clicking another example (the star scene) to its first map.
+- hover, key, layer: from the input event to the map drawn (p50 / p95; before the explorer drew in the input handler,
+  to the end of the animation frame that drew it):
   40 pointer moves over the big map, 20 arrow keys, and 22 layer switches ([ and ], a patch pinned) of which the
   first visit of each layer may need data from the server (reported apart as "new layer").
 """
@@ -88,8 +91,9 @@ def measure(browser, url: str, model: str, side: int, image: str) -> dict:
                            "c.dataset.count > 0; }", timeout=180_000, polling=20)
     first = time.perf_counter() - t0
     page.wait_for_timeout(1500)  # the server's figures of the same view arrive after the map
+    at_first_map = total()  # everything so far: the page, its figures and the explorer's first data
     meta = page.evaluate(f"""() => {{ const s = {VX}.__vx;
-        const files = performance.getEntriesByType('resource').filter((r) => /vitviz-(rows|explorer)/.test(r.name));
+        const files = performance.getEntriesByType('resource').filter((r) => /vitviz-rows|vitviz\/explorer\//.test(r.name));
         return {{ json: s.jsonBytes || JSON.stringify(s.p).length, n: s.n, layers: s.p.layers,
                   files: files.reduce((a, r) => a + (r.encodedBodySize || r.transferSize), 0) }}; }}""")
     cv = page.locator("#attention-explorer .vx-big canvas")
@@ -105,6 +109,8 @@ def measure(browser, url: str, model: str, side: int, image: str) -> dict:
     hover = page.evaluate(timings)
     pointing = page.evaluate("() => document.querySelector('#attention-explorer .vx-big figcaption').dataset.count "
                              "> 0")  # the last hover drew a patch's map (not "too large to send")
+    per_head = page.evaluate("() => /%/.test(document.querySelector('#attention-explorer .vx-head[data-h=\"0\"] "
+                             "figcaption').textContent)")  # head 0's own map for the patch, not only the mean
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # pin the centre patch
     page.locator("#attention-explorer .vx").focus()
     page.wait_for_timeout(200)
@@ -127,11 +133,22 @@ def measure(browser, url: str, model: str, side: int, image: str) -> dict:
                                    timeout=20_000 if not pointing else 120_000, polling=5)
         except Exception:  # noqa: BLE001  (no map for a pinned patch at this size: nothing to time)
             break
-        (revisit if target in seen else new_layer).append((time.perf_counter() - t1) * 1000)
+        if target in seen:  # drawn in the key's handler, from data already here: the page's own timing
+            revisit.append(page.evaluate(f"() => {VX}.__vx.timings.at(-1)"))
+        else:  # the layer's data came from the server first: timed from the key press to the map, here
+            new_layer.append((time.perf_counter() - t1) * 1000)
         seen.add(target)
+    token = page.evaluate(f"() => {VX}.__vx.p.token")
+    t2 = time.perf_counter()  # another picture, on the open page: click the star scene in the examples (square,
+    # so within the token budget at every side)
+    page.locator(".tabitem:visible").first.locator(".gallery-item").nth(0).click()
+    page.wait_for_function(f"(t) => {{ const s = {VX}.__vx, c = document.querySelector('#attention-explorer "
+                           ".vx-big figcaption'); return s.p && s.p.token !== t && s.cls && c.dataset.count > 0; }",
+                           arg=token, timeout=180_000, polling=20)
+    meta["another"] = time.perf_counter() - t2
     meta["later"] = page.evaluate("""() => performance.getEntriesByType('resource')
-        .filter((r) => /vitviz-(rows|explorer)/.test(r.name)).reduce((a, r) => a + (r.encodedBodySize || 0), 0)""")
-    out = {"pointing": pointing, "first": first, "total": total(), "hover": hover, "keys": keys, "new": new_layer, "revisit": revisit,
+        .filter((r) => /vitviz-rows|vitviz\/explorer\//.test(r.name)).reduce((a, r) => a + (r.encodedBodySize || 0), 0)""")
+    out = {"pointing": pointing, "per_head": per_head, "first": first, "total": at_first_map, "all": total(), "hover": hover, "keys": keys, "new": new_layer, "revisit": revisit,
            **meta}
     ctx.close()
     return out
@@ -174,13 +191,13 @@ def main() -> None:
         demo.close()
     mib = lambda b: f"{b / 2**20:.2f} MiB"  # noqa: E731
     print(f"| case {label}| patches | page | payload (first map) | first map | hover p50 / p95 | key p50 / p95 | "
-          "layer p50 / p95 | new layer p50 / p95 (ms) | a patch as the query |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "layer p50 / p95 | new layer p50 / p95 (ms) | another picture | a patch as the query |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case, m in rows:
         payload = m["json"] + m["files"]
         print(f"| {case} | {m['n']:,} | {mib(m['total'] - payload)} | {mib(payload)} | {m['first']:.2f} s | "
-              f"{both(m['hover'])} ms | {both(m['keys'])} ms | {both(m['revisit'])} ms | {both(m['new'])} | "
-              f"{'every head' if m['pointing'] else 'not available'} |")
+              f"{both(m['hover'])} ms | {both(m['keys'])} ms | {both(m['revisit'])} ms | {both(m['new'])} | {m['another']:.2f} s | "
+              f"{'every head' if m['per_head'] else 'head mean only' if m['pointing'] else 'not available'} |")
 
 
 if __name__ == "__main__":

@@ -75,8 +75,8 @@ def launch_kwargs() -> dict:
                    state_session_capacity=serving.SESSIONS,
                   # gradio's own refusals (a path it did not receive, say) keep their words
                   show_error=True,
-                  # the explorer's data, served with a long-lived cache
-                  app_kwargs={"routes": serving.data_routes()})
+                  # the explorer's data, served with a long-lived cache; the page compressed
+                  app_kwargs={"routes": serving.data_routes(), "middleware": serving.compression()})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util
 

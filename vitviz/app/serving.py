@@ -89,6 +89,18 @@ def data_routes() -> list:
     return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"])]
 
 
+def compression() -> list:
+    """gzip for what gradio leaves uncompressed: the page itself (its HTML holds the app's configuration, about
+    650 kB), API answers and, for plain-http visitors, scripts and styles. Event streams, pictures, fonts and the
+    explorer's binary parts are left alone (they would not shrink or must not be held back); a response already
+    compressed keeps its encoding."""
+    from starlette.middleware import Middleware
+    from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
+
+    skip = tuple(DEFAULT_EXCLUDED_CONTENT_TYPES) + ("application/octet-stream",)
+    return [Middleware(GZipMiddleware, minimum_size=1024, compresslevel=6, exclude_content_types=skip)]
+
+
 # ---- files handed out ----------------------------------------------------------------------------------------------
 
 def cache_dir() -> Path:

@@ -8,22 +8,28 @@ const S = { p: null, n: 0, cls: null, roll: null, keys: {}, pending: {}, rowCach
 root.__vx = S;
 S.rowsFor = (layer, qi) => rowsFor(layer, qi);  // for tests and benchmarks: the rows as drawn
 S.ensureKeys = (layer) => ensureKeys(layer) || Promise.resolve();
+S.draw = () => draw();
 
-// DINO's threshold, as vitviz.attention.mass_mask: the fewest patches holding `keep` of the mass.
+// DINO's threshold, as vitviz.core.attention.mass_mask: the fewest patches holding `keep` of the mass (largest
+// first, ties by index), the running sum in float64 in the same order, so every digit is the library's. A native
+// sort of the values finds the k-th largest; the mask is every value above it and the first ties.
 const scratch = { n: 0 };
 function massMask(a, keep) {
   const n = a.length;
-  if (scratch.n !== n) Object.assign(scratch, { n, order: new Uint32Array(n), run: new Float64Array(n) });
-  const order = scratch.order, run = scratch.run;
-  for (let i = 0; i < n; i++) order[i] = i;
-  order.sort((i, j) => (a[j] - a[i]) || (i - j));
+  if (scratch.n !== n) Object.assign(scratch, { n, sorted: new Float32Array(n), run: new Float64Array(n) });
+  const sorted = scratch.sorted, run = scratch.run;
+  sorted.set(a);
+  sorted.sort();  // ascending, numeric
   let acc = 0;
-  for (let i = 0; i < n; i++) run[i] = acc += a[order[i]];
+  for (let i = 0; i < n; i++) run[i] = acc += sorted[n - 1 - i];
   const total = run[n - 1], mask = new Uint8Array(n);
   if (!(total > 0)) return { mask: mask.fill(1), mass: 1, frac: 1, count: n };
   let k = n;
   for (let i = 0; i < n; i++) if (run[i] / total >= keep - 1e-12) { k = i + 1; break; }
-  for (let i = 0; i < k; i++) mask[order[i]] = 1;
+  const v = sorted[n - k];
+  let taken = 0;
+  for (let i = 0; i < n; i++) if (a[i] > v) { mask[i] = 1; taken++; }
+  for (let i = 0; i < n && taken < k; i++) if (a[i] === v) { mask[i] = 1; taken++; }
   return { mask, mass: run[k - 1] / total, frac: k / n, count: k };
 }
 
@@ -206,17 +212,20 @@ function publish(quiet) {  // the link and the carrier follow the explorer (the 
   window.vitvizState?.set("attention", values, { quiet });
 }
 
-function update(ev) {  // every interaction: redraw in the next frame, record event → frame time
-  if (S.t0 === null) S.t0 = ev && ev.timeStamp ? ev.timeStamp : performance.now();
-  if (S.raf) return;
-  S.raf = requestAnimationFrame(() => {
-    S.raf = null;
-    draw();
-    S.timings.push(performance.now() - S.t0);
-    root.dataset.latency = S.timings[S.timings.length - 1].toFixed(2);
+function update(ev) {  // a pointer or key event draws at once (Chrome hands pointer moves over once per frame, so
+  // the new map is in the next frame); anything else (data arriving) draws in the next animation frame. Records the
+  // event → drawn time of each interaction.
+  if (ev && ev.timeStamp) {
+    if (S.raf) { cancelAnimationFrame(S.raf); S.raf = null; }
     S.t0 = null;
+    draw();
+    S.timings.push(performance.now() - ev.timeStamp);
+    root.dataset.latency = S.timings[S.timings.length - 1].toFixed(2);
     publish(false);
-  });
+    return;
+  }
+  if (S.raf) return;
+  S.raf = requestAnimationFrame(() => { S.raf = null; draw(); publish(false); });
 }
 
 function setLayer(l, ev) {

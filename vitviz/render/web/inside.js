@@ -3,7 +3,7 @@
 // at a patch redoes the head's arithmetic here, as vitviz.analyses.heads.trace does: scores_j = q·k_j·scale,
 // weights = softmax(scores), out = Σ_j weights_j v_j, and compares the sum with what the model computed.
 let root = element.querySelector(".vx");
-const S = { p: null, q: null, k: null, v: null, out: null, query: 0, img: null, luts: {}, timings: [], t0: null };
+const S = { p: null, q: null, k: null, v: null, out: null, query: 0, img: null, luts: {}, timings: [] };
 root.__vx = S;
 
 function trace(t) {  // token t as the query: {scores, weights, mixed, error} (float64, like the library's trace)
@@ -82,15 +82,9 @@ function draw() {
   Object.assign(cap.dataset, { query: S.query, error: tr.error, top });
 }
 
-function update(ev) {
-  if (S.t0 === null) S.t0 = ev && ev.timeStamp ? ev.timeStamp : performance.now();
-  if (S.raf) return;
-  S.raf = requestAnimationFrame(() => {
-    S.raf = null;
-    draw();
-    S.timings.push(performance.now() - S.t0);
-    S.t0 = null;
-  });
+function update(ev) {  // a pointer or key event draws at once; the picture arriving, in the next frame
+  if (ev && ev.timeStamp) { draw(); S.timings.push(performance.now() - ev.timeStamp); return; }
+  requestAnimationFrame(draw);
 }
 
 function build(p) {
