@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from browser_support import idle, sync_api
+from browser_support import idle, open_tab, sync_api
 from conftest import EXAMPLES
 
 from vitviz.analyses import attention as analysis
@@ -377,9 +377,9 @@ def test_inside_one_head_redoes_any_querys_arithmetic_in_the_browser_like_the_li
     from vitviz.analyses import heads
     from vitviz.specs import registry
 
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-    page.goto(app_url + "?tab=attention")
-    page.locator(".tabitem:visible").first.locator(".gallery-item").nth(0).click()  # the star
+    from urllib.parse import quote
+
+    ctx, page = open_tab(browser, app_url, "attention", query=f"image=scene_star&model={quote(registry.OFFLINE_KEY)}")
     page.wait_for_function(f"() => document.querySelector('{CAPTION}')?.dataset.count > 0", timeout=120_000)
     idle(page)
     page.get_by_text("Inside one head: q·k, softmax, weighted sum").click()
@@ -412,4 +412,4 @@ def test_inside_one_head_redoes_any_querys_arithmetic_in_the_browser_like_the_li
         shown = float(page.locator(caption).evaluate("el => el.dataset.error"))
         assert shown == got["error"]
     assert calls == []
-    page.close()
+    ctx.close()

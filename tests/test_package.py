@@ -37,13 +37,14 @@ def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
     names = set(wheel.namelist())
     tiny = {f"vitviz/assets/tiny/{f}" for f in ("model.safetensors", "train_info.json", "quality.json")}
     steps = {f"vitviz/assets/tiny/checkpoints/{p.name}" for _, p in assets.tiny_checkpoints()}
-    examples = {f"vitviz/assets/examples/{p.name}" for p in assets.EXAMPLES.iterdir() if p.suffix != ".py"}
+    examples = {f"vitviz/assets/examples/{p.relative_to(assets.EXAMPLES).as_posix()}"
+                for p in assets.EXAMPLES.rglob("*") if p.is_file() and p.suffix != ".py"}
     web = {f"vitviz/render/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js",
-                                              "page.js", "carrier.js")}
+                                              "page.js", "carrier.js", "inside.js", "inside.css")}
     packages = {f"vitviz/{p}/__init__.py" for p in ("specs", "core", "models", "analyses", "embedded", "render",
                                                     "views", "tools", "app")}
     assert tiny | steps | examples | web | packages | {"vitviz/assets/theme.css", "vitviz/tools/cli.py"} <= names
-    assert len(steps) >= 4 and len(examples) >= 9
+    assert len(steps) >= 4 and len(examples) >= 13  # 9 pictures and the photos' 4 small copies
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "vitviz = vitviz.tools.cli:main" in wheel.read(entry).decode()
     size = wheel.getinfo("vitviz/assets/tiny/model.safetensors").file_size
