@@ -413,3 +413,34 @@ def test_inside_one_head_redoes_any_querys_arithmetic_in_the_browser_like_the_li
         assert shown == got["error"]
     assert calls == []
     ctx.close()
+
+
+def test_the_explorer_uses_the_screen_and_goes_full_screen(app_url, browser, dino_in_cache):
+    """DINO ViT-S/8 shape on the cat at 224 px: at 1920×1080 the map is at least 40% of the page's width; at
+    1280×720 in projector mode the bar, the map and the 13-step layer strip fit one screen, and every slider keeps
+    its label and value on its line; the full-screen button shows the explorer alone."""
+    link = "image=cat&model=DINO%20ViT-S%2F8&side=224"
+    ctx, page = open_tab(browser, app_url, "attention", 1920, 1080, query=link)
+    page.wait_for_function(f"() => document.querySelector('{CAPTION}')?.dataset.count > 0", timeout=120_000)
+    assert page.locator("#attention-explorer .vx-big canvas").bounding_box()["width"] >= 0.4 * 1920
+    ctx.close()
+    ctx, page = open_tab(browser, app_url, "attention", 1280, 720, query=link + "&projector=1")
+    page.wait_for_function(f"() => document.querySelector('{CAPTION}')?.dataset.count > 0", timeout=120_000)
+    page.evaluate("() => document.querySelector('#attention-explorer').scrollIntoView()")
+    bar = page.locator("#attention-explorer .vx-bar").bounding_box()
+    strip = page.locator("#attention-explorer .vx-strip").bounding_box()
+    assert page.locator("#attention-explorer .vx-step").count() == 13
+    assert strip["y"] + strip["height"] - bar["y"] <= 720 and strip["y"] + strip["height"] <= 720
+    for label in page.locator("#attention-explorer .vx-bar label").all():  # one line each: label, control, value
+        parts = label.evaluate("el => [...el.querySelectorAll('input, output, select')].map((c) => "
+                               "c.getBoundingClientRect().top)")
+        top = label.bounding_box()["y"]
+        assert all(abs(p - top) < 20 for p in parts), label.inner_text()
+    button = page.get_by_role("button", name="Full screen")
+    button.click()
+    page.wait_for_function("() => document.fullscreenElement === document.querySelector('#attention-explorer .vx')",
+                           timeout=5_000)
+    sync_api.expect(page.locator("#attention-explorer .vx-full")).to_have_text("Leave full screen")
+    page.locator("#attention-explorer .vx-full").click()
+    page.wait_for_function("() => document.fullscreenElement === null", timeout=5_000)
+    ctx.close()
