@@ -418,3 +418,14 @@ def test_the_explorer_endpoint_stands_alone_and_its_parts_are_served_with_a_long
     gone = httpx.get(f"{app_url}vitviz/explorer/{'0' * 16}/cls.f4")
     assert gone.status_code == 404 and gone.headers["cache-control"] == "no-store"
     assert httpx.get(f"{app_url}vitviz/explorer/{p['token']}/..%2Fsecret").status_code == 404
+
+
+def test_the_page_is_sent_compressed(app_url):
+    """gzip for the page (its HTML carries the app's configuration) when the browser accepts it."""
+    import httpx
+
+    r = httpx.get(app_url, headers={"Accept-Encoding": "gzip"})
+    assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+    raw = httpx.get(app_url, headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in raw.headers and len(raw.content) > 4 * int(r.headers["content-length"])
+    assert r.text == raw.text  # httpx undid the gzip: the same page

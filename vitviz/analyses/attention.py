@@ -72,10 +72,9 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
     fused: dict[str, torch.Tensor] = {}
     plan: dict[str, bool] = {}
     keys: dict[int, LayerKeys] = {}
-    scales = [hooks.attention_parts(model, i).scale for i in range(layers)]
 
-    def on_qk(layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
-        keys[layer] = LayerKeys.pack(q.detach(), k.detach(), scales[layer], KEYS_EXACT_BYTES)
+    def on_qk(layer: int, q: torch.Tensor, k: torch.Tensor, scale: float) -> None:
+        keys[layer] = LayerKeys.pack(q.detach(), k.detach(), scale, KEYS_EXACT_BYTES)
 
     def on_attention(layer: int, attn: torch.Tensor) -> None:
         a = attn[0].detach()  # (H, T, T), float32

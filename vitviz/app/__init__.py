@@ -72,7 +72,7 @@ def launch_kwargs() -> dict:
     kwargs = dict(**theme.styles(theme.theme()), js=(WEB / "page.js").read_text(), max_file_size="50mb",
                   server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                   allowed_paths=[str(assets.EXAMPLES)],  # the examples ship in the package, wherever it is installed
-                   state_session_capacity=serving.SESSIONS,
+                  state_session_capacity=serving.SESSIONS,
                   # gradio's own refusals (a path it did not receive, say) keep their words
                   show_error=True,
                   # the explorer's data, served with a long-lived cache; the page compressed

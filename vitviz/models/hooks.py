@@ -121,8 +121,11 @@ class AttentionParts:
             t = qkv.shape[0]
             q, k, v = qkv.reshape(t, 3, h, d).permute(1, 2, 0, 3)
             return self.module.q_norm(q), self.module.k_norm(k), v
-        t = seen["q"].shape[1]
-        return tuple(seen[n][0].reshape(t, h, d).transpose(0, 1) for n in ("q", "k", "v"))  # type: ignore[return-value]
+        return tuple(self.heads_of(seen[n]) for n in ("q", "k", "v"))  # type: ignore[return-value]
+
+    def heads_of(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, H·d) -> (H, T, d), the first image, one head per row."""
+        return x[0].reshape(x.shape[1], self.heads, self.head_dim).transpose(0, 1)
 
 
 def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
@@ -144,37 +147,36 @@ def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
 
 
 @contextmanager
-def record_keys(model: torch.nn.Module, on_qk: Callable[[int, torch.Tensor, torch.Tensor], None]) -> Iterator[int]:
-    """Call ``on_qk(layer, q, k)`` with each layer's projected queries and keys, each (H, T, d), of the first image
-    of each forward (timm's q/k norms applied: what the model's own scores use), as soon as they are computed.
+def record_keys(model: torch.nn.Module,
+                on_qk: Callable[[int, torch.Tensor, torch.Tensor, float], None]) -> Iterator[int]:
+    """Call ``on_qk(layer, q, k, scale)`` with each layer's projected queries and keys, each (H, T, d), of the first
+    image of each forward (timm's q/k norms applied: what the model's own scores use) and the layer's score scale,
+    as soon as they are computed (nothing of the forward is held for later).
 
     Yields the number of layers; every hook is removed on exit, also when the body raises.
     """
     handles: list[torch.utils.hooks.RemovableHandle] = []
-    mods = attention_modules(model)
+    layers = len(attention_modules(model))
     try:
-        for layer in range(len(mods)):
+        for layer in range(layers):
             parts = attention_parts(model, layer)
-            h, d = parts.heads, parts.head_dim
             if parts.joint_qkv:
-                def joint(_m, _inp, out, layer=layer, parts=parts, h=h, d=d):
-                    t = out.shape[1]
-                    q, k = out[0].reshape(t, 3, h, d).permute(1, 2, 0, 3)[:2]
-                    on_qk(layer, parts.module.q_norm(q), parts.module.k_norm(k))
+                def joint(_m, _inp, out, layer=layer, parts=parts):
+                    q, k, _ = parts.split({"qkv": out})
+                    on_qk(layer, q, k, parts.scale)
                 handles.append(parts.targets["qkv"][0].register_forward_hook(joint))
-            else:
-                seen: dict[str, torch.Tensor] = {}
+                continue
+            seen: dict[str, torch.Tensor] = {}
 
-                def part(name, layer=layer, seen=seen, h=h, d=d):
-                    def hook(_m, _inp, out):
-                        t = out.shape[1]
-                        seen[name] = out[0].reshape(t, h, d).transpose(0, 1)
-                        if len(seen) == 2:
-                            on_qk(layer, seen.pop("q"), seen.pop("k"))
-                    return hook
-                for name in ("q", "k"):
-                    handles.append(parts.targets[name][0].register_forward_hook(part(name)))
-        yield len(mods)
+            def one(name, layer=layer, parts=parts, seen=seen):
+                def hook(_m, _inp, out):
+                    seen[name] = parts.heads_of(out)
+                    if len(seen) == 2:
+                        on_qk(layer, seen.pop("q"), seen.pop("k"), parts.scale)
+                return hook
+            for name in ("q", "k"):
+                handles.append(parts.targets[name][0].register_forward_hook(one(name)))
+        yield layers
     finally:
         for handle in handles:
             handle.remove()

@@ -4,7 +4,7 @@
 let root = element.querySelector(".vx");
 const S = { p: null, n: 0, cls: null, roll: null, keys: {}, pending: {}, rowCache: new Map(), luts: {}, img: null,
             png: null, status: "", layer: 0, head: -1, query: null, pinned: false, keep: 0.6, alpha: 0.6,
-            cmap: "inferno", t0: null, timings: [] };
+            cmap: "inferno", timings: [] };
 root.__vx = S;
 S.rowsFor = (layer, qi) => rowsFor(layer, qi);  // for tests and benchmarks: the rows as drawn
 S.ensureKeys = (layer) => ensureKeys(layer) || Promise.resolve();
@@ -217,7 +217,6 @@ function update(ev) {  // a pointer or key event draws at once (Chrome hands poi
   // event → drawn time of each interaction.
   if (ev && ev.timeStamp) {
     if (S.raf) { cancelAnimationFrame(S.raf); S.raf = null; }
-    S.t0 = null;
     draw();
     S.timings.push(performance.now() - ev.timeStamp);
     root.dataset.latency = S.timings[S.timings.length - 1].toFixed(2);
