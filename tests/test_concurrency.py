@@ -46,7 +46,9 @@ def _capture(loaded: Runner, rgb: np.ndarray) -> att.AttentionMaps:
 def _same(a: att.AttentionMaps, b: att.AttentionMaps) -> bool:
     last = a.layers - 1
     return (a.grid == b.grid and np.array_equal(a.cls, b.cls) and np.array_equal(a.distance, b.distance)
-            and np.array_equal(a.logits, b.logits) and torch.equal(a.full[last], b.full[last]))
+            and np.array_equal(a.logits, b.logits) and torch.equal(a.full[last], b.full[last])
+            and len(a.keys) == a.layers and all(np.array_equal(x.q, y.q) and np.array_equal(x.k, y.k)
+                                                for x, y in zip(a.keys, b.keys)))
 
 
 def _no_hooks_and_flags(model: torch.nn.Module, flags: list[bool]) -> None:
@@ -110,6 +112,8 @@ def test_hf_model_from_threads_equals_sequential(dino_s8_dir):
     for a, b in zip(alone, together):
         assert np.array_equal(a.cls, b.cls) and np.array_equal(a.distance, b.distance)
         assert np.array_equal(a.norms, b.norms)
+        assert len(a.keys) == 12 and all(np.array_equal(x.q, y.q) and np.array_equal(x.k, y.k)  # the explorer's
+                                         for x, y in zip(a.keys, b.keys))
     assert all(not m._forward_hooks for m in module_of(loaded).modules())
 
 
