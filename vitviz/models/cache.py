@@ -21,7 +21,7 @@ from typing import Callable
 from vitviz import assets
 from vitviz.models import loaders
 from vitviz.models.runner import Runner
-from vitviz.specs.registry import OFFLINE_KEY, REGISTRY
+from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY
 from vitviz.specs.registry import spec as registry_spec
 
 FAILURE_TTL = 300.0
@@ -76,6 +76,12 @@ def checkpoint_at(index: int) -> tuple[int, Runner]:
 
 
 def _fallback(key: str, reason: str) -> Runner:
+    if registry_spec(key).task == "cnn":
+        small = _cached(CNN_OFFLINE_KEY, loaders.load_embedded_cnn)
+        return small.standing_in((
+            f"**Showing {CNN_OFFLINE_KEY}, not {key}:** {reason}. The offline CNN is a small ResNet that vitviz "
+            "trained itself on generated shapes; it only knows the shape scenes in the examples, and on a photo it "
+            "still picks one of its shape classes."))
     embedded = _cached(OFFLINE_KEY, loaders.load_embedded)
     return embedded.standing_in((
         f"**Showing {OFFLINE_KEY}, not {key}:** {reason}. The offline model is a tiny ViT that vitviz "
@@ -92,7 +98,7 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     """
     spec = registry_spec(key)
     if spec.family == "embedded":
-        return _cached(key, loaders.load_embedded)
+        return _cached(key, loaders.load_embedded_cnn if spec.task == "cnn" else loaders.load_embedded)
     with _cache_lock:
         if key in _cache:
             return _cache[key]
@@ -107,12 +113,14 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     try:
         if spec.family == "hf":
             return _cached(key, lambda: loaders.load_hf(spec.source, local_only=not online, spec=spec))
+        if spec.task == "cnn":
+            return _cached(key, lambda: loaders.load_timm_cnn(spec.source, local_only=not online, spec=spec))
         return _cached(key, lambda: loaders.load_timm(spec.source, local_only=not online, spec=spec))
     except Exception as err:  # offline and not cached, or the download failed
         reason = ("the model hub cannot be reached and the weights are not in the local cache" if not online
                   else f"loading failed ({type(err).__name__})")
         log.warning("cannot load %s (%s: %s); showing %s for the next %.0f s", key, type(err).__name__, err,
-                    OFFLINE_KEY, FAILURE_TTL)
+                    CNN_OFFLINE_KEY if spec.task == "cnn" else OFFLINE_KEY, FAILURE_TTL)
         with _cache_lock:
             _failures[key] = (time.monotonic(), reason)
         return _fallback(key, reason)

@@ -23,7 +23,7 @@ import torch
 from vitviz import assets
 from vitviz.models import hooks
 from vitviz.models.runner import Runner
-from vitviz.specs.registry import OFFLINE_KEY, REGISTRY, ModelSpec
+from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY, ModelSpec
 
 HUB_HOST = "huggingface.co"
 log = logging.getLogger("vitviz")
@@ -183,6 +183,52 @@ def load_embedded(file: Path | None = None) -> Runner:
     runner = load_timm(info["arch"], file=path, cfg_overlay=cfg, spec=REGISTRY[OFFLINE_KEY], **info["kwargs"])
     runner.origin = "vitviz's own files (vitviz/assets/tiny), trained by vitviz on generated shapes"
     return runner
+
+
+def _cnn_forward(model: torch.nn.Module) -> Callable:
+    def forward(x: torch.Tensor):
+        return model(x), x.new_zeros(0)
+    return forward
+
+
+def load_timm_cnn(name: str, file: str | Path | None = None, local_only: bool = False,
+                  spec: ModelSpec | None = None) -> Runner:
+    """A timm CNN (ResNet-50) with pretrained weights from ``file``, the local cache or the hub; preprocessing and
+    ImageNet labels from its pretrained config, as :func:`load_timm`."""
+    import timm
+    from timm.data import ImageNetInfo, resolve_data_config
+
+    if file is None and local_only:
+        file = _timm_cached_file(name)
+    overlay = {"file": str(file)} if file is not None else None
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay).eval()
+    data_cfg = resolve_data_config({}, model=model)
+    info = ImageNetInfo()
+    labels = [info.index_to_description(i) for i in range(model.num_classes)] if model.num_classes == 1000 else None
+    spec = spec or REGISTRY["ResNet-50 (ImageNet-1k)"]
+    origin = (f"local checkpoint {Path(file).name}" if file is not None and not local_only else
+              "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
+    return Runner(spec, model, _cnn_forward(model), mean=tuple(data_cfg["mean"]), std=tuple(data_cfg["std"]),
+                  resolution=int(data_cfg["input_size"][-1]), origin=origin, labels=labels, data_config=data_cfg)
+
+
+def load_embedded_cnn(file: Path | None = None) -> Runner:
+    """vitviz's small CNN (:mod:`vitviz.models.smallcnn`), trained on the largest set of the data-efficiency sweep
+    (``python -m vitviz.embedded.sweep``); its preprocessing and class names come from the sweep's results.json."""
+    from vitviz.models import smallcnn
+
+    results = assets.sweep_results()
+    largest = max((r for r in results["runs"] if r["model"] == "cnn"), key=lambda r: r["scenes"])
+    path = file or assets.SWEEP / largest["file"]
+    if not path.is_file():
+        raise OSError(f"The embedded CNN is missing: {path} (restore vitviz/assets/sweep from the repository).")
+    cfg = results["preprocessing"]
+    model = smallcnn.load(path, len(cfg["label_names"]))
+    return Runner(REGISTRY[CNN_OFFLINE_KEY], model, _cnn_forward(model), mean=tuple(cfg["mean"]),
+                  std=tuple(cfg["std"]), resolution=cfg["input_size"][-1],
+                  origin=f"vitviz's own files (vitviz/assets/sweep), trained by vitviz on {largest['scenes']:,} "
+                  "generated shape scenes", labels=list(cfg["label_names"]),
+                  data_config={k: v for k, v in cfg.items() if k != "label_names"})
 
 
 def availability(spec: ModelSpec) -> str:

@@ -114,8 +114,8 @@ class Runner:
         self.origin, self.labels, self.data_config, self.notice = origin, labels, dict(data_config or {}), notice
         self._module, self._forward = module.eval(), forward
         self._lock = lock or threading.RLock()
-        self.depth = len(hooks.attention_modules(module))
-        """Number of attention layers."""
+        self.depth = spec.depth if spec.task == "cnn" else len(hooks.attention_modules(module))
+        """Number of attention layers (a CNN's: its stages)."""
         self.params = sum(p.numel() for p in module.parameters())
         self.key = spec.key
         params = list(module.parameters())

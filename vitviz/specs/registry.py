@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 OFFLINE_KEY = "vitviz tiny (shapes only)"
+CNN_OFFLINE_KEY = "vitviz small CNN (shapes only)"
+SHAPES_ONLY = (OFFLINE_KEY, CNN_OFFLINE_KEY)
+"""The models that vitviz trained itself on generated shapes: they know nothing else."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,9 @@ class ModelSpec:
         prefix: tokens before the patches (class token + registers).
         resolution: native input side in pixels.
         params_m: parameter count in millions (as published).
-        task: "attention", "classify", "both", or "relative" (a Swin, for its relative position bias tables).
+        task: "attention", "classify", "both", "relative" (a Swin, for its relative position bias tables) or "cnn"
+            (a convolutional network, the other side of the ViT-vs-CNN tab; ``patch`` is then its output stride and
+            ``depth`` its number of stages).
         dim: token width D (a Swin's first stage).
         depth: number of transformer blocks L.
         heads: attention heads per block H (a Swin's first stage).
@@ -67,11 +72,16 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
     ModelSpec(OFFLINE_KEY, "embedded", "vit_tiny_patch16_224", 8, 1, 64, 0.5, "both",
               "trained by vitviz on generated shapes with labels (supervised, not DINO); ships in assets/tiny",
               dim=96, depth=4, heads=3),
+    ModelSpec("ResNet-50 (ImageNet-1k)", "timm", "resnet50.a1_in1k", 32, 0, 224, 25.6, "cnn",
+              "supervised ImageNet ResNet-50 (timm's A1 recipe)", dim=2048, depth=5, heads=0),
+    ModelSpec(CNN_OFFLINE_KEY, "embedded", "vitviz.models.smallcnn.SmallCNN", 16, 0, 64, 0.5, "cnn",
+              "a small ResNet trained by vitviz on the same generated shapes; ships in assets/sweep",
+              dim=144, depth=5, heads=0),
 )}
 
 
 def keys(task: str) -> list[str]:
-    """Registry keys usable for ``task`` ("attention", "classify" or "relative"), embedded model last."""
+    """Registry keys usable for ``task`` ("attention", "classify", "relative" or "cnn"), embedded model last."""
     return [k for k, s in REGISTRY.items() if s.task in (task, "both")]
 
 
