@@ -37,6 +37,8 @@ def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
     names = set(wheel.namelist())
     tiny = {f"vitviz/assets/tiny/{f}" for f in ("model.safetensors", "train_info.json", "quality.json")}
     steps = {f"vitviz/assets/tiny/checkpoints/{p.name}" for _, p in assets.tiny_checkpoints()}
+    steps |= {f"vitviz/assets/sweep/{r['file']}" for r in assets.sweep_results()["runs"]}
+    steps |= {"vitviz/assets/sweep/results.json"}
     examples = {f"vitviz/assets/examples/{p.relative_to(assets.EXAMPLES).as_posix()}"
                 for p in assets.EXAMPLES.rglob("*") if p.is_file() and p.suffix != ".py"}
     web = {f"vitviz/render/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js",

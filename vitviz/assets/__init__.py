@@ -13,12 +13,19 @@ ROOT = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "examples"
 TINY = ROOT / "tiny"
 """The embedded offline model: weights, training-timeline checkpoints, training log, model card, quality."""
+SWEEP = ROOT / "sweep"
+"""The data-efficiency sweep: the small CNN and the tiny ViT at each training-set size (checkpoints, results)."""
 THEME = ROOT / "theme.css"
 
 
 def tiny_info() -> dict:
     """tiny/train_info.json: how the embedded model was built and trained."""
     return json.loads((TINY / "train_info.json").read_text())
+
+
+def sweep_results() -> dict:
+    """sweep/results.json: the data-efficiency sweep's settings, accuracies and the models' preprocessing."""
+    return json.loads((SWEEP / "results.json").read_text())
 
 
 def tiny_checkpoints() -> list[tuple[int, Path]]:
