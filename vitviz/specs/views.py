@@ -33,12 +33,13 @@ RPB_FORMULA = "formula: each head penalises distance (not learned)"
 FUSIONS = ("mean", "max", "min")
 STEPS = tuple(step for step, _ in assets.tiny_checkpoints())
 """Training steps of the embedded model's shipped checkpoints."""
-MAX_DEPTH = max(s.depth for s in registry.REGISTRY.values() if s.task != "relative")
-MAX_HEADS = max(s.heads for s in registry.REGISTRY.values() if s.task != "relative")
+MAX_DEPTH = max(s.depth for s in registry.REGISTRY.values() if s.task not in ("relative", "cnn"))
+MAX_HEADS = max(s.heads for s in registry.REGISTRY.values() if s.task not in ("relative", "cnn"))
 
 
 def position_sources() -> tuple[str, ...]:
-    return SINUSOIDAL + (TIMELINE,) + tuple(LEARNED + k for k, s in registry.REGISTRY.items() if s.task != "relative")
+    return SINUSOIDAL + (TIMELINE,) + tuple(LEARNED + k for k, s in registry.REGISTRY.items()
+                                                      if s.task not in ("relative", "cnn"))
 
 
 def relative_bias_sources() -> tuple[str, ...]:
@@ -167,11 +168,29 @@ SHUFFLE = View("shuffle", "patch shuffling", (
     IMAGE, CLS_MODEL, Field("seed", "int", 0, "shuffle seed", 0, 2**31 - 1, 1, link="seed")))
 TRADEOFF = View("patch_size_tradeoff", "patch-size trade-off", ())
 
+# ---- the ViT-vs-CNN tab ------------------------------------------------------------------------------------------
+
+VS_VIT = Field("vit", "choice", "DINO ViT-S/8", "ViT (attention distance)",
+               choices=lambda: tuple(registry.keys("attention")), link="vs_vit")
+VS_CNN = Field("cnn", "choice", "ResNet-50 (ImageNet-1k)", "CNN", choices=lambda: tuple(registry.keys("cnn")),
+               link="vs_cnn")
+VS_CLASSIFIER = Field("classifier", "choice", "ViT-B/16 (ImageNet-1k)", "ViT classifier (shifts)",
+                      choices=lambda: tuple(registry.keys("classify")), link="vs_cls")
+RECEPTIVE_FIELD = View("receptive_field", "ViT vs CNN: receptive field", (
+    IMAGE, VS_VIT, VS_CNN,
+    Field("resolution", "int", 224, "short side (pixels, both models)", 64, 384, 32, link="vs_side")))
+TRANSLATION = View("translation", "shift the picture", (IMAGE, VS_CLASSIFIER, VS_CNN))
+DATA_EFFICIENCY = View("data_efficiency", "data efficiency", (
+    Field("train", "bool", True, "also show accuracy on the training scenes", link="de_train"),))
+HYBRID_STAGES = View("hybrid_stages", "hybrid stages", (
+    Field("side", "int", 224, "input side (pixels, a multiple of 32)", 64, 512, 32, link="hy_side", multiple=32),))
+
 TABS: dict[str, tuple[View, ...]] = {
     "patches": (PATCHES, TOY, FILTERS, WINDOWS),
     "positions": (POSITIONS, ROTARY, RELATIVE_BIAS),
     "attention": (ATTENTION, REGISTERS, TIMELINE_VIEW, INSIDE_HEAD, FEATURE_PCA, COMPARE),
     "classify": (CLASSIFY, RELEVANCE, SHUFFLE, TRADEOFF),
+    "vitcnn": (RECEPTIVE_FIELD, TRANSLATION, DATA_EFFICIENCY, HYBRID_STAGES),
 }
 """Each tab's views, its main view first (tab ids as the link names them: ?tab=...)."""
 VIEWS: dict[str, View] = {v.name: v for views in TABS.values() for v in views}

@@ -25,7 +25,8 @@ from vitviz.render import plotting
 from vitviz.specs.views import VIEWS
 from vitviz.views import Shown, plain, show
 
-BUNDLED = ("patches", "position_embeddings", "attention", "classify")
+BUNDLED = ("patches", "position_embeddings", "attention", "classify", "receptive_field", "translation",
+           "data_efficiency", "hybrid_stages")
 """The views with a 'Download this view' button (every declared view can be bundled from Python)."""
 
 

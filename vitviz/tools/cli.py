@@ -251,6 +251,38 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     return DONE
 
 
+# ---- vitviz vitcnn ----------------------------------------------------------------------------------------
+
+LAB_VIEWS = {"receptive-field": "receptive_field", "translation": "translation",
+             "data-efficiency": "data_efficiency", "hybrid-stages": "hybrid_stages"}
+"""The ViT-vs-CNN tab's views on the command line: ``vitviz vitcnn <view> [IMAGE] --out DIR``."""
+
+
+def cmd_vitcnn(args: argparse.Namespace) -> int:
+    from vitviz.core import images
+    from vitviz.tools import bundle
+
+    name = LAB_VIEWS[args.lab_view]
+    view = spec.VIEWS[name]
+    values = checked(view, args)
+    needs = any(f.kind == "image" for f in view.fields)
+    if needs and not args.image:
+        _say(f"vitviz vitcnn {args.lab_view} needs a picture: vitviz vitcnn {args.lab_view} IMAGE --out DIR")
+        return USAGE
+    rgb = images.load_rgb(args.image, images.INTAKE_SHORT_SIDE) if needs else None
+    shown = bundle.make(name, values, rgb)
+    _notice(shown)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for fig, image in shown.figures.items():
+        image.save(out / f"{name}_{fig}.png")
+    (out / f"{name}.json").write_text(json.dumps(bundle.numbers_of(shown), indent=2, allow_nan=False))
+    for text in shown.texts.values():
+        print(text.replace("**", ""))
+    print(f"wrote {len(shown.figures)} figure{'s' if len(shown.figures) != 1 else ''} and {name}.json to {out}")
+    return DONE
+
+
 # ---- vitviz serve ------------------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -319,6 +351,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=_positive, default=None, help="with --engine ray: actors (default: one per "
                    "CPU the cluster has, at most the number of batches)")
     p.set_defaults(run=cmd_crop, view=spec.ATTENTION, only=CROP_SETTINGS)
+
+    p = sub.add_parser("vitcnn", help="ViT against a CNN: receptive field, translation, data efficiency, hybrid "
+                                      "stages (figures and numbers)")
+    lab = p.add_subparsers(dest="lab_view", required=True)
+    for command, name in LAB_VIEWS.items():
+        view = spec.VIEWS[name]
+        q = lab.add_parser(command, help=view.title)
+        if any(f.kind == "image" for f in view.fields):
+            q.add_argument("image")
+        else:
+            q.set_defaults(image=None)
+        settings_flags(q, view)
+        q.add_argument("--out", required=True)
+        q.set_defaults(run=cmd_vitcnn, view=view, only=None)
 
     p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
     p.add_argument("params")

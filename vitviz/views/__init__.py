@@ -75,7 +75,9 @@ _MODULES = {"patches": "patches", "toy": "patches", "patch_filters": "patches", 
             "position_embeddings": "posembed", "rotary": "posembed", "relative_bias": "posembed",
             "attention": "attention", "registers": "attention", "timeline": "attention", "compare_models": "attention",
             "inside_head": "heads", "feature_pca": "features",
-            "classify": "classify", "relevance": "classify", "shuffle": "classify", "patch_size_tradeoff": "classify"}
+            "classify": "classify", "relevance": "classify", "shuffle": "classify", "patch_size_tradeoff": "classify",
+            "receptive_field": "compare", "translation": "compare", "data_efficiency": "compare",
+            "hybrid_stages": "compare"}
 """Which module of this package shows which view."""
 
 
@@ -105,10 +107,14 @@ def shapes_only(model: str | None, picture: np.ndarray | None) -> str:
     """The warning that goes with an answer of the embedded model (trained only on generated shapes) for a picture
     that is not one of its example scenes; empty otherwise."""
     from vitviz.models.runner import image_key
-    from vitviz.specs.registry import OFFLINE_KEY
+    from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY
 
-    if model != OFFLINE_KEY or picture is None or image_key(picture) in _scene_keys():
+    if model not in (OFFLINE_KEY, CNN_OFFLINE_KEY) or picture is None or image_key(picture) in _scene_keys():
         return ""
+    if model == CNN_OFFLINE_KEY:
+        return (f"**{CNN_OFFLINE_KEY} was trained only on generated shape scenes** like the four example scenes. "
+                "On any other picture its gradients and its guesses are those of a shapes detector, not of a "
+                "network that knows photos. Photos need ResNet-50 from the hub (online).")
     return (f"**{OFFLINE_KEY} was trained only on generated shape scenes** like the four example scenes. Unless "
             "this picture is one of them, its answer is the nearest of its six shape classes and where that guess "
             "looked, not what the picture holds; its percentages compare shapes only. Photos need a model from the "
