@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from vitviz import train  # noqa: E402
+from vitviz.embedded import train  # noqa: E402
 
 BATCH = 128
 

@@ -24,6 +24,7 @@ TABS = {  # tab name -> (its link, what must appear, the browser view to point a
     "Attention": ("tab=attention&image=scene_star", "#attention-explorer .vx-big canvas",
                   "#attention-explorer .vx-big canvas"),
     "Classify": ("tab=classify&image=scene_star", "#classify-maps img", None),
+    "ViT vs CNN": ("tab=vitcnn&image=scene_star", "#vitcnn-reach img", None),
 }
 
 VIEWS = {  # file name -> (link, accordion to open, the figure it draws)
@@ -33,6 +34,9 @@ VIEWS = {  # file name -> (link, accordion to open, the figure it draws)
     "9_feature_pca": ("tab=attention&image=scene_star", "Patch-feature PCA", "#feature-pca"),
     "10_two_models": ("tab=attention&image=scene_star", "Two models side by side", "#attn-pair"),
     "11_relevance": ("tab=classify&image=scene_star", "Class-specific relevance", "#classify-relevance"),
+    "12_shift": ("tab=vitcnn&image=scene_star", "Shift the picture", "#vitcnn-shift-errors"),
+    "13_data_efficiency": ("tab=vitcnn&image=scene_star", "Data efficiency", "#vitcnn-sweep"),
+    "14_hybrid_stages": ("tab=vitcnn&image=scene_star", "Hybrid stages", "#vitcnn-stages"),
 }
 
 

@@ -20,7 +20,8 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r req
 
 
 OPENS_WITH = {"patches": "#patch-grid img", "positions": "#pe-mosaic img",
-              "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img"}
+              "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img",
+              "vitcnn": "#vitcnn-reach img"}
 """What each tab shows once its example is computed."""
 
 

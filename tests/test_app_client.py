@@ -37,8 +37,9 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
     """view_api() is the declaration: names, types, choices and defaults, for every view (and the bundles)."""
     api = client.view_api(return_format="dict", print_info=False)
     named = api["named_endpoints"]
-    expected = {f"/{name}" for name in spec.VIEWS} | {f"/bundle_{n}" for n in ("patches", "position_embeddings",
-                                                                               "attention", "classify")} | {"/explorer"}
+    expected = {f"/{name}" for name in spec.VIEWS} | {f"/bundle_{n}" for n in (
+        "patches", "position_embeddings", "attention", "classify", "receptive_field", "translation", "data_efficiency",
+        "hybrid_stages")} | {"/explorer"}
     assert set(named) == expected and not api["unnamed_endpoints"]
     for name, view in spec.VIEWS.items():
         params = named[f"/{name}"]["parameters"]
@@ -429,3 +430,28 @@ def test_the_page_is_sent_compressed(app_url):
     raw = httpx.get(app_url, headers={"Accept-Encoding": "identity"})
     assert "content-encoding" not in raw.headers and len(raw.content) > 4 * int(r.headers["content-length"])
     assert r.text == raw.text  # httpx undid the gzip: the same page
+
+@pytest.mark.parametrize("example", ["cat.png", "scene_star.png"])
+def test_the_vit_vs_cnn_endpoints_answer_offline(client, example):
+    """The four named endpoints of the ViT-vs-CNN tab, offline (the shapes models stand in), on a photo and a scene."""
+    rf = client.predict(picture(example), api_name="/receptive_field")
+    assert rf["numbers"]["cnn"] == registry.CNN_OFFLINE_KEY and rf["numbers"]["vit"] == registry.OFFLINE_KEY
+    assert [s["theoretical_rf_px"] for s in rf["numbers"]["cnn_stages"]] == [3, 9, 21, 45, 93]
+    assert "not ResNet-50" in rf["notice"] and set(rf["figures"]) == {"reach", "maps"}
+    photo = example == "cat.png"
+    assert ("trained only on generated shape scenes" in rf["notice"]) == photo
+    tr = client.predict(picture(example), api_name="/translation")
+    assert tr["numbers"]["shifts"] == list(range(17)) and max(tr["numbers"]["cnn_errors"]["stem"]) < 1e-6
+    assert all(e < 1e-6 for d, e in zip(tr["numbers"]["shifts"], tr["numbers"]["vit_token_errors"]) if d % 8 == 0)
+    de = client.predict(True, api_name="/data_efficiency")
+    assert len(de["numbers"]["runs"]) == 8 and "no crossover" in de["numbers"]["verdict"]
+    hy = client.predict(224, api_name="/hybrid_stages")
+    assert [n["macs"] for n in hy["numbers"]["networks"]] == [17_563_828_224, 4_089_184_256, 4_406_300_928]
+    for r in (rf, tr, de, hy):
+        for path in r["figures"].values():
+            projector_sized(path)
+
+
+def test_a_wrong_side_for_the_stage_calculator_names_the_parameter(client):
+    with pytest.raises(Exception, match="`side`.*multiple of 32"):
+        client.predict(100, api_name="/hybrid_stages")

@@ -12,6 +12,7 @@ TABS = [  # tab, example to click, what must appear
     ("Position embeddings", 3, "#pe-mosaic img"),
     ("Attention", 0, "#attention-explorer .vx-big canvas"),
     ("Classify", 0, "#classify-maps img"),
+    ("ViT vs CNN", 4, "#vitcnn-reach img"),
 ]
 
 

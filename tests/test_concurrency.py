@@ -191,3 +191,35 @@ def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
         assert np.array_equal(a, b)
     _no_hooks_and_flags(module_of(tiny), flags)
     assert all(p.grad is None for p in module_of(tiny).parameters())
+
+
+def test_cnn_receptive_fields_and_shifts_from_threads_equal_sequential():
+    """The ViT-vs-CNN probes (a backward per stage on the small CNN, shifted batches on both models) at once with
+    attention captures on the tiny ViT: each equals the same call made alone; no hook is left on either model."""
+    from vitviz.analyses import compare
+    from vitviz.models.runner import clear_results
+
+    tiny, small = loaders.load_embedded(), loaders.load_embedded_cnn()
+    flags = [b.attn.fused_attn for b in module_of(tiny).blocks]
+    pictures = _inputs()
+
+    def work(i: int):
+        rgb = pictures[i]
+        kind = i % 3
+        if kind == 0:
+            return np.concatenate([m.ravel() for m in compare.receptive_fields(small, rgb, 64)[0].maps])
+        if kind == 1:
+            r = compare.shift_experiment(small if i % 2 else tiny, (small if i % 2 else tiny).preprocess(rgb),
+                                         list(range(9)), vit=not i % 2)
+            return np.concatenate([np.nan_to_num(r.errors.ravel(), nan=-1.0), r.probs.ravel()])
+        return _capture(tiny, rgb).cls
+
+    alone = [work(i) for i in range(THREADS)]
+    clear_results()
+    with ThreadPoolExecutor(THREADS) as pool:
+        together = list(pool.map(work, range(THREADS)))
+    for a, b in zip(alone, together):
+        assert np.array_equal(a, b)
+    _no_hooks_and_flags(module_of(tiny), flags)
+    assert not any(m._forward_hooks for m in module_of(small).modules())
+    assert all(p.grad is None for p in module_of(small).parameters())

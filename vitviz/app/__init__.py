@@ -1,6 +1,7 @@
 """vitviz's web app: how a Vision Transformer sees an image, one tab per idea. The only package that imports gradio.
 
-    patches.py, positions.py, attention.py, classify.py   one module per tab: layout, events, its API endpoints
+    patches.py, positions.py, attention.py, classify.py, compare.py   one module per tab (compare.py: ViT vs CNN):
+                    layout, events, its API endpoints
     components.py   one control per declared setting, figures, the browser views
     tab.py          what every tab's events share (settings -> checks -> intake -> view -> components)
     serving.py      the typed API made from the declarations, files handed out, server settings
@@ -18,7 +19,7 @@ import os
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import attention, classify, links, patches, positions, serving, theme
+from vitviz.app import attention, classify, compare, links, patches, positions, serving, theme
 from vitviz.app.components import WEB
 from vitviz.app.tab import Tab
 from vitviz.models import cache as models
@@ -52,6 +53,8 @@ def build_demo() -> gr.Blocks:
                 tabs["attention"] = attention.build(t)
             with gr.Tab("Classify", id="classify") as t:
                 tabs["classify"] = classify.build(t)
+            with gr.Tab("ViT vs CNN", id="vitcnn") as t:
+                tabs["vitcnn"] = compare.build(t)
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened,

@@ -66,6 +66,18 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
             if not available.get(field.default, False):
                 out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
+        if "vitcnn" in tabs:  # the ViT-vs-CNN tab's three model lists, each from its task
+            for field, task, stand_in in ((spec.VS_VIT, "attention", registry.OFFLINE_KEY),
+                                          (spec.VS_CNN, "cnn", registry.CNN_OFFLINE_KEY),
+                                          (spec.VS_CLASSIFIER, "classify", registry.OFFLINE_KEY)):
+                control = tabs["vitcnn"].form[field]
+                chosen = out.get(control) or (field.default if available.get(field.default, False) else stand_in)
+                out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
+            if not available.get(spec.VS_VIT.default, False):
+                out[tabs["vitcnn"].extras["photos_note"]] = gr.Markdown(
+                    f"**Offline here:** {spec.VS_VIT.default} and {spec.VS_CNN.default} are not available, so this "
+                    f"tab opens on a shape scene with {registry.OFFLINE_KEY} and {registry.CNN_OFFLINE_KEY}. The "
+                    "photos need the hub's models; shown to the shapes models, they are marked as such.", visible=True)
         picture = tabs[tab].src
         if picture is not None:
             wanted = q.get("image")
