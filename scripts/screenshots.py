@@ -34,9 +34,9 @@ VIEWS = {  # file name -> (link, accordion to open, the figure it draws)
     "9_feature_pca": ("tab=attention&image=scene_star", "Patch-feature PCA", "#feature-pca"),
     "10_two_models": ("tab=attention&image=scene_star", "Two models side by side", "#attn-pair"),
     "11_relevance": ("tab=classify&image=scene_star", "Class-specific relevance", "#classify-relevance"),
-    "12_shift": ("tab=vitcnn&image=scene_star", "Shift the picture", "#vitcnn-shift-errors"),
-    "13_data_efficiency": ("tab=vitcnn&image=scene_star", "Data efficiency", "#vitcnn-sweep"),
-    "14_hybrid_stages": ("tab=vitcnn&image=scene_star", "Hybrid stages", "#vitcnn-stages"),
+    "13_shift": ("tab=vitcnn&image=scene_star", "Shift the picture", "#vitcnn-shift-errors"),
+    "14_data_efficiency": ("tab=vitcnn&image=scene_star", "Data efficiency", "#vitcnn-sweep"),
+    "15_hybrid_stages": ("tab=vitcnn&image=scene_star", "Hybrid stages", "#vitcnn-stages"),
 }
 
 
@@ -64,7 +64,8 @@ def shoot(url: str, out: Path, timeout_ms: int = 120_000) -> list[Path]:
                 page.wait_for_timeout(1500)
             if view:
                 point_at(page, view, 0.62, 0.3)
-            path = out / f"{i + 1}_{tab.lower().replace(' ', '_')}.png"
+            number = i + 1 if i < 4 else 12  # 5 to 11 are the explorer and the accordions of the first four tabs
+            path = out / f"{number}_{tab.lower().replace(' ', '_')}.png"
             page.screenshot(path=str(path), full_page=True)
             saved.append(path)
             if tab == "Attention":  # the explorer as a projector shows it: viewport only, a patch pointed at

@@ -59,9 +59,8 @@ def build(gr_tab: gr.Tab) -> Tab:
             classifier = form.add(T["classifier"])
             t_go = gr.Button("Shift and compare")
         t_note = gr.Markdown()
-        with gr.Row():
-            t_errors = figure("vitcnn-shift-errors")
-            t_stability = figure("vitcnn-shift-stability")
+        t_errors = figure("vitcnn-shift-errors")
+        t_stability = figure("vitcnn-shift-stability")
         t_dl, t_file = download_row("vitcnn-shift-bundle")
     with gr.Accordion("Data efficiency: the same budget, more and more scenes", open=False) as d_box:
         train = form.add(D["train"])

@@ -213,15 +213,16 @@ def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     errors = render_shift_errors(c, v, p)
     stability = render_stability(c, v, cnn.labels, vit.labels, cnn.spec.key, vit.spec.key)
     stem = c.errors[0]
-    stage_rows = "\n".join(f"| {lab} | {st} | {compare.nice(_most(e, shifts, st, True))} | "
+    stage_rows = "\n".join(f"| CNN {lab} | {st} | {compare.nice(_most(e, shifts, st, True))} | "
                            f"{compare.nice(_most(e, shifts, st, False))} |"
                            for lab, st, e in zip(c.labels, c.strides, c.errors))
     text = (
         f"The picture (as each model preprocesses it) moves right by 0 to {2 * p} pixels; the strip it uncovers is "
         "filled with the picture's own mirror image. Each map is compared with the unshifted map moved along by the "
         "same amount, only where the units' receptive fields stay inside the picture.\n\n"
-        f"| {cnn.spec.key} | stride | largest change, shifts the stride divides | largest change, other shifts |\n"
-        f"|---|---|---|---|\n{stage_rows}\n| ViT patch tokens ({vit.spec.key}) | {p} | "
+        f"CNN: {cnn.spec.key}; ViT: {vit.spec.key}.\n\n"
+        "| map | stride (px) | largest change, shifts the stride divides | largest change, other shifts |\n"
+        f"|---|---|---|---|\n{stage_rows}\n| ViT patch tokens | {p} | "
         f"{compare.nice(_most(v.errors[0], shifts, p, True))} | {compare.nice(_most(v.errors[0], shifts, p, False))} |\n\n"
         f"A convolution is equivariant: shift the input and its output shifts. The stride-1 stem shows it exactly "
         f"(largest change {compare.nice(float(np.nanmax(stem)))} over all shifts). Each stride-2 step keeps it only "
