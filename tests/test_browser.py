@@ -90,3 +90,28 @@ def test_training_timeline_in_the_browser(page):
     strip = page.locator("#timeline-strip img").first
     assert strip.evaluate("el => el.naturalWidth") <= 790  # fits the figure column at 1280×720 (panels wrap)
     assert page.locator(".toast-body.error").count() == 0
+
+
+def test_the_vit_vs_cnn_tab_opens_from_its_link(browser, app_url):
+    """A link holds the tab's settings: the picture, the short side, the calculator's side, the training curves."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    try:
+        page.goto(f"{app_url}?tab=vitcnn&image=scene_ring&vs_side=128&hy_side=448&de_train=false")
+        page.wait_for_selector("#vitcnn-reach img", state="visible", timeout=120_000)
+        panel = page.locator(".tabitem:visible").first
+        assert panel.get_by_label("short side (pixels, both models)").first.input_value() == "128"
+        for accordion in ("Data efficiency", "Hybrid stages"):
+            panel.get_by_text(accordion).first.click()
+        assert panel.get_by_label("input side (pixels, a multiple of 32)").first.input_value() == "448"
+        assert not panel.get_by_label("also show accuracy on the training scenes").is_checked()
+        stages = page.locator("#vitcnn-stages img")
+        stages.wait_for(state="visible", timeout=60_000)
+        page.wait_for_function("(el) => (el.getAttribute('alt') || '').includes('448 px')",
+                               arg=stages.element_handle(), timeout=60_000)
+        sweep = page.locator("#vitcnn-sweep img")
+        sweep.wait_for(state="visible", timeout=60_000)
+        assert "its training scenes" not in (sweep.get_attribute("alt") or "")
+        assert "image=scene_ring" in page.url
+    finally:
+        ctx.close()

@@ -272,3 +272,27 @@ def test_offline_the_resnet_key_falls_back_fast_to_the_small_cnn(monkeypatch):
     assert time.perf_counter() - t0 < 5 and runner.spec.key == registry.CNN_OFFLINE_KEY
     assert "not ResNet-50" in runner.notice
 
+
+
+@pytest.mark.slow
+def test_online_models_answer_the_receptive_field_in_pixels(dino_in_cache, resnet50, tmp_path, rgb_cat):
+    """With DINO ViT-S/8 and ResNet-50 available (real architectures, random weights, through the real loaders),
+    both run at 224 px, the chart's axis is pixels and nothing stands in."""
+    from safetensors.torch import save_file
+
+    from vitviz.models import cache as models
+
+    path = tmp_path / "resnet50.safetensors"
+    save_file(resnet50.state_dict(), str(path))
+    with models._cache_lock:
+        models._cache["ResNet-50 (ImageNet-1k)"] = loaders.load_timm_cnn("resnet50.a1_in1k", file=path)
+    try:
+        shown = show("receptive_field", rgb_cat, spec.RECEPTIVE_FIELD.check({}))
+    finally:
+        with models._cache_lock:
+            models._cache.pop("ResNet-50 (ImageNet-1k)", None)
+    n = shown.numbers
+    assert n["vit"] == "DINO ViT-S/8" and n["cnn"] == "ResNet-50 (ImageNet-1k)" and not shown.notice
+    assert min(n["cnn_input"]) == min(n["vit_input"]) == 224 and len(n["vit_mean_attention_distance_px"]) == 12
+    assert [s["theoretical_rf_px"] for s in n["cnn_stages"]] == [11, 35, 91, 267, 427]
+    assert "share of each one's short side" not in shown.texts["text"]
