@@ -20,7 +20,8 @@ AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
 VIEWPORTS = {"projector": (1280, 720), "desktop": (1920, 1080), "phone": (390, 844)}
 OPENS_WITH = {  # tab id -> what its computed example shows
     "patches": "#patch-grid img", "positions": "#pe-mosaic img",
-    "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img"}
+    "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img",
+    "vitcnn": "#vitcnn-reach img"}
 FIGURE_MIN_PX = {"projector": 18, "desktop": 18, "phone": 8}
 """Smallest figure text on screen: 18 px where a class reads it; a phone shrinks figures to its width (tap the
 fullscreen button to read them at full size)."""
@@ -71,7 +72,8 @@ def audit(page, tab: str, projector: bool, size: str, shots) -> None:
     page.screenshot(path=str(shots / f"{tab}-{size}-{projector}.png"), full_page=True)
     where = f"{tab}, {size}, {'projector' if projector else 'normal'} mode"
     assert page.evaluate("document.body.classList.contains('vx-projector')") is projector, where
-    assert report["tabs"] == ["Patches", "Position embeddings", "Attention", "Classify"], where  # one tap each
+    tabs = ["Patches", "Position embeddings", "Attention", "Classify", "ViT vs CNN"]
+    assert report["tabs"] == tabs, where  # one tap each
     assert report["overlaps"] == [], where
     assert report["onFigures"] == [], where
     assert report["figures"], f"no figure on screen: {where}"
@@ -111,6 +113,7 @@ OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figur
                    "Patch-feature PCA", "Two models side by side"], []),
     "classify": (["Experiment: patch size trade-off", "Class-specific relevance", "Experiment: shuffle the patches"],
                  []),
+    "vitcnn": (["Shift the picture", "Data efficiency", "Hybrid stages"], []),
 }
 """An accordion opened shows its answer (computed on open): no button has to be pressed."""
 
@@ -137,6 +140,8 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
         expected = {"patches": {"toy-step", "patch-vectors", "patch-filters", "swin-windows", "swin-cost"},
                     "classify": {"shuffled", "classify-relevance"},
                     "positions": {"pe-rotary", "pe-relative-bias"},
+                    "vitcnn": {"vitcnn-reach", "vitcnn-erf", "vitcnn-shift-errors", "vitcnn-shift-stability",
+                               "vitcnn-sweep", "vitcnn-stages"},
                     "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads", "inside-head",
                                   "feature-pca", "attn-pair"}}[tab]
         assert expected <= ids, ids
