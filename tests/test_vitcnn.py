@@ -296,3 +296,13 @@ def test_online_models_answer_the_receptive_field_in_pixels(dino_in_cache, resne
     assert min(n["cnn_input"]) == min(n["vit_input"]) == 224 and len(n["vit_mean_attention_distance_px"]) == 12
     assert [s["theoretical_rf_px"] for s in n["cnn_stages"]] == [11, 35, 91, 267, 427]
     assert "share of each one's short side" not in shown.texts["text"]
+
+
+def test_the_model_card_states_the_shipped_numbers():
+    card = (sweep.OUT / "MODEL_CARD.md").read_text()
+    res = sweep.results()
+    rows = {line.split("|")[1].strip(): line for line in card.splitlines() if line.startswith("| ") and "," in line}
+    for r in res["runs"]:
+        assert f"{r['test_accuracy']:.1%}" in rows[f"{r['scenes']:,}"], r
+    assert f"{res['total_seconds']:,} s" in card
+    assert f"{cnn.parameter_count(cnn.SmallCNN()):,}" in card
