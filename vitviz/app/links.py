@@ -20,8 +20,11 @@ from vitviz.specs import registry
 from vitviz.specs import views as spec
 from vitviz.views.attention import REGISTER_PAIR, REGISTERS_UNAVAILABLE
 
-TASKS = {"attention": "attention", "classify": "classify"}
-"""Tabs whose model list is a registry task."""
+MODEL_LISTS = (("attention", spec.ATTENTION["model"], "attention"), ("classify", spec.CLASSIFY["model"], "classify"),
+               ("vitcnn", spec.VS_VIT, "attention"), ("vitcnn", spec.VS_CNN, "cnn"),
+               ("vitcnn", spec.VS_CLASSIFIER, "classify"))
+"""(tab, setting, registry task) of every model list: each offers its task's models and, when its default cannot be
+had, opens on the stand-in for that task."""
 
 
 def model_choices(task: str) -> list[tuple[str, str]]:
@@ -58,26 +61,13 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             if form.carrier is not None:
                 start = {f.name: f.default for f in form.browser} | held
                 out[form.carrier] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in start.items()})
-        for name, task in TASKS.items():  # model lists say which need a download; offline they open on the stand-in
-            field = spec.TABS[name][0]["model"]
+        for name, field, task in MODEL_LISTS:  # each says which models need a download; offline: the stand-in
             control = tabs[name].form[field]
-            chosen = out.get(control) or (field.default if available.get(field.default, False) else
-                                          registry.OFFLINE_KEY)
+            stand_in = registry.CNN_OFFLINE_KEY if task == "cnn" else registry.OFFLINE_KEY
+            chosen = out.get(control) or (field.default if available.get(field.default, False) else stand_in)
             out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
-            if not available.get(field.default, False):
+            if field is tabs[name].model_field and not available.get(field.default, False):
                 out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
-        if "vitcnn" in tabs:  # the ViT-vs-CNN tab's three model lists, each from its task
-            for field, task, stand_in in ((spec.VS_VIT, "attention", registry.OFFLINE_KEY),
-                                          (spec.VS_CNN, "cnn", registry.CNN_OFFLINE_KEY),
-                                          (spec.VS_CLASSIFIER, "classify", registry.OFFLINE_KEY)):
-                control = tabs["vitcnn"].form[field]
-                chosen = out.get(control) or (field.default if available.get(field.default, False) else stand_in)
-                out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
-            if not available.get(spec.VS_VIT.default, False):
-                out[tabs["vitcnn"].extras["photos_note"]] = gr.Markdown(
-                    f"**Offline here:** {spec.VS_VIT.default} and {spec.VS_CNN.default} are not available, so this "
-                    f"tab opens on a shape scene with {registry.OFFLINE_KEY} and {registry.CNN_OFFLINE_KEY}. The "
-                    "photos need the hub's models; shown to the shapes models, they are marked as such.", visible=True)
         picture = tabs[tab].src
         if picture is not None:
             wanted = q.get("image")
