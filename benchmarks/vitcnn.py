@@ -68,7 +68,8 @@ def hub_sized(tmp: Path) -> None:
         models._cache["ViT-B/16 (ImageNet-1k)"] = loaders.load_timm(
             "vit_base_patch16_224.augreg2_in21k_ft_in1k", file=files["vit_base_patch16_224"],
             spec=reg["ViT-B/16 (ImageNet-1k)"])
-        models._cache["ResNet-50 (ImageNet-1k)"] = loaders.load_timm_cnn("resnet50.a1_in1k", file=files["resnet50"])
+        models._cache["ResNet-50 (ImageNet-1k)"] = loaders.load_timm(
+            "resnet50.a1_in1k", file=files["resnet50"], spec=reg["ResNet-50 (ImageNet-1k)"])
 
 
 def main() -> None:

@@ -113,8 +113,6 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     try:
         if spec.family == "hf":
             return _cached(key, lambda: loaders.load_hf(spec.source, local_only=not online, spec=spec))
-        if spec.task == "cnn":
-            return _cached(key, lambda: loaders.load_timm_cnn(spec.source, local_only=not online, spec=spec))
         return _cached(key, lambda: loaders.load_timm(spec.source, local_only=not online, spec=spec))
     except Exception as err:  # offline and not cached, or the download failed
         reason = ("the model hub cannot be reached and the weights are not in the local cache" if not online

@@ -120,6 +120,13 @@ def _timm_forward(model: torch.nn.Module) -> Callable:
     return forward
 
 
+def _cnn_forward(model: torch.nn.Module) -> Callable:
+    """forward(x) -> (logits, an empty tensor): a CNN has no tokens."""
+    def forward(x: torch.Tensor):
+        return model(x), x.new_zeros(0)
+    return forward
+
+
 def _timm_cached_file(name: str) -> str:
     """Path of a timm checkpoint already in the local HF cache, else ``OSError``."""
     import timm
@@ -140,7 +147,8 @@ def load_timm(name: str, file: str | Path | None = None, local_only: bool = Fals
     """Create a timm model with pretrained weights: from ``file``, the local cache, or the hub.
 
     Preprocessing and labels come from the checkpoint's pretrained config
-    (``resolve_data_config``; ImageNet names from ``timm.data.ImageNetInfo``).
+    (``resolve_data_config``; ImageNet names from ``timm.data.ImageNetInfo``). A ViT takes any input size
+    (``dynamic_img_size``); a CNN (``spec.task == "cnn"``, e.g. ResNet-50) does by itself.
     """
     import timm
     from timm.data import ImageNetInfo, resolve_data_config
@@ -150,8 +158,10 @@ def load_timm(name: str, file: str | Path | None = None, local_only: bool = Fals
     overlay = dict(cfg_overlay or {})
     if file is not None:
         overlay["file"] = str(file)
-    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay or None,
-                              dynamic_img_size=True, **kwargs).eval()
+    cnn = spec is not None and spec.task == "cnn"
+    if not cnn:
+        kwargs["dynamic_img_size"] = True
+    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay or None, **kwargs).eval()
     data_cfg = resolve_data_config({}, model=model)
     label_names = model.pretrained_cfg.get("label_names")
     if label_names:
@@ -168,7 +178,8 @@ def load_timm(name: str, file: str | Path | None = None, local_only: bool = Fals
                          dim=int(model.embed_dim), depth=len(model.blocks), heads=int(model.blocks[0].attn.num_heads))
     origin = (f"local checkpoint {Path(file).name}" if file is not None and not local_only else
               "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
-    return Runner(spec, model, _timm_forward(model), mean=tuple(data_cfg["mean"]), std=tuple(data_cfg["std"]),
+    forward = _cnn_forward(model) if cnn else _timm_forward(model)
+    return Runner(spec, model, forward, mean=tuple(data_cfg["mean"]), std=tuple(data_cfg["std"]),
                   resolution=res, origin=origin, labels=labels, data_config=data_cfg)
 
 
@@ -183,33 +194,6 @@ def load_embedded(file: Path | None = None) -> Runner:
     runner = load_timm(info["arch"], file=path, cfg_overlay=cfg, spec=REGISTRY[OFFLINE_KEY], **info["kwargs"])
     runner.origin = "vitviz's own files (vitviz/assets/tiny), trained by vitviz on generated shapes"
     return runner
-
-
-def _cnn_forward(model: torch.nn.Module) -> Callable:
-    def forward(x: torch.Tensor):
-        return model(x), x.new_zeros(0)
-    return forward
-
-
-def load_timm_cnn(name: str, file: str | Path | None = None, local_only: bool = False,
-                  spec: ModelSpec | None = None) -> Runner:
-    """A timm CNN (ResNet-50) with pretrained weights from ``file``, the local cache or the hub; preprocessing and
-    ImageNet labels from its pretrained config, as :func:`load_timm`."""
-    import timm
-    from timm.data import ImageNetInfo, resolve_data_config
-
-    if file is None and local_only:
-        file = _timm_cached_file(name)
-    overlay = {"file": str(file)} if file is not None else None
-    model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay).eval()
-    data_cfg = resolve_data_config({}, model=model)
-    info = ImageNetInfo()
-    labels = [info.index_to_description(i) for i in range(model.num_classes)] if model.num_classes == 1000 else None
-    spec = spec or REGISTRY["ResNet-50 (ImageNet-1k)"]
-    origin = (f"local checkpoint {Path(file).name}" if file is not None and not local_only else
-              "local Hugging Face cache" if local_only else "Hugging Face hub (kept in the local cache)")
-    return Runner(spec, model, _cnn_forward(model), mean=tuple(data_cfg["mean"]), std=tuple(data_cfg["std"]),
-                  resolution=int(data_cfg["input_size"][-1]), origin=origin, labels=labels, data_config=data_cfg)
 
 
 def load_embedded_cnn(file: Path | None = None) -> Runner:
