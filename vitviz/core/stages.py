@@ -1,6 +1,7 @@
 """Multiply-accumulates, tokens and attention-matrix sizes per stage: a plain ViT, a ResNet and a CoAtNet-style hybrid.
 
-A calculator from the architecture alone (no weights, no torch). It counts what a MAC counter counts: every
+A calculator from the architecture alone (no weights); the ViT's counts are those of
+:func:`vitviz.core.patches.vit_macs`. It counts what a MAC counter counts: every
 convolution (out_h * out_w * C_out * C_in / groups * k * k), every linear layer (tokens * C_in * C_out) and the
 two matrix products of attention (q kᵀ and the weighted sum of v: N * N * d_head each, per head, so
 2 * N² * C per layer). Norms, activations, softmax, pooling and bias adds are left out, as
@@ -17,6 +18,9 @@ The three layouts are timm's:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from vitviz.core import patches
+from vitviz.specs.registry import VIT_SIZES
 
 LAYOUTS = ("ViT-B/16", "ResNet-50", "CoAtNet-0")
 TIMM_NAMES = {"ViT-B/16": "vit_base_patch16_224", "ResNet-50": "resnet50", "CoAtNet-0": "coatnet_0_rw_224"}
@@ -81,18 +85,19 @@ def _down(side: int, stride: int) -> int:
     return -(-side // stride)  # ceil, as a padded stride-s convolution
 
 
-def vit(resolution: int = 224, patch: int = 16, dim: int = 768, depth: int = 12, heads: int = 12,
-        classes: int = 1000) -> Network:
-    """A plain ViT: patch embedding, ``depth`` blocks on N = (side / P)² + 1 tokens, linear head."""
+def vit(resolution: int = 224, size: str = "ViT-B", patch: int = 16, classes: int = 1000) -> Network:
+    """A plain ViT (``size`` from the paper's table): patch embedding, its blocks on N = (side / P)² + 1 tokens,
+    linear head; the counts are :func:`vitviz.core.patches.vit_macs`'s, grouped by stage."""
+    vs = VIT_SIZES[size]
+    c = patches.vit_macs(vs, patch, resolution, resolution, num_classes=classes)
     g = resolution // patch
-    n = g * g + 1
-    net = Network("ViT-B/16" if (patch, dim, depth) == (16, 768, 12) else f"ViT P{patch} D{dim}", resolution)
-    net.stages.append(Stage("patch embedding", "conv", "patch_embed", (g, g), macs=conv(g, g, 3, dim, patch)))
-    block = n * dim * 3 * dim + n * dim * dim + 2 * n * dim * 4 * dim
-    attn = 2 * n * n * dim
-    net.stages.append(Stage(f"blocks 1–{depth} (attention)", "attention", "blocks", (g, g), heads, depth,
-                            depth * (block + attn), depth * attn, prefix=1))
-    net.stages.append(Stage("head", "head", "head", (1, 1), macs=dim * classes))
+    attn = c["attention scores QKᵀ"] + c["attention × V"]
+    blocks = attn + c["QKV projection"] + c["output projection"] + c["MLP"]
+    net = Network(f"{size}/{patch}", resolution)
+    net.stages.append(Stage("patch embedding", "conv", "patch_embed", (g, g), macs=c["patch embedding"]))
+    net.stages.append(Stage(f"blocks 1–{vs.depth} (attention)", "attention", "blocks", (g, g), vs.heads, vs.depth,
+                            blocks, attn, prefix=1))
+    net.stages.append(Stage("head", "head", "head", (1, 1), macs=c["classifier head"]))
     return net
 
 
