@@ -53,7 +53,7 @@ def theoretical_rf(model: torch.nn.Module, path: str) -> tuple[int, int]:
         if inside and not within:
             break
         inside = inside or within
-        if any(part in name.split(".")[-1] or f".{part}" in name for part in _SKIP):
+        if any(part in name.split(".") for part in _SKIP):
             continue
         if isinstance(mod, (torch.nn.Conv2d, torch.nn.MaxPool2d, torch.nn.AvgPool2d)):
             k = mod.kernel_size[0] if isinstance(mod.kernel_size, tuple) else mod.kernel_size
@@ -130,26 +130,29 @@ class ErfProbe:
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return tokens * spec.patch ** 2 * self.bytes_per_pixel
 
-    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward) -> list[np.ndarray]:
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward) -> tuple[list[np.ndarray], list]:
         return erf_maps(model, x, self.paths)
 
-    def nbytes(self, maps: list[np.ndarray]) -> int:
-        return sum(m.nbytes for m in maps)
+    def nbytes(self, out: tuple[list[np.ndarray], list]) -> int:
+        return sum(m.nbytes for m in out[0])
 
 
-def erf_maps(model: torch.nn.Module, x: torch.Tensor, paths: tuple[str, ...]) -> list[np.ndarray]:
-    """(H, W) gradient maps of each path's centre unit for one picture x (1, 3, H, W); needs autograd on."""
+def erf_maps(model: torch.nn.Module, x: torch.Tensor,
+             paths: tuple[str, ...]) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+    """For one picture x (1, 3, H, W), each path's (H, W) gradient map of its centre unit, and that unit's cell
+    (row, col) in the path's (h, w) map; needs autograd on."""
     x = x.detach().clone().requires_grad_(True)
     mods = dict(model.named_modules())
     with hooks.capture({p: (mods[p], "output") for p in paths}) as seen:
         model(x)
-    out = []
+    maps, cells = [], []
     for i, p in enumerate(paths):
         y = seen[p]  # (1, C, h, w)
-        h, w = y.shape[-2:]
-        (g,) = torch.autograd.grad(y[0, :, h // 2, w // 2].sum(), x, retain_graph=i < len(paths) - 1)
-        out.append(g[0].abs().sum(0).float().numpy())
-    return out
+        cell = (y.shape[-2] // 2, y.shape[-1] // 2)
+        (g,) = torch.autograd.grad(y[0, :, cell[0], cell[1]].sum(), x, retain_graph=i < len(paths) - 1)
+        maps.append(g[0].abs().sum(0).float().numpy())
+        cells.append(cell)
+    return maps, cells
 
 
 def receptive_fields(runner, rgb: np.ndarray, resolution: int) -> tuple[Erf, object]:
@@ -158,11 +161,9 @@ def receptive_fields(runner, rgb: np.ndarray, resolution: int) -> tuple[Erf, obj
     labels, paths = zip(*runner.read(stage_paths))
     run = runner.analyse(ErfProbe(tuple(paths)), rgb, resolution)
     info = runner.read(lambda m: [theoretical_rf(m, p) for p in paths])
-    centres = []
-    for g, (_, s) in zip(run.value, info):
-        h, w = g.shape
-        centres.append((unit_centre(-(-h // s) // 2, s), unit_centre(-(-w // s) // 2, s)))
-    return Erf(list(labels), run.value, centres, [s for _, s in info], [r for r, _ in info]), run
+    maps, cells = run.value
+    centres = [(unit_centre(r, s), unit_centre(c, s)) for (r, c), (_, s) in zip(cells, info)]
+    return Erf(list(labels), maps, centres, [s for _, s in info], [r for r, _ in info]), run
 
 
 # ---- translation -------------------------------------------------------------------------------------------
