@@ -117,7 +117,7 @@ def test_augment_moves_images_and_patch_labels_together():
     cover = scenes.patch_cover(masks, 8)
     marked = np.zeros_like(imgs)
     marked[..., 0] = masks * 255  # the mask drawn into the image, so it moves with it
-    out, out_cover = train._augment(marked, cover, np.random.default_rng(0))
+    out, out_cover = train.augment(marked, cover, np.random.default_rng(0))
     assert not (out == marked).all()  # something moved
     assert np.allclose(scenes.patch_cover(out[..., 0] > 0, 8), out_cover)
 

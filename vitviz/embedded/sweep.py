@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -86,15 +85,6 @@ def load(kind: str, path: Path) -> torch.nn.Module:
     return model.eval()
 
 
-def _augment(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Random flips and quarter turns of (B, H, W, 3) images (the shape classes are closed under both)."""
-    out = images.copy()
-    for i in range(len(out)):
-        img = out[i][:, ::-1] if rng.random() < 0.5 else out[i]
-        out[i] = np.rot90(img, int(rng.integers(4)))
-    return out
-
-
 def accuracy(model: torch.nn.Module, images: np.ndarray, labels: np.ndarray, batch: int = 250) -> float:
     """Share of (B, H, W, 3) images whose top logit is the label, float32, no autocast."""
     right = 0
@@ -111,12 +101,10 @@ def train_one(kind: str, images: np.ndarray, labels: np.ndarray, steps: int = ST
     rng = np.random.default_rng(SEED)
     model = build(kind).train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.05)
-    warm = min(100, max(1, steps // 20))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    sched = train.schedule(opt, steps)
     for _ in range(steps):
         idx = rng.integers(0, len(images), BATCH)
-        x = train.to_tensor(_augment(images[idx], rng))
+        x = train.to_tensor(train.augment(images[idx], None, rng)[0])
         with torch.autocast("cpu", dtype=torch.bfloat16):
             logits = model(x)
         loss = F.cross_entropy(logits.float(), torch.from_numpy(labels[idx]), label_smoothing=0.1)

@@ -103,19 +103,32 @@ def to_tensor(images: np.ndarray) -> torch.Tensor:
     return (x - mean) / std
 
 
-def _augment(images: np.ndarray, cover: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Random flips and 90-degree turns of images (B, H, W, 3) and their patch cover (B, gh, gw) alike.
+def augment(images: np.ndarray, cover: np.ndarray | None, rng: np.random.Generator
+            ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Random flips and 90-degree turns of images (B, H, W, 3) and, when given, their patch cover (B, gh, gw) alike.
 
     The shape classes are closed under these moves, and so is the patch grid.
     """
-    images, cover = images.copy(), cover.copy()
+    images = images.copy()
+    cover = None if cover is None else cover.copy()
     for i in range(len(images)):
-        img, cov = images[i], cover[i]
+        img = images[i]
+        cov = None if cover is None else cover[i]
         if rng.random() < 0.5:
-            img, cov = img[:, ::-1], cov[:, ::-1]
+            img = img[:, ::-1]
+            cov = None if cov is None else cov[:, ::-1]
         turns = int(rng.integers(4))
-        images[i], cover[i] = np.rot90(img, turns), np.rot90(cov, turns)
+        images[i] = np.rot90(img, turns)
+        if cover is not None:
+            cover[i] = np.rot90(cov, turns)
     return images, cover
+
+
+def schedule(opt: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over min(100, steps / 20) steps, then cosine decay to 0 at ``steps``."""
+    warm = min(100, max(1, steps // 20))
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
 
 
 def token_targets(labels: torch.Tensor, cover: torch.Tensor, classes: int) -> torch.Tensor:
@@ -229,10 +242,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
         token_head = torch.nn.Linear(MODEL_KWARGS["embed_dim"], classes + 1)  # training only, not shipped
         params = [*model.parameters(), *token_head.parameters()]
         opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.05)
-        warm = min(100, max(1, steps // 20))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
-        )
+        sched = schedule(opt, steps)
         checkpoints = sorted({min(c, steps) for c in CHECKPOINT_STEPS})
         ckpt_dir = out_dir / "checkpoints"
         ckpt_dir.mkdir(exist_ok=True)
@@ -244,7 +254,7 @@ def train(out_dir: Path = ASSET_DIR, steps: int = STEPS, n_scenes: int = TRAIN_S
             if step == steps:
                 break
             xb, yb, cb = _curriculum_batch(step, steps, hard, easy, rng)
-            xb, cb = _augment(xb, cb, rng)
+            xb, cb = augment(xb, cb, rng)
             spread_weight = ATTENTION_SPREAD_WEIGHT if step >= spread_from else 0.0
             loss = step_loss(model, token_head, to_tensor(xb), torch.from_numpy(yb), torch.from_numpy(cb).flatten(1),
                              spread_weight)
