@@ -24,6 +24,7 @@ from vitviz.views import show
 
 EQUIVARIANCE_TOLERANCE = 1e-6
 """Stride-1 convolutions with ReLU: the shifted map equals the moved map to float32 rounding (stated in the view)."""
+RESNET = registry.REGISTRY["ResNet-50 (ImageNet-1k)"]
 
 
 class TwoConvs(nn.Module):
@@ -59,7 +60,8 @@ def test_the_erf_equals_a_gradient_worked_out_by_hand():
     k1, k2 = (m.weight.detach().numpy()[0, 0] for m in (model.conv1, model.conv2))
     x = torch.randn(1, 1, 11, 11)
     with torch.enable_grad():
-        first, second = compare.erf_maps(model, x, ("conv1", "conv2"))
+        (first, second), cells = compare.erf_maps(model, x, ("conv1", "conv2"))
+    assert cells == [(5, 5), (5, 5)]
     by_hand = np.zeros((11, 11))
     by_hand[4:7, 4:7] = k1
     np.testing.assert_allclose(first, np.abs(by_hand), atol=1e-6)
@@ -67,6 +69,10 @@ def test_the_erf_equals_a_gradient_worked_out_by_hand():
     assert (second > 0).sum() <= 25  # the field of two 3x3 convolutions is 5x5
     assert compare.theoretical_rf(model, "conv1") == (3, 1) and compare.theoretical_rf(model, "conv2") == (5, 1)
     assert compare.theoretical_rf(TwoConvs(stride=2), "conv2") == (7, 2)
+    with torch.enable_grad():  # with a stride: the field of centre cell 3 is pixels 3..9, centred on 3 * 2
+        (_, strided), cells = compare.erf_maps(TwoConvs(stride=2), torch.randn(1, 1, 11, 11), ("conv1", "conv2"))
+    rows = np.flatnonzero(strided.sum(1))
+    assert cells[1] == (3, 3) and (rows.min(), rows.max()) == (3, 9) and compare.unit_centre(3, 2) == 6
 
 
 def test_mean_distance_and_width_by_hand():
@@ -253,7 +259,7 @@ def test_a_local_resnet50_loads_through_the_real_loader(tmp_path, rgb_cat, resne
 
     path = tmp_path / "model.safetensors"
     save_file(resnet50.state_dict(), str(path))
-    runner = loaders.load_timm_cnn("resnet50.a1_in1k", file=path)
+    runner = loaders.load_timm("resnet50.a1_in1k", file=path, spec=RESNET)
     assert runner.spec.key == "ResNet-50 (ImageNet-1k)" and len(runner.labels) == 1000 and runner.resolution == 224
     erf, run = compare.receptive_fields(runner, rgb_cat, 224)
     assert erf.rf == [11, 35, 91, 267, 427] and run.fitted.image.shape[0] == 224
@@ -285,7 +291,7 @@ def test_online_models_answer_the_receptive_field_in_pixels(dino_in_cache, resne
     path = tmp_path / "resnet50.safetensors"
     save_file(resnet50.state_dict(), str(path))
     with models._cache_lock:
-        models._cache["ResNet-50 (ImageNet-1k)"] = loaders.load_timm_cnn("resnet50.a1_in1k", file=path)
+        models._cache["ResNet-50 (ImageNet-1k)"] = loaders.load_timm("resnet50.a1_in1k", file=path, spec=RESNET)
     try:
         shown = show("receptive_field", rgb_cat, spec.RECEPTIVE_FIELD.check({}))
     finally:
@@ -306,3 +312,28 @@ def test_the_model_card_states_the_shipped_numbers():
         assert f"{r['test_accuracy']:.1%}" in rows[f"{r['scenes']:,}"], r
     assert f"{res['total_seconds']:,} s" in card
     assert f"{cnn.parameter_count(cnn.SmallCNN()):,}" in card
+
+
+def test_the_sweep_augments_pictures_as_the_embedded_training_does():
+    """One augmentation for both trainings: without patch cover the pictures move exactly as with it."""
+    from vitviz.embedded import train
+
+    pics = np.random.default_rng(1).integers(0, 255, (12, 8, 8, 3)).astype(np.uint8)
+    alone, none = train.augment(pics, None, np.random.default_rng(0))
+    with_cover, _ = train.augment(pics, np.zeros((12, 1, 1), np.float32), np.random.default_rng(0))
+    assert none is None and np.array_equal(alone, with_cover) and not np.array_equal(alone, pics)
+
+
+def test_the_verdict_names_a_crossover_only_when_the_numbers_show_one():
+    from vitviz.views.compare import verdict
+
+    def result(pairs):
+        runs = [dict(model=m, scenes=n, test_accuracy=a) for n, (c, v) in pairs for m, a in (("cnn", c), ("vit", v))]
+        return dict(test_scenes=2000, runs=runs)
+
+    crossing = verdict(result([(1000, (0.9, 0.5)), (4000, (0.9, 0.9)), (16000, (0.9, 0.97))]))
+    assert [r["leads"] for r in crossing[1]] == ["CNN", "neither", "ViT"]
+    assert "overtakes the CNN at 16,000 scenes" in crossing[0]
+    meeting = verdict(result([(1000, (0.9, 0.5)), (4000, (0.9, 0.905))]))
+    assert "within the noise" in meeting[0] and "does not pull ahead" in meeting[0]
+    assert "no crossover" in verdict(result([(1000, (0.95, 0.4)), (4000, (1.0, 0.7))]))[0]

@@ -25,7 +25,7 @@ def _endpoints() -> None:
         def bundle(pic, v, name=view.name, pictured=pictured):
             return bundle_file(name, v, uploads.picture(pic) if pictured else None)
 
-        runs = view.name != "hybrid_stages"
+        runs = view in (R, T)  # data efficiency reads the shipped results, hybrid stages is arithmetic
         endpoint(view, respond, runs_model=runs)
         endpoint(view, bundle, name=f"bundle_{view.name}", runs_model=runs,
                  doc=f"The {view.title} view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")

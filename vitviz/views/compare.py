@@ -223,7 +223,8 @@ def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         f"CNN: {cnn.spec.key}; ViT: {vit.spec.key}.\n\n"
         "| map | stride (px) | largest change, shifts the stride divides | largest change, other shifts |\n"
         f"|---|---|---|---|\n{stage_rows}\n| ViT patch tokens | {p} | "
-        f"{compare.nice(_most(v.errors[0], shifts, p, True))} | {compare.nice(_most(v.errors[0], shifts, p, False))} |\n\n"
+        f"{compare.nice(_most(v.errors[0], shifts, p, True))} | "
+        f"{compare.nice(_most(v.errors[0], shifts, p, False))} |\n\n"
         f"A convolution is equivariant: shift the input and its output shifts. The stride-1 stem shows it exactly "
         f"(largest change {compare.nice(float(np.nanmax(stem)))} over all shifts). Each stride-2 step keeps it only "
         "for shifts the accumulated stride divides: a map can only move by whole cells. The ViT's patch tokens "
@@ -306,7 +307,8 @@ def verdict(res: dict) -> tuple[str, list[dict]]:
                  "this scale.")
     else:
         last = rows[-1]
-        words = (f"The CNN leads where data are scarce; at {last['scenes']:,} scenes the gap is {100 * last['gap']:+.1f} "
+        words = (f"The CNN leads where data are scarce; at {last['scenes']:,} scenes the gap is "
+                 f"{100 * last['gap']:+.1f} "
                  f"points (ViT minus CNN), {'within' if last['leads'] == 'neither' else 'beyond'} the noise: "
                  + ("the curves meet, but the ViT does not pull ahead here." if last["leads"] != "ViT" else
                     "the ViT ends ahead."))
@@ -395,7 +397,8 @@ def render_stages(nets: list[stages.Network]) -> Image.Image:
         ax.set_title(f"Where the compute goes at {nets[0].resolution} px")
         from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(color=CNN_COLOUR, label="convolution"), Patch(color=VIT_COLOUR, label="attention block"),
+        ax.legend(handles=[Patch(color=CNN_COLOUR, label="convolution"),
+                           Patch(color=VIT_COLOUR, label="attention block"),
                            Patch(facecolor="white", edgecolor="black", hatch="//", label="q·kᵀ and weights·v")],
                   frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize="small")
         ax.grid(alpha=0.3, axis="x")
