@@ -45,7 +45,7 @@ def render_reach(erf: compare.Erf, vit_distance: np.ndarray, cnn_side: tuple[int
     x_v = np.arange(1, len(vit_distance) + 1) / len(vit_distance)
     half_rf = (np.array(erf.rf) - 1) / 2 * scale_c
     half_diag = math.hypot(*vit_side) / 2 * scale_v
-    with plotting.figure(figsize=(plotting.fig_width(7.2), 5.4)) as (fig, ax):
+    with plotting.figure(figsize=(plotting.fig_width(7.2), 6.0)) as (fig, ax):
         ax.plot(x_c, erf.mean_distance() * scale_c, "s-", color=CNN_COLOUR, linewidth=3, markersize=10,
                 label="CNN: effective (gradient)")
         ax.plot(x_c, half_rf, "s--", color=CNN_COLOUR, linewidth=2, markersize=6, alpha=0.8,
@@ -54,12 +54,12 @@ def render_reach(erf: compare.Erf, vit_distance: np.ndarray, cnn_side: tuple[int
                 label="ViT: mean attention distance")
         ax.axhline(half_diag, color=VIT_COLOUR, linestyle="--", linewidth=2, alpha=0.8,
                    label="ViT: reachable from layer 1")
-        ax.set_ylim(0, max(half_diag, float(np.nanmax(erf.mean_distance() * scale_c))) * 1.35)
+        ax.set_ylim(0, max(half_diag, float(np.nanmax(erf.mean_distance() * scale_c))) * 1.1)
         ax.set_xlim(0, 1.05)
         ax.set_xlabel("depth (share of the network)")
         ax.set_ylabel(f"distance ({unit})")
         ax.set_title("How far each network looks")
-        ax.legend(frameon=False, loc="upper left", fontsize="small", ncol=2)
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize="small", ncol=2)
         ax.grid(alpha=0.3)
         image = plotting.to_image(fig)
     words = (f"CNN ({cnn_name}) stages: " + ", ".join(f"{lab} {d:.1f} ({r:.0f} theoretical)" for lab, d, r in
