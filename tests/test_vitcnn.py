@@ -8,6 +8,8 @@ FlopCounterMode on timm's models.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
+import math
 import numpy as np
 import pytest
 import torch
@@ -188,16 +190,26 @@ def test_the_stage_calculator_equals_flop_counter_mode(side):
         assert counter.get_total_flops() == 2 * net.macs, net.name
         for s in net.stages:
             assert sum(counts[f"{root}.{s.module}"].values()) == 2 * s.macs, (net.name, s.name)
+            if s.kind == "attention":  # every layer's heads as timm builds them (CoAtNet: the first block has fewer)
+                mods = [m for m in model.get_submodule(s.module).modules() if hasattr(m, "fused_attn")]
+                assert s.heads_per_layer == tuple(m.num_heads for m in mods), (net.name, s.name)
 
 
 def test_the_calculator_by_hand_and_the_texts_cost_claim():
     vit = stages.vit(224)
     assert vit.stages[1].tokens == 197 and vit.stages[1].attention_entries == 197 ** 2
+    assert vit.stages[1].heads_per_layer == (12,) * 12 and vit.stages[1].attention_total == 197 ** 2 * 144
     assert vit.attention_macs == 2 * 197 ** 2 * 768 * 12  # 0.72 G, not the 4.3 G of counting per head at full width
     assert stages.resnet50(224).macs == 4_089_184_256  # the "4.1 billion" of the texts
     coat = stages.coatnet0(224)
     assert [s.side for s in coat.stages[:5]] == [(112, 112), (56, 56), (28, 28), (14, 14), (7, 7)]
     assert [s.kind for s in coat.stages[1:5]] == ["conv", "conv", "attention", "attention"]
+    # the first block of each attention stage attends at the width it receives: 192 / 32 and 384 / 32 heads
+    assert coat.stages[3].heads_per_layer == (6,) + (12,) * 6 and coat.stages[4].heads_per_layer == (12, 24)
+    assert coat.stages[3].attention_total == 196 ** 2 * 78 and coat.stages[4].attention_total == 49 ** 2 * 36
+    table = show("hybrid_stages", None, {"side": 224}).texts["text"]
+    assert "38,416 × (6 + 12 × 6) heads = 2,996,448" in table and "2,401 × (12 + 24) heads = 86,436" in table
+    assert "197 × 12 heads × 12 layers" not in table and "38,809 × 12 heads × 12 layers = 5,588,496" in table
 
 
 def test_the_shipped_sweep_is_complete_and_within_its_budget():
@@ -243,6 +255,7 @@ def test_the_views_answer_offline_on_a_scene_with_the_shapes_models():
     assert "cannot be reached" in rf.notice  # says the stand-ins are stand-ins
     tr = show("translation", scene, spec.TRANSLATION.check({}))
     assert tr.numbers["shifts"] == list(range(17)) and max(tr.numbers["cnn_errors"]["stem"]) < EQUIVARIANCE_TOLERANCE
+    assert "stride-1 stem shows it exactly" in tr.texts["text"]  # true of vitviz's small CNN (not of ResNet-50)
     hy = show("hybrid_stages", None, spec.HYBRID_STAGES.check({"side": 224}))
     assert [n["macs"] for n in hy.numbers["networks"]] == [n.macs for n in stages.networks(224)]
     assert "17.56 G" in hy.texts["text"] and "0.72 G" in hy.texts["text"]
@@ -263,6 +276,15 @@ def test_a_local_resnet50_loads_through_the_real_loader(tmp_path, rgb_cat, resne
     assert runner.spec.key == "ResNet-50 (ImageNet-1k)" and len(runner.labels) == 1000 and runner.resolution == 224
     erf, run = compare.receptive_fields(runner, rgb_cat, 224)
     assert erf.rf == [11, 35, 91, 267, 427] and run.fitted.image.shape[0] == 224
+    # ResNet-50's first compared map is after the max pool (stride 4): exact only at shifts 4 divides, and said so
+    from vitviz.views.compare import _first_map_words, shifts_for
+
+    shifts = list(range(9))
+    c = shifts_for(runner, rgb_cat, shifts, vit=False)
+    assert c.labels[0] == "stem + max pool" and c.strides[0] == 4
+    assert max(c.errors[0][[0, 4, 8]]) < EQUIVARIANCE_TOLERANCE and min(c.errors[0][[1, 2, 3, 5, 6, 7]]) > 1e-3
+    words = _first_map_words(c, shifts)
+    assert "stride 4" in words and "multiple of 4" in words and "stride-1" not in words
     assert all(m.shape == run.fitted.image.shape[:2] for m in erf.maps)
 
 
@@ -308,8 +330,15 @@ def test_the_model_card_states_the_shipped_numbers():
     card = (sweep.OUT / "MODEL_CARD.md").read_text()
     res = sweep.results()
     rows = {line.split("|")[1].strip(): line for line in card.splitlines() if line.startswith("| ") and "," in line}
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = {line.split("|")[1].strip(): line for line in readme.splitlines()
+             if line.strip().startswith("| ") and "(" in line and line.strip()[2].isdigit()}
+    from vitviz.analyses.efficiency import wilson
+
     for r in res["runs"]:
-        assert f"{r['test_accuracy']:.1%}" in rows[f"{r['scenes']:,}"], r
+        lo, hi = wilson(r["test_accuracy"], res["test_scenes"])
+        said = f"{r['test_accuracy']:.1%} ({100 * lo:.1f}–{100 * hi:.1f})"  # each accuracy with its own interval
+        assert said in rows[f"{r['scenes']:,}"] and said in table[f"{r['scenes']:,}"], r
     assert f"{res['total_seconds']:,} s" in card
     assert f"{cnn.parameter_count(cnn.SmallCNN()):,}" in card
 
@@ -337,3 +366,31 @@ def test_the_verdict_names_a_crossover_only_when_the_numbers_show_one():
     meeting = verdict(result([(1000, (0.9, 0.5)), (4000, (0.9, 0.905))]))
     assert "within the noise" in meeting[0] and "does not pull ahead" in meeting[0]
     assert "no crossover" in verdict(result([(1000, (0.95, 0.4)), (4000, (1.0, 0.7))]))[0]
+
+
+def test_the_cnn_lists_offer_only_cnns():
+    """The ViT-vs-CNN tab's CNN list (control, API schema, CLI flag, bundles: one declaration) offers CNNs only;
+    the embedded ViT serves attention and classification, never as a CNN."""
+    assert spec.VS_CNN.options() == ("ResNet-50 (ImageNet-1k)", registry.CNN_OFFLINE_KEY)
+    assert registry.keys("relative") == ["Swin-T (ImageNet-1k)"]
+    assert registry.OFFLINE_KEY in registry.keys("attention") and registry.OFFLINE_KEY in registry.keys("classify")
+    with pytest.raises(ValueError, match="`cnn`"):
+        spec.RECEPTIVE_FIELD.check({"cnn": registry.OFFLINE_KEY})
+
+
+def test_wilson_intervals_by_hand_and_the_charts_bars_stay_inside_them():
+    from vitviz.analyses import efficiency
+    from vitviz.views.compare import interval_bars
+
+    z = efficiency.Z95
+    lo, hi = efficiency.wilson(0.5, 10)  # the textbook case: 5 of 10 right
+    assert abs(lo - 0.2366) < 1e-4 and abs(hi - 0.7634) < 1e-4
+    lo, hi = efficiency.wilson(1.0, 2000)  # all right: the interval is [n / (n + z²), 1], not 100 ± something
+    assert hi == 1.0 and abs(lo - 2000 / (2000 + z * z)) < 1e-12 and f"{100 * lo:.2f}" == "99.81"
+    assert efficiency.wilson(0.0, 2000) == (0.0, pytest.approx(z * z / (2000 + z * z)))
+    y, err = interval_bars([1.0, 0.5], 2000)
+    assert err[1, 0] == 0.0 and y[0] - err[0, 0] == pytest.approx(100 * 2000 / (2000 + z * z))  # down from 100 only
+    assert err[0, 1] == pytest.approx(err[1, 1])  # symmetric only in the middle
+    rows = efficiency.leads(sweep.results())  # the noise of a difference is the half-widths in quadrature
+    assert rows[0]["noise"] == pytest.approx(math.hypot(efficiency.wilson_half_width(rows[0]["cnn"], 2000),
+                                                        efficiency.wilson_half_width(rows[0]["vit"], 2000)))

@@ -26,7 +26,7 @@ from vitviz.specs.registry import ModelSpec
 _STAGE_PATHS = {
     "SmallCNN": (("stem", "stem"), ("stage 1", "stage1"), ("stage 2", "stage2"), ("stage 3", "stage3"),
                  ("stage 4", "stage4")),
-    "ResNet": (("stem", "maxpool"), ("stage 1", "layer1"), ("stage 2", "layer2"), ("stage 3", "layer3"),
+    "ResNet": (("stem + max pool", "maxpool"), ("stage 1", "layer1"), ("stage 2", "layer2"), ("stage 3", "layer3"),
                ("stage 4", "layer4")),
 }
 _SKIP = ("short", "downsample")

@@ -12,7 +12,9 @@ The three layouts are timm's:
     ViT-B/16:        16x16 patch embedding, 12 blocks at one resolution (D = 768, 12 heads), head.
     ResNet-50:       7x7 stride-2 stem, max pool, four stages of bottlenecks (3, 4, 6, 3), head.
     CoAtNet-0 (rw):  two-conv stem, two MBConv stages (2, 3 blocks), two transformer stages (7, 2 blocks,
-                     heads of 32 channels, relative position bias), head. Each stage halves the side.
+                     heads of 32 channels, relative position bias), head. Each stage halves the side, and the
+                     first block of a stage attends at the width it receives (6 and 12 heads), the others at
+                     the stage's own (12 and 24).
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ class Stage:
         name: e.g. "stage 2 (attention)"; ``module`` is the timm module it corresponds to ("" for several).
         kind: "conv", "attention" or "head".
         side: (h, w) of the stage's output grid.
-        heads: attention heads per layer (0 for convolution stages).
+        heads: attention heads of the stage's own width (0 for convolution stages).
         layers: attention layers in the stage.
+        layer_heads: each attention layer's heads, first layer first (a CoAtNet stage's first block attends at the
+            width it receives, so with fewer heads); empty means ``heads`` in every layer.
         macs: all multiply-accumulates of the stage; ``attention_macs`` the part in q kᵀ and the weighted sum.
     """
 
@@ -49,6 +53,14 @@ class Stage:
     macs: int = 0
     attention_macs: int = 0
     prefix: int = 0
+    layer_heads: tuple[int, ...] = ()
+
+    @property
+    def heads_per_layer(self) -> tuple[int, ...]:
+        """Every attention layer's heads, first layer first (empty for a stage without attention)."""
+        if self.kind != "attention":
+            return ()
+        return self.layer_heads or (self.heads,) * self.layers
 
     @property
     def tokens(self) -> int:
@@ -59,6 +71,11 @@ class Stage:
     def attention_entries(self) -> int:
         """Entries of one head's attention matrix (N²), 0 for a stage without attention."""
         return self.tokens ** 2 if self.kind == "attention" else 0
+
+    @property
+    def attention_total(self) -> int:
+        """Entries of every attention matrix of the stage: N² for each head of each layer."""
+        return self.attention_entries * sum(self.heads_per_layer)
 
 
 @dataclass
@@ -133,6 +150,7 @@ def coatnet0(resolution: int = 224, classes: int = 1000) -> Network:
     c_in = 64
     for i, (blocks, c_out, kind) in enumerate(zip((2, 3, 7, 2), (96, 192, 384, 768), "CCTT")):
         macs = attn = 0
+        layer_heads = []
         for b in range(blocks):
             s = s // 2 if b == 0 else s
             n = s * s
@@ -143,14 +161,16 @@ def coatnet0(resolution: int = 224, classes: int = 1000) -> Network:
                 macs += conv(s, s, c_in, mid) + conv(s, s, mid, mid, 3, groups=mid) + conv(s, s, mid, c_out)
                 macs += 2 * mid * (mid // 4)  # squeeze-excite on the pooled 1x1 map
             else:
-                a = 2 * n * n * c_in
+                a = 2 * n * n * c_in  # attention at the block's input width: c_in / 32 heads of 32 channels
                 macs += conv(s, s, c_in, 3 * c_in) + a + conv(s, s, c_in, c_out) + 2 * conv(s, s, c_out, 4 * c_out)
                 attn += a
+                layer_heads.append(c_in // 32)
             c_in = c_out
         label = "MBConv" if kind == "C" else "attention"
         net.stages.append(Stage(f"stage {i + 1} ({label})", "attention" if kind == "T" else "conv", f"stages.{i}",
                                 (s, s), heads=c_out // 32 if kind == "T" else 0,
-                                layers=blocks if kind == "T" else 0, macs=macs, attention_macs=attn))
+                                layers=blocks if kind == "T" else 0, macs=macs, attention_macs=attn,
+                                layer_heads=tuple(layer_heads)))
     net.stages.append(Stage("head", "head", "head", (1, 1), macs=c_in * classes))
     return net
 

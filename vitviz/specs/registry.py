@@ -81,8 +81,11 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
 
 
 def keys(task: str) -> list[str]:
-    """Registry keys usable for ``task`` ("attention", "classify", "relative" or "cnn"), embedded model last."""
-    return [k for k, s in REGISTRY.items() if s.task in (task, "both")]
+    """Registry keys usable for ``task`` ("attention", "classify", "relative" or "cnn"), embedded model last.
+
+    A "both" model (the embedded ViT) serves attention and classification, never as a CNN or a Swin."""
+    both = ("both",) if task in ("attention", "classify") else ()
+    return [k for k, s in REGISTRY.items() if s.task in (task, *both)]
 
 
 def spec(key: str) -> ModelSpec:

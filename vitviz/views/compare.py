@@ -11,7 +11,8 @@ import math
 import numpy as np
 from PIL import Image, ImageDraw
 
-from vitviz.analyses import compare
+from vitviz import assets
+from vitviz.analyses import compare, efficiency
 from vitviz.analyses.attention import analyse
 from vitviz.core import stages
 from vitviz.core.lru import LRU
@@ -200,6 +201,18 @@ def _label(labels: list[str] | None, i: int) -> str:
     return labels[i] if labels and i < len(labels) else f"class {i}"
 
 
+def _first_map_words(c: compare.Shifts, shifts: list[int]) -> str:
+    """What the CNN's first compared map shows: exact at every shift when its stride is 1 (vitviz's small CNN),
+    else exact only at the shifts its stride divides (ResNet-50's first map is after the max pool, stride 4)."""
+    label, stride, e = c.labels[0], c.strides[0], c.errors[0]
+    if stride == 1:
+        return (f"Its stride-1 {label} shows it exactly (largest change {compare.nice(float(np.nanmax(e)))} over "
+                "all shifts).")
+    return (f"Its first map, the {label}, already has stride {stride}: it moves along exactly only when the shift "
+            f"is a multiple of {stride} (largest change {compare.nice(_most(e, shifts, stride, True))} at those "
+            f"shifts, {compare.nice(_most(e, shifts, stride, False))} at the others).")
+
+
 def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Shift the picture by 0 … 2P pixels: the CNN's maps move along, the ViT's patch tokens only at multiples of P."""
     vit = models.get_model(values["classifier"], progress)
@@ -212,7 +225,6 @@ def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     v = shifts_for(vit, rgb, shifts, vit=True)
     errors = render_shift_errors(c, v, p)
     stability = render_stability(c, v, cnn.labels, vit.labels, cnn.spec.key, vit.spec.key)
-    stem = c.errors[0]
     stage_rows = "\n".join(f"| CNN {lab} | {st} | {compare.nice(_most(e, shifts, st, True))} | "
                            f"{compare.nice(_most(e, shifts, st, False))} |"
                            for lab, st, e in zip(c.labels, c.strides, c.errors))
@@ -225,8 +237,8 @@ def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         f"|---|---|---|---|\n{stage_rows}\n| ViT patch tokens | {p} | "
         f"{compare.nice(_most(v.errors[0], shifts, p, True))} | "
         f"{compare.nice(_most(v.errors[0], shifts, p, False))} |\n\n"
-        f"A convolution is equivariant: shift the input and its output shifts. The stride-1 stem shows it exactly "
-        f"(largest change {compare.nice(float(np.nanmax(stem)))} over all shifts). Each stride-2 step keeps it only "
+        f"A convolution is equivariant: shift the input and its output shifts. {_first_map_words(c, shifts)} "
+        "Each stride-2 step keeps it only "
         "for shifts the accumulated stride divides: a map can only move by whole cells. The ViT's patch tokens "
         f"(straight after the patch embedding, before position embeddings) move by whole tokens when the shift is a "
         f"multiple of P = {p}; for any other shift every patch holds different pixels and its token changes. "
@@ -249,21 +261,22 @@ def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
 
 # ---- data efficiency ------------------------------------------------------------------------------------------
 
-def binomial_interval(p: float, n: int, z: float = 1.96) -> float:
-    """Half-width of the 95% Wilson interval of an accuracy p measured on n scenes (unlike the plain normal
-    interval, not zero at 100%)."""
-    return z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+def interval_bars(accuracies: list[float], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(accuracies in %, (2, runs) error-bar lengths below and above them): the Wilson bounds, not ± a half-width."""
+    y = 100 * np.asarray(accuracies, dtype=np.float64)
+    bounds = 100 * np.array([efficiency.wilson(a, n) for a in accuracies]).reshape(-1, 2)
+    return y, np.stack([y - bounds[:, 0], bounds[:, 1] - y])
 
 
 def render_sweep(res: dict, train: bool) -> Image.Image:
-    """Accuracy on scenes never trained on against the number of training scenes, both models (95% intervals)."""
+    """Accuracy on scenes never trained on against the number of training scenes, both models (95% Wilson
+    intervals, drawn as their two bounds: at 100% the bar runs down from 100, never above it)."""
     n = res["test_scenes"]
     with plotting.figure(figsize=(plotting.fig_width(7.2), 5.2)) as (fig, ax):
         for kind, colour, marker, name in (("cnn", CNN_COLOUR, "s", "small CNN"), ("vit", VIT_COLOUR, "o", "tiny ViT")):
             runs = sorted((r for r in res["runs"] if r["model"] == kind), key=lambda r: r["scenes"])
             x = [r["scenes"] for r in runs]
-            y = [100 * r["test_accuracy"] for r in runs]
-            err = [100 * binomial_interval(r["test_accuracy"], n) for r in runs]
+            y, err = interval_bars([r["test_accuracy"] for r in runs], n)
             ax.errorbar(x, y, yerr=err, fmt=marker + "-", color=colour, linewidth=3, markersize=9, capsize=5,
                         label=f"{name}: new scenes")
             if train:
@@ -287,17 +300,10 @@ def render_sweep(res: dict, train: bool) -> Image.Image:
 
 
 def verdict(res: dict) -> tuple[str, list[dict]]:
-    """In words, what the sweep shows: per size, which model leads and whether by more than the noise."""
-    n = res["test_scenes"]
-    by = {(r["model"], r["scenes"]): r for r in res["runs"]}
-    sizes = sorted({r["scenes"] for r in res["runs"]})
-    rows, leads = [], []
-    for size in sizes:
-        c, v = by[("cnn", size)]["test_accuracy"], by[("vit", size)]["test_accuracy"]
-        noise = math.hypot(binomial_interval(c, n), binomial_interval(v, n))
-        lead = "ViT" if v - c > noise else "CNN" if c - v > noise else "neither"
-        leads.append(lead)
-        rows.append(dict(scenes=size, cnn=c, vit=v, gap=v - c, noise=noise, leads=lead))
+    """In words, what the sweep shows (:func:`vitviz.analyses.efficiency.leads` per size)."""
+    rows = efficiency.leads(res)
+    sizes = [r["scenes"] for r in rows]
+    leads = [r["leads"] for r in rows]
     if "ViT" in leads and "CNN" in leads and leads.index("CNN") < leads.index("ViT"):
         size = sizes[leads.index("ViT")]
         words = f"The ViT overtakes the CNN at {size:,} scenes: the crossover appears at this scale."
@@ -338,11 +344,15 @@ def fit_words(res: dict) -> str:
 
 def show_data_efficiency(_rgb: None, values: dict, progress=None) -> Shown:
     """The shipped sweep: both models' accuracy on new scenes against the number of training scenes."""
-    from vitviz.embedded import sweep
-
-    res = sweep.results()
+    res = assets.sweep_results()
     words, rows = verdict(res)
-    table = "\n".join(f"| {r['scenes']:,} | {r['cnn']:.1%} | {r['vit']:.1%} | {100 * r['gap']:+.1f} | "
+    n = res["test_scenes"]
+
+    def acc(p: float) -> str:
+        lo, hi = efficiency.wilson(p, n)
+        return f"{p:.1%} ({100 * lo:.1f}–{100 * hi:.1f})"
+
+    table = "\n".join(f"| {r['scenes']:,} | {acc(r['cnn'])} | {acc(r['vit'])} | {100 * r['gap']:+.1f} | "
                       f"±{100 * r['noise']:.1f} | {r['leads']} |" for r in rows)
     params = {r["model"]: r["parameters"] for r in res["runs"]}
     minutes = res["total_seconds"] / 60
@@ -354,7 +364,8 @@ def show_data_efficiency(_rgb: None, values: dict, progress=None) -> Shown:
         f"ever saw (six classes: chance is 16.7%). The whole sweep took {minutes:.0f} minutes on "
         f"{res['torch_threads']} CPU threads (`python -m vitviz.embedded.sweep`; `--eval` re-measures the "
         "shipped weights).\n\n"
-        "| training scenes | CNN | ViT | ViT − CNN (points) | noise (95%, points) | ahead |\n"
+        "| training scenes | CNN (95% interval) | ViT (95% interval) | ViT − CNN (points) | noise of the "
+        "difference (95%, points) | ahead |\n"
         f"|---|---|---|---|---|---|\n{table}\n\n"
         f"**What the curves show:** {words} {fit_words(res)}\n\n"
         "The convolution already assumes that nearby pixels belong together and that a pattern means the same "
@@ -405,6 +416,20 @@ def render_stages(nets: list[stages.Network]) -> Image.Image:
         return plotting.to_image(fig)
 
 
+def _head_words(s: stages.Stage) -> str:
+    """A stage's heads over its layers in words: "12 heads × 12 layers", or "(6 + 6 × 12) heads" when they differ."""
+    counts = s.heads_per_layer
+    if len(set(counts)) == 1:
+        return f"{counts[0]} heads × {len(counts)} layer{'s' if len(counts) > 1 else ''}"
+    groups: list[list[int]] = []
+    for c in counts:
+        if groups and groups[-1][0] == c:
+            groups[-1][1] += 1
+        else:
+            groups.append([c, 1])
+    return "(" + " + ".join(f"{c}" if k == 1 else f"{c} × {k}" for c, k in groups) + ") heads"
+
+
 def show_hybrid_stages(_rgb: None, values: dict, progress=None) -> Shown:
     """ViT-B/16, ResNet-50 and CoAtNet-0 stage by stage: grid, tokens, attention-matrix size and MACs."""
     side = values["side"]
@@ -412,7 +437,8 @@ def show_hybrid_stages(_rgb: None, values: dict, progress=None) -> Shown:
     lines = []
     for net in nets:
         for s in net.stages:
-            att = (f"{s.attention_entries:,} × {s.heads} heads × {s.layers}" if s.kind == "attention" else "—")
+            att = (f"{s.attention_entries:,} × {_head_words(s)} = {s.attention_total:,}" if s.kind == "attention"
+                   else "—")
             lines.append(f"| {net.name} | {s.name} | {s.side[0]}×{s.side[1]} | {s.tokens:,} | {att} | {_g(s.macs)} |"
                          f" {_g(s.attention_macs) if s.attention_macs else '—'} |")
     vit, resnet, coat = nets
@@ -421,11 +447,13 @@ def show_hybrid_stages(_rgb: None, values: dict, progress=None) -> Shown:
         "assumptions) and switches to attention once the grid is small enough for every position to look at every "
         "other. The counts come from the architecture alone; the tests check every stage against PyTorch's "
         "`FlopCounterMode` on timm's models.\n\n"
-        "| network | stage | grid | tokens | attention matrix (entries per head × heads × layers) | MACs | "
+        "| network | stage | grid | tokens | attention matrices (entries per head × heads over the layers) | MACs | "
         "of which q·kᵀ and weights·v |\n|---|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
         f"At {side} px, ViT-B/16 needs {_g(vit.macs)} MACs, ResNet-50 {_g(resnet.macs)} and CoAtNet-0 "
         f"{_g(coat.macs)}. Only {_g(vit.attention_macs)} of the ViT's ({vit.attention_macs / vit.macs:.1%}) are the "
-        "attention products themselves; the rest are the linear layers every token passes through. A rough "
+        "attention products themselves; the rest are the linear layers every token passes through. CoAtNet's "
+        "first block of each attention stage still works at the width it receives, so it has half the heads of "
+        "the blocks after it. A rough "
         "count that multiplies 197²·768 by 12 heads and 12 layers (4.3 G) counts each product head by head at "
         "the full width 768, where each head works on 64 channels. The quadratic term grows with the square of "
         f"the token count: at twice this side ({2 * side} px, four times the tokens) the ViT's attention products "
@@ -433,6 +461,7 @@ def show_hybrid_stages(_rgb: None, values: dict, progress=None) -> Shown:
     numbers = {"side": side, "networks": [
         {"name": n.name, "macs": n.macs, "attention_macs": n.attention_macs,
          "stages": [{"stage": s.name, "kind": s.kind, "grid": list(s.side), "tokens": s.tokens, "heads": s.heads,
-                     "layers": s.layers, "attention_entries_per_head": s.attention_entries, "macs": s.macs,
-                     "attention_macs": s.attention_macs} for s in n.stages]} for n in nets]}
+                     "layers": s.layers, "heads_per_layer": list(s.heads_per_layer),
+                     "attention_entries_per_head": s.attention_entries, "attention_entries": s.attention_total,
+                     "macs": s.macs, "attention_macs": s.attention_macs} for s in n.stages]} for n in nets]}
     return Shown({"stages": render_stages(nets)}, {"text": text}, numbers, settle(values))
