@@ -219,6 +219,128 @@ def test_a_ray_run_interrupted_by_a_signal_resumes(tmp_path):
 def test_listed_paths_never_share_an_output():
     from pathlib import PurePosixPath as P
 
-    rels = [crop.list_rel(P(p)) for p in ("a.jpg", "../a.jpg", "/a.jpg", "./sub/a.jpg", "sub/../a.jpg")]
-    assert rels == ["a.jpg", "_up_/a.jpg", "_root_/a.jpg", "sub/a.jpg", "sub/_up_/a.jpg"]
+    written = ("a.jpg", "../a.jpg", "/a.jpg", "./sub/a.jpg", "sub/../a.jpg", "_up_/a.jpg", "_root_/a.jpg",
+               "__up_/a.jpg")
+    rels = [crop.list_rel(P(p)) for p in written]
+    assert rels == ["a.jpg", "_up_/a.jpg", "_root_/a.jpg", "sub/a.jpg", "sub/_up_/a.jpg", "__up_/a.jpg",
+                    "__root_/a.jpg", "___up_/a.jpg"]
     assert len(set(rels)) == len(rels)
+
+
+# ---- a real archive's surprises (issue: what a class would hit) -----------------------------------------------
+
+def bomb_png(path: Path, side: int = 60000) -> None:
+    """A tiny PNG whose header declares side×side pixels (no pixel data): opening it must not be attempted."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+                     + chunk(b"IEND", b""))
+
+
+def test_a_header_that_declares_a_huge_picture_is_skipped_with_its_reason(tmp_path, capsys):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    for i in range(2):
+        Image.fromarray(scenes.make_scene(900 + i, size=96).image).save(src / f"ok{i}.png")
+    bomb_png(src / "bomb.png")
+    assert (src / "bomb.png").stat().st_size < 100
+    assert cli_run("crop", str(src), "--out", str(out)) == cli.PARTLY
+    err = capsys.readouterr().err
+    assert "skipped bomb.png: too large" in err and "Traceback" not in err
+    assert sorted(p.name for p in (out / "crops").iterdir()) == ["ok0.png.png", "ok1.png.png"]
+    items = crop.list_inputs(src)  # the planning step itself, as both engines use it
+    _, skipped = crop.plan(items, 64, 8, 8)
+    assert [s.rel for s in skipped] == ["bomb.png"] and "megapixels" in skipped[0].why
+
+
+def test_a_name_too_long_for_the_file_system_keeps_a_one_to_one_output(tmp_path):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    long_a, long_b = "a" * 250 + ".png", "a" * 249 + "b.png"  # legal names (254 bytes) sharing their start
+    for i, name in enumerate((long_a, long_b, "short.png")):
+        Image.fromarray(scenes.make_scene(910 + i, size=96).image).save(src / name)
+    assert cli_run("crop", str(src), "--out", str(out)) == cli.DONE
+    crops = sorted(p.name for p in (out / "crops").iterdir())
+    assert len(crops) == 3 and all(len(n.encode()) <= 255 for n in crops) and "short.png.png" in crops
+    with open(out / "boxes.csv", newline="") as f:
+        rows = {r["file"]: r for r in csv.DictReader(f)}
+    assert set(rows) == {long_a, long_b, "short.png"}
+    assert len({rows[n]["crop"] for n in rows}) == 3 and all((out / rows[n]["crop"]).is_file() for n in rows)
+    assert cli_run("crop", str(src), "--out", str(out)) == cli.DONE  # found again: done
+
+
+@pytest.mark.parametrize("where", [".", "results", "deeper/results"])
+def test_an_output_folder_inside_the_source_is_refused(tmp_path, capsys, where):
+    src = tmp_path / "src"
+    src.mkdir()
+    Image.fromarray(scenes.make_scene(920, size=96).image).save(src / "x.png")
+    (src / "crops").mkdir()
+    (src / "crops" / "x.png.png").write_bytes(b"the user's own file")
+    before = sorted(str(p) for p in src.rglob("*"))
+    assert cli_run("crop", str(src), "--out", str(src / where)) == cli.USAGE
+    assert "inside it" in capsys.readouterr().err
+    assert sorted(str(p) for p in src.rglob("*")) == before and (src / "crops" / "x.png.png").read_bytes() == \
+        b"the user's own file"
+
+
+def test_listed_paths_that_name_different_files_get_different_outputs(tmp_path, capsys):
+    """``../elsewhere/b.png`` and a folder really called ``_up_`` are two pictures; an absolute path is one more;
+    the same file written twice (``..\\elsewhere\\b.png``) is cropped once and said so."""
+    lists, elsewhere = tmp_path / "lists", tmp_path / "elsewhere"
+    for folder in (lists / "_up_" / "elsewhere", elsewhere, lists / "_root_" / str(tmp_path).lstrip("/")):
+        folder.mkdir(parents=True)
+    pictures = {elsewhere / "b.png": 930, lists / "_up_" / "elsewhere" / "b.png": 931, tmp_path / "abs.png": 932,
+                lists / "_root_" / str(tmp_path).lstrip("/") / "abs.png": 933}
+    for path, seed in pictures.items():
+        Image.fromarray(scenes.make_scene(seed, size=96).image).save(path)
+    listing = lists / "list.csv"
+    listing.write_text("path\n../elsewhere/b.png\n_up_/elsewhere/b.png\n..\\elsewhere\\b.png\n"
+                       f"{tmp_path / 'abs.png'}\n_root_{tmp_path}/abs.png\n")
+    out = tmp_path / "out"
+    assert cli_run("crop", str(listing), "--out", str(out)) == cli.DONE
+    assert "../elsewhere/b.png" not in capsys.readouterr().err.replace("_up_/elsewhere/b.png is listed 2 times", "")
+    with open(out / "boxes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and len({r["crop"] for r in rows}) == 4  # four files, four outputs
+    for r in rows:  # each crop is of its own picture
+        with Image.open(out / r["crop"]) as im:
+            got = np.asarray(im.convert("RGB"))
+        box = tuple(int(r[k]) for k in ("left", "top", "right", "bottom"))
+        source = {crop.list_rel(__import__("pathlib").PurePosixPath(p)): p for p in
+                  ("../elsewhere/b.png", "_up_/elsewhere/b.png", str(tmp_path / "abs.png"),
+                   f"_root_{tmp_path}/abs.png")}[r["file"]]
+        path = Path(source) if source.startswith("/") else lists / source
+        with Image.open(path) as im:
+            assert np.array_equal(got, np.asarray(im.convert("RGB"))[box[1]:box[3], box[0]:box[2]])
+    assert crop.duplicates(listing) == {"_up_/elsewhere/b.png": 2}
+
+
+def test_a_rerun_with_other_settings_redoes_the_crops(tmp_path, capsys):
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    Image.fromarray(scenes.make_scene(940, size=128).image).save(src / "x.png")
+    assert cli_run("crop", str(src), "--out", str(out), "--keep", "0.3") == cli.DONE
+    narrow = (out / "crops" / "x.png.png").read_bytes()
+    capsys.readouterr()
+    assert cli_run("crop", str(src), "--out", str(out), "--keep", "0.95") == cli.DONE
+    said = capsys.readouterr().out
+    assert "1 cropped (1 redone" in said and "0 already done" in said
+    assert (out / "crops" / "x.png.png").read_bytes() != narrow
+    with open(out / "boxes.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    wide = Image.open(out / "crops" / "x.png.png").size
+    assert (int(row["right"]) - int(row["left"]), int(row["bottom"]) - int(row["top"])) == wide
+    assert cli_run("crop", str(src), "--out", str(out), "--keep", "0.95") == cli.DONE
+    assert "0 cropped, 1 already done" in capsys.readouterr().out
+
+
+def test_the_progress_bar_counts_pictures(tmp_path, capsys):
+    src = tmp_path / "src"
+    make_tree(src)
+    cli_run("crop", str(src), "--out", str(tmp_path / "out"), "--batch", "4")
+    err = capsys.readouterr().err
+    assert "9/9" in err and "picture/s" in err  # 9 readable pictures in 3 batches, counted as pictures

@@ -37,9 +37,13 @@ def _say(*lines: str) -> None:
     print(*lines, sep="\n", file=sys.stderr)
 
 
-def _progress(items: list, label: str):
+def _progress(items: list | int, label: str):
+    """A progress bar over pictures: over ``items`` (a list of pictures), or one to ``update(n)`` by hand for a
+    count of pictures done in batches."""
     from tqdm import tqdm
 
+    if isinstance(items, int):
+        return tqdm(total=items, desc=label, unit="picture", file=sys.stderr, disable=items < 2)
     return tqdm(items, desc=label, unit="picture", file=sys.stderr, disable=len(items) < 2)
 
 
@@ -190,35 +194,48 @@ def cmd_crop(args: argparse.Namespace) -> int:
         _say(f"{source}: no such folder or file.")
         return FAILED
     try:
-        items = crop.list_inputs(source)
+        items = crop.list_inputs(source, out)
     except ValueError as err:
         _say(str(err) + ".")
-        return FAILED
+        return FAILED if "neither" in str(err) else USAGE
     if not items:
         _say(f"{source} has no pictures to crop.")
         return FAILED
+    for rel, n in crop.duplicates(source).items():
+        _say(f"{rel} is listed {n} times; it is cropped once.")
+    listed = len(items)
+    items, skipped = crop.in_output(items, out)
     crop.clear_unfinished(out)
-    todo = [i for i in items if not crop.done(out, i)]
     runner = models.get_model(values["model"])
     if runner.notice:
         _say(runner.notice.replace("**", ""))
-    batches, skipped = crop.plan(todo, runner.side(values["resolution"]), runner.spec.patch, args.batch)
-    if args.engine == "ray":
-        from vitviz.tools import crop_ray
-
-        try:
-            written, more = crop_ray.run(batches, values, out, address=args.address, workers=args.workers)
-        except crop_ray.RayMissing as err:
-            _say(str(err))
-            return FAILED
-    else:
-        written, more = crop.run_local(runner, batches, values, out, lambda b: _progress(b, "crop"))
+    settings = crop.settings_of(runner, values)
+    todo = [i for i in items if not crop.done(out, i, settings)]
+    redo = sum(crop.done(out, i) for i in todo)  # finished before, with other settings
+    batches, more = crop.plan(todo, runner.side(values["resolution"]), runner.spec.patch, args.batch)
     skipped += more
+    written: list[dict] = []
+    try:
+        if args.engine == "ray":
+            from vitviz.tools import crop_ray
+
+            try:
+                written, more = crop_ray.run(batches, values, out, address=args.address, workers=args.workers)
+            except crop_ray.RayMissing as err:
+                _say(str(err))
+                return FAILED
+        else:
+            with _progress(sum(len(b) for b in batches), "crop") as bar:
+                written, more = crop.run_local(runner, batches, values, out, bar.update)
+        skipped += more
+    finally:  # the table of what is done, even when the run stops part way
+        table = crop.write_table(out, items, settings)
     for warning in dict.fromkeys(r["warning"] for r in written if r.get("warning")):
         _say(warning)  # once: a photo shown to the shapes-only model
-    table = crop.write_table(out, items)
-    print(f"{len(written)} cropped, {len(items) - len(todo)} already done, {len(skipped)} skipped; boxes in {table}")
-    return _report(len(items), [(Path(s.rel), s.why) for s in skipped])
+    again = f" ({redo} redone: they were cropped before with other settings)" if redo else ""
+    print(f"{len(written)} cropped{again}, {len(items) - len(todo)} already done, {len(skipped)} skipped; "
+          f"boxes in {table}")
+    return _report(listed, [(Path(s.rel), s.why) for s in skipped])
 
 
 def _report(total: int, skipped: list[tuple[Path, str]]) -> int:

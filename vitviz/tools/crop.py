@@ -13,15 +13,19 @@ The work is cut the same way for every engine, so they write the same files byte
 4. :func:`write_table` gathers the records into ``boxes.csv``.
 
 A crop and its record (``.vitviz-crop/<rel>.json``) are written atomically (temporary file, then rename), the record
-last: a picture with a record is done, and a rerun skips it. An interrupted run loses only the batches in flight.
+last: a picture with a record made with the same settings is done, and a rerun skips it; a rerun with other
+settings (model, short side, share kept) redoes it. An interrupted run loses only the batches in flight. A name too
+long for the file system (255 bytes) is shortened with a digest of the whole path, so outputs stay one to one.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -32,6 +36,8 @@ picture's size, the box in its pixels, the share of attention and of patches ins
 RECORDS = ".vitviz-crop"
 """Beside ``crops/``: one JSON record per finished picture (what a rerun skips, what ``boxes.csv`` is made from)."""
 SETTINGS = ("model", "resolution", "keep")
+NAME_MAX = 255
+"""The longest file or folder name (in bytes) the usual file systems accept."""
 
 
 @dataclass(frozen=True)
@@ -50,49 +56,122 @@ class Skip:
     why: str
 
 
-def list_inputs(source: Path) -> list[Item]:
+def list_inputs(source: Path, out: Path | None = None) -> list[Item]:
     """The pictures under a folder (recursively; hidden files and folders left out) or named in a CSV file (a
-    ``path`` column, else the first column; relative paths are relative to the CSV's folder), sorted by ``rel``."""
+    ``path`` column, else the first column; relative paths are relative to the CSV's folder; ``\\`` read as ``/``),
+    sorted by ``rel``; a path listed twice is one picture (:func:`duplicates` says which). Raises ``ValueError`` when
+    ``out`` (the output folder) is the source folder or inside it: the crops would land among the pictures,
+    overwrite files there and be cropped again by the next run."""
     source = Path(source)
     if source.is_dir():
+        if out is not None and _inside(Path(out), source):
+            raise ValueError(f"--out {out} is the source folder or inside it: the crops would be written among the "
+                             "pictures (and cropped again by the next run). Choose an output folder outside it")
         items = [Item(str(p), p.relative_to(source).as_posix()) for p in source.rglob("*")
                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(source).parts)]
     elif source.is_file() and source.suffix.lower() == ".csv":
-        with source.open(newline="") as f:
-            rows = list(csv.reader(f))
-        column = rows[0].index("path") if rows and "path" in rows[0] else 0
-        body = rows[1:] if rows and "path" in rows[0] else rows
-        items = []
-        for row in body:
-            if len(row) <= column or not row[column].strip():
-                continue
-            written = PurePosixPath(row[column].strip().replace("\\", "/"))
-            path = Path(written) if written.is_absolute() else source.parent / written
-            items.append(Item(str(path), list_rel(written)))
+        items = _listed(source)
     else:
         raise ValueError(f"{source} is neither a folder nor a .csv list of pictures")
     unique = {i.rel: i for i in items}
     return [unique[k] for k in sorted(unique)]
 
 
+def _listed(listing: Path) -> list[Item]:
+    """Every row of a CSV list as an :class:`Item`, in order (duplicates included)."""
+    with listing.open(newline="") as f:
+        rows = list(csv.reader(f))
+    column = rows[0].index("path") if rows and "path" in rows[0] else 0
+    body = rows[1:] if rows and "path" in rows[0] else rows
+    items = []
+    for row in body:
+        if len(row) <= column or not row[column].strip():
+            continue
+        written = PurePosixPath(row[column].strip().replace("\\", "/"))
+        path = Path(written) if written.is_absolute() else listing.parent / written
+        items.append(Item(str(path), list_rel(written)))
+    return items
+
+
+def duplicates(source: Path) -> dict[str, int]:
+    """For a CSV list: each picture (by ``rel``) listed more than once, and how many times (it is cropped once)."""
+    source = Path(source)
+    if not (source.is_file() and source.suffix.lower() == ".csv"):
+        return {}
+    counts: dict[str, int] = {}
+    for item in _listed(source):
+        counts[item.rel] = counts.get(item.rel, 0) + 1
+    return {rel: n for rel, n in counts.items() if n > 1}
+
+
+def in_output(items: list[Item], out: Path) -> tuple[list[Item], list[Skip]]:
+    """``items`` without those inside the output folder (a list may name earlier crops), which are skipped."""
+    keep, skipped = [], []
+    for item in items:
+        if _inside(Path(item.path), Path(out)):
+            skipped.append(Skip(item.rel, "it is inside the output folder (--out): vitviz does not crop its own crops"))
+        else:
+            keep.append(item)
+    return keep, skipped
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or somewhere below it (links and ``..`` resolved)."""
+    return path.resolve() == folder.resolve() or path.resolve().is_relative_to(folder.resolve())
+
+
 def list_rel(written: PurePosixPath) -> str:
-    """A listed path as an output path inside the output folder, one to one: ``..`` becomes ``_up_`` and an
-    absolute path goes under ``_root_/``, so ``a.jpg``, ``../a.jpg`` and ``/a.jpg`` keep three outputs."""
-    parts = ["_up_" if p == ".." else p for p in written.parts if p not in ("/", ".")]
+    """A listed path as an output path inside the output folder, one to one: ``..`` becomes ``_up_``, an absolute
+    path goes under ``_root_/``, and a name that already starts with ``_`` gets one more (``_up_`` → ``__up_``), so
+    ``a.jpg``, ``../a.jpg``, ``_up_/a.jpg``, ``/a.jpg`` and ``_root_/a.jpg`` keep five outputs."""
+    parts = ["_up_" if p == ".." else "_" + p if p.startswith("_") else p
+             for p in written.parts if p not in ("/", ".")]
     return PurePosixPath("_root_" if written.is_absolute() else "", *parts).as_posix()
 
 
+def _short(name: str, suffix: str, whole: str) -> str:
+    """``name + suffix``, or when that is longer than :data:`NAME_MAX` bytes, the name cut and a digest of ``whole``
+    (the picture's whole path) added: ``long…name~<16 hex>.png``, still one to one."""
+    if len((name + suffix).encode()) <= NAME_MAX:
+        return name + suffix
+    tag = "~" + hashlib.sha1(whole.encode()).hexdigest()[:16] + suffix
+    cut = name.encode()[:NAME_MAX - len(tag.encode())].decode(errors="ignore")
+    return cut + tag
+
+
+def output_path(root: Path, rel: str, suffix: str) -> Path:
+    """``root/<rel><suffix>`` with every name fitting the file system (:func:`_short`)."""
+    parts = PurePosixPath(rel).parts
+    folders = [_short(part, "", "/".join(parts[:i + 1])) for i, part in enumerate(parts[:-1])]
+    return Path(root, *folders, _short(parts[-1], suffix, rel))
+
+
 def crop_file(out: Path, rel: str) -> Path:
-    return Path(out) / "crops" / f"{rel}.png"
+    return output_path(Path(out) / "crops", rel, ".png")
 
 
 def record_file(out: Path, rel: str) -> Path:
-    return Path(out) / RECORDS / f"{rel}.json"
+    return output_path(Path(out) / RECORDS, rel, ".json")
 
 
-def done(out: Path, item: Item) -> bool:
-    """Whether ``item`` was finished by an earlier run (its record and its crop are both there)."""
-    return record_file(out, item.rel).is_file() and crop_file(out, item.rel).is_file()
+def settings_of(runner, values: dict) -> dict:
+    """What a crop depends on, as a record stores it: the model shown, the short side used and the share kept."""
+    return {"model": runner.spec.key, "weights": runner.weights_id, "resolution": runner.side(values["resolution"]),
+            "keep": float(values["keep"])}
+
+
+def done(out: Path, item: Item, settings: dict | None = None) -> bool:
+    """Whether ``item`` was finished by an earlier run with these ``settings`` (its record, made with them, and its
+    crop are both there); without ``settings``, with any."""
+    rec, crop = record_file(out, item.rel), crop_file(out, item.rel)
+    if not (rec.is_file() and crop.is_file()):
+        return False
+    if settings is None:
+        return True
+    try:
+        return json.loads(rec.read_text()).get("settings") == settings
+    except (OSError, ValueError):
+        return False
 
 
 def clear_unfinished(out: Path) -> int:
@@ -110,16 +189,25 @@ def header_shape(path: str) -> tuple[int, int]:
     included), from its header only. Raises ``ValueError`` in command-line words."""
     from PIL import Image, UnidentifiedImageError
 
+    from vitviz.core.images import MAX_PIXELS
+
     try:
-        with Image.open(path) as im:
-            w, h = im.size
-            orientation = im.getexif().get(0x0112, 1)
+        with warnings.catch_warnings():  # vitviz's own pixel limit (below) is stricter than PIL's warning
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                w, h = im.size
+                orientation = im.getexif().get(0x0112, 1)
     except FileNotFoundError as err:
         raise ValueError("no such file") from err
+    except Image.DecompressionBombError as err:
+        raise ValueError(f"too large to open safely (its header says more than {MAX_PIXELS / 1e6:.0f} "
+                         "megapixels)") from err
     except UnidentifiedImageError as err:
         raise ValueError("not a picture vitviz can read (PNG, JPEG, GIF, WebP, ...)") from err
     except OSError as err:
         raise ValueError(f"cannot read it ({err})") from err
+    if w * h > MAX_PIXELS:
+        raise ValueError(f"too large: {w}×{h} = {w * h / 1e6:,.0f} megapixels (the limit is {MAX_PIXELS / 1e6:.0f})")
     return (w, h) if orientation in (5, 6, 7, 8) else (h, w)
 
 
@@ -180,19 +268,24 @@ def crop_batch(runner, batch: list[Item], values: dict, out: Path) -> tuple[list
     x = torch.cat([runner.normalise(f.image) for _, _, f in decoded])  # (B, 3, H, W): one shape by the plan
     rows = runner.run(ClassTokenProbe(runner.spec.prefix), x).numpy()
     records = []
+    settings = settings_of(runner, values)
     for (item, rgb, fitted), row in zip(decoded, rows):
         b = box_of(row, fitted.grid, patch, values["keep"])
         left, top, right, bottom = images.box_to_original(b.box, *rgb.shape[:2], side, patch)
         crop = crop_file(out, item.rel)
-        _atomic_write(crop, lambda tmp, r=rgb[top:bottom, left:right]: Image.fromarray(r).save(tmp, format="PNG"))
         record = {"file": item.rel, "crop": crop.relative_to(out).as_posix(), "width": rgb.shape[1],
                   "height": rgb.shape[0], "left": left, "top": top, "right": right, "bottom": bottom,
                   "mass_kept": f"{b.mass_kept:.4f}", "patches_kept": f"{b.patches_kept:.4f}",
-                  "model": runner.spec.key}
+                  "model": runner.spec.key, "settings": settings}
         warning = shapes_only(runner.spec.key, rgb)  # a photo answered by the shapes-only model: said, not hidden
         if warning:
             record["warning"] = warning.replace("**", "")
-        _atomic_write(record_file(out, item.rel), lambda tmp, r=record: Path(tmp).write_text(json.dumps(r)))
+        try:
+            _atomic_write(crop, lambda tmp, r=rgb[top:bottom, left:right]: Image.fromarray(r).save(tmp, format="PNG"))
+            _atomic_write(record_file(out, item.rel), lambda tmp, r=record: Path(tmp).write_text(json.dumps(r)))
+        except OSError as err:  # a full disk, a folder that cannot be made: this picture is skipped, the run goes on
+            skipped.append(Skip(item.rel, f"its crop cannot be written ({err.strerror or err})"))
+            continue
         records.append(record)
     return records, skipped
 
@@ -204,10 +297,13 @@ def records(out: Path) -> Iterator[dict]:
         yield json.loads(path.read_text())
 
 
-def write_table(out: Path, items: Iterable[Item]) -> Path:
-    """``boxes.csv`` for the pictures of this source that are done, one row each, sorted by path."""
+def write_table(out: Path, items: Iterable[Item], settings: dict | None = None) -> Path:
+    """``boxes.csv`` for the pictures of this source that are done (with ``settings``, when given), one row each,
+    sorted by path."""
     wanted = {i.rel for i in items}
-    rows = sorted((r for r in records(out) if r["file"] in wanted), key=lambda r: r["file"])
+    rows = sorted((r for r in records(out) if r["file"] in wanted and (settings is None or
+                                                                       r.get("settings") == settings)),
+                  key=lambda r: r["file"])
     table = Path(out) / "boxes.csv"
     _atomic_write(table, lambda tmp: _write_csv(tmp, rows))
     return table
@@ -221,11 +317,13 @@ def _write_csv(path: str, rows: list[dict]) -> None:
 
 
 def run_local(runner, batches: list[list[Item]], values: dict, out: Path,
-              progress: Callable[[Iterable], Iterable] = iter) -> tuple[list[dict], list[Skip]]:
-    """The local engine: the planned batches one after the other in this process. (records written, skipped)."""
+              progress: Callable[[int], None] = lambda n: None) -> tuple[list[dict], list[Skip]]:
+    """The local engine: the planned batches one after the other in this process; ``progress(n)`` hears of each
+    batch's n pictures as it is done. (records written, skipped)."""
     written, skipped = [], []
-    for batch in progress(batches):
+    for batch in batches:
         done_now, skip = crop_batch(runner, batch, values, out)
         written += done_now
         skipped += skip
+        progress(len(batch))
     return written, skipped
