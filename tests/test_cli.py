@@ -175,13 +175,63 @@ def test_costs_and_models_print_the_librarys_numbers():
     (["crop", "/no/such/folder", "--out", "/tmp/x"], 1, "no such folder or file"),
     (["attention", "README.md", "--out", "/tmp/x"], 1, "not an image vitviz can read"),
     (["attention", "x.png", "--threshold", "1.5", "--out", "/tmp/x"], 2,
-     "`keep` (keep this share of attention mass) must be a number from 0.1 to 0.95; got '1.5'"),
-    (["costs", "--model-size", "ViT-Z"], 2, "`model_size` (model size for the counts) must be one of 'ViT-Ti'"),
-    (["patches", "x.png", "--patch", "12"], 2, "`patch` (patch size P (pixels)) must be one of 4, 8, 14, 16, 32"),
+     "`--keep` (keep this share of attention mass) must be a number from 0.1 to 0.95; got '1.5'"),
+    (["costs", "--model-size", "ViT-Z"], 2, "`--model-size` (model size for the counts) must be one of 'ViT-Ti'"),
+    (["patches", "x.png", "--patch", "12"], 2, "`--patch` (patch size P (pixels)) must be one of 4, 8, 14, 16, 32"),
+    (["serve", "--port", "99999"], 2, "99999 is not a port: a whole number from 1 to 65535"),
+    (["patches", "missing.jpg"], 1, "missing.jpg: no such file."),
 ])
 def test_exit_codes_scripts_can_rely_on(args, code, words):
     out = run(*args)
     assert out.returncode == code and words in out.stderr
+    assert "Traceback" not in out.stderr and "`model_size`" not in out.stderr and "choose it again" not in out.stderr
+
+
+def test_patches_keeps_a_jpg_and_a_png_with_one_stem_apart(tmp_path):
+    scene = scenes.make_scene(3, size=96).image
+    Image.fromarray(scene).save(tmp_path / "coins.png")
+    Image.fromarray(scene[:, ::-1]).save(tmp_path / "coins.jpg", quality=95)
+    for name in ("coins.png", "coins.jpg"):
+        out = run("patches", str(tmp_path / name), "--out", str(tmp_path / "out"))
+        assert out.returncode == 0, out.stderr
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == ["coins.jpg.patches.json", "coins.jpg.patches.png", "coins.png.patches.json",
+                       "coins.png.patches.png"]
+    assert json.loads((tmp_path / "out" / "coins.jpg.patches.json").read_text())["image"].endswith("coins.jpg")
+
+
+def test_bundle_says_what_is_wrong_with_what_it_was_given(tmp_path):
+    (tmp_path / "notes.jpg").write_text("not a bundle")
+    out = run("bundle", str(tmp_path / "notes.jpg"), "--out", str(tmp_path / "x"))
+    assert out.returncode == 1 and "is not a vitviz bundle's params.json" in out.stderr
+    assert "Expecting value" not in out.stderr
+    (tmp_path / "params.json").write_text(json.dumps({"view": "patches", "image": "input.png"}))
+    out = run("bundle", str(tmp_path / "params.json"), "--out", str(tmp_path / "x"))
+    assert out.returncode == 1 and "names its picture input.png, which is not beside it" in out.stderr
+    assert "choose it again" not in out.stderr and "Patches tab" not in out.stderr
+    out = run("patches", str(EXAMPLES / "cat.png"), "--patch", "4", "--resolution", "640", "--policy", "keep")
+    assert out.returncode in (0, 1) and "tab" not in out.stderr  # no web words on the command line
+
+
+def test_every_argument_of_every_command_has_help():
+    import argparse
+
+    def walk(p: argparse.ArgumentParser, where: str):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, f"{where} {name}")
+            elif not isinstance(action, argparse._HelpAction):
+                yield where, action
+
+    missing = [(where, a.dest) for where, a in walk(cli.parser(), "vitviz") if not (a.help or "").strip()]
+    assert missing == []
+
+
+def test_models_lists_a_cnn_by_its_stride():
+    listing = run("models").stdout
+    assert re.search(r"ResNet-50 \(ImageNet-1k\)\s+cnn\s+25.6 M\s+stride 32", listing)
+    assert re.search(r"DINO ViT-S/8\s+attention\s+21.7 M\s+P=8 ", listing)
 
 
 def test_every_flag_is_a_declared_setting_with_its_range():

@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    build_demo().launch(**launch_kwargs(), server_port=args.port)
+    if not 1 <= args.port <= 65535:
+        raise SystemExit(f"--port {args.port} is not a port: a whole number from 1 to 65535.")
+    try:
+        build_demo().launch(**launch_kwargs(), server_port=args.port)
+    except OSError as err:  # the port is taken, or cannot be bound here
+        raise SystemExit(f"Cannot serve on port {args.port}: {err}") from None
 
 
 __all__ = ["build_demo", "launch_kwargs", "main", "spec"]

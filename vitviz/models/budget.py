@@ -92,7 +92,7 @@ def check_grid(grid: tuple[int, int]) -> None:
     if gh * gw > MAX_GRID_PATCHES:
         log.info("refused a %d×%d patch grid (limit %d patches)", gh, gw, MAX_GRID_PATCHES)
         raise ValueError(
-            f"That makes {gh}×{gw} = {gh * gw:,} patches; the Patches tab draws at most {MAX_GRID_PATCHES:,}. "
+            f"That makes {gh}×{gw} = {gh * gw:,} patches; vitviz draws a patch grid of at most {MAX_GRID_PATCHES:,}. "
             "Choose a larger patch size, a smaller resolution, or the crop policy.")
 
 

@@ -93,12 +93,24 @@ def write(view: str, values: dict, rgb: np.ndarray | None, folder: Path) -> Path
 
 def reproduce(params_file: Path, out: Path) -> list[Path]:
     """Make a bundle's figures again from its params.json (and input.png beside it); returns the PNGs written."""
-    params = json.loads(Path(params_file).read_text())
+    try:
+        params = json.loads(Path(params_file).read_text())
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"{params_file} is not a vitviz bundle's params.json (it is not JSON text): give the "
+                         "params.json of a downloaded view, or the ZIP itself.") from None
+    if not isinstance(params, dict):
+        raise ValueError(f"{params_file} is not a vitviz bundle's params.json (no settings in it).")
     view = params.pop("view", None)
     picture = params.pop("image", None)
     if view not in VIEWS:
         raise ValueError(f"{params_file} names no view vitviz knows ({view!r}); it is not a vitviz bundle's params.json.")
-    rgb = images.load_rgb(Path(params_file).parent / picture, images.INTAKE_SHORT_SIDE) if picture else None
+    rgb = None
+    if picture:
+        path = Path(params_file).parent / str(picture)
+        if not path.is_file():
+            raise ValueError(f"{params_file} names its picture {picture}, which is not beside it ({path}): put it "
+                             "back, or give the bundle's ZIP.")
+        rgb = images.load_rgb(path, images.INTAKE_SHORT_SIDE)
     shown = make(view, params, rgb)
     out.mkdir(parents=True, exist_ok=True)
     written = []

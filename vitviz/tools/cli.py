@@ -67,6 +67,27 @@ def checked(view: View, args: argparse.Namespace, only: tuple[str, ...] | None =
     return values if only is None else {k: v for k, v in values.items() if k in only}
 
 
+def _flagged(text: str) -> str:
+    """A message of the library as the command line says it: a setting's name (`model_size`) as its flag
+    (`--model-size`)."""
+    for view in spec.VIEWS.values():
+        for f in view.settings():
+            text = text.replace(f"`{f.name}`", f"`--{f.name.replace('_', '-')}`")
+    return text
+
+
+def _load(path: str | Path):
+    """A picture named on the command line, decoded by vitviz's intake; ``ValueError`` naming the file."""
+    from vitviz.core import images
+
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file.")
+    try:
+        return images.load_rgb(path, images.INTAKE_SHORT_SIDE)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
 def _notice(shown) -> None:
     if shown.note():
         _say(shown.note().replace("**", ""))
@@ -78,8 +99,8 @@ def cmd_models(args: argparse.Namespace) -> int:
     from vitviz.models import loaders
     from vitviz.specs import registry
 
-    rows = [(s.key, s.task, f"{s.params_m:g} M", f"P={s.patch}", loaders.availability(s))
-            for s in registry.REGISTRY.values()]
+    rows = [(s.key, s.task, f"{s.params_m:g} M", f"stride {s.patch}" if s.task == "cnn" else f"P={s.patch}",
+             loaders.availability(s)) for s in registry.REGISTRY.values()]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
@@ -119,7 +140,7 @@ def cmd_patches(args: argparse.Namespace) -> int:
     from vitviz.views import show
 
     values = checked(spec.PATCHES, args)
-    shown = show("patches", images.load_rgb(args.image, images.INTAKE_SHORT_SIDE), values)
+    shown = show("patches", _load(args.image), values)
     numbers = shown.numbers
     print(numbers["input"])
     for name in ("rows", "cols", "patches", "sequence", "attention entries"):
@@ -127,12 +148,12 @@ def cmd_patches(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        stem = Path(args.image).stem
-        shown.figures["grid"].save(out / f"{stem}_patches.png")
+        name = Path(args.image).name  # the whole name: a.jpg and a.png never write the same files
+        shown.figures["grid"].save(out / f"{name}.patches.png")
         record = {"image": str(args.image), "settings": shown.settled.values, "adjusted": shown.settled.adjusted(),
                   **numbers}
-        (out / f"{stem}_patches.json").write_text(json.dumps(record, indent=2, default=int))
-        print(f"wrote {out / (stem + '_patches.png')} and its JSON")
+        (out / f"{name}.patches.json").write_text(json.dumps(record, indent=2, default=int))
+        print(f"wrote {out / (name + '.patches.png')} and {name}.patches.json")
     return DONE
 
 
@@ -159,7 +180,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
             rgb = images.load_rgb(path, images.INTAKE_SHORT_SIDE)
             shown = show("attention", rgb, values)
         except ValueError as err:
-            skipped.append((path, str(err)))
+            skipped.append((path, _flagged(str(err))))
             continue
         if shown.note() and shown.note() not in told:  # each different notice once
             _notice(shown)
@@ -249,21 +270,25 @@ def _report(total: int, skipped: list[tuple[Path, str]]) -> int:
 # ---- vitviz bundle ----------------------------------------------------------------------------------------
 
 def cmd_bundle(args: argparse.Namespace) -> int:
+    import zipfile
+
     from vitviz.tools import bundle
 
     params = Path(args.params)
-    if params.is_file() and params.suffix == ".zip":  # a downloaded bundle as it came
+    if not params.is_file():
+        _say(f"{params}: no such file. Give the params.json of a bundle (its input.png beside it), or the ZIP.")
+        return FAILED
+    if zipfile.is_zipfile(params):  # a downloaded bundle as it came
         import tempfile
-        import zipfile
 
         with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(params) as z:
+            if "params.json" not in z.namelist():
+                _say(f"{params} is a ZIP without params.json: not a vitviz bundle.")
+                return FAILED
             z.extractall(tmp)
             written = bundle.reproduce(Path(tmp) / "params.json", Path(args.out))
-    elif params.is_file():
-        written = bundle.reproduce(params, Path(args.out))
     else:
-        _say(f"{params} is not a file: give the params.json of a bundle (input.png beside it), or the bundle's ZIP.")
-        return FAILED
+        written = bundle.reproduce(params, Path(args.out))
     print(f"wrote {len(written)} figure{'s' if len(written) != 1 else ''} (PNG and PDF) and numbers.json to {args.out}")
     return DONE
 
@@ -276,7 +301,6 @@ LAB_VIEWS = {"receptive-field": "receptive_field", "translation": "translation",
 
 
 def cmd_vitcnn(args: argparse.Namespace) -> int:
-    from vitviz.core import images
     from vitviz.tools import bundle
 
     name = LAB_VIEWS[args.lab_view]
@@ -286,7 +310,7 @@ def cmd_vitcnn(args: argparse.Namespace) -> int:
     if needs and not args.image:
         _say(f"vitviz vitcnn {args.lab_view} needs a picture: vitviz vitcnn {args.lab_view} IMAGE --out DIR")
         return USAGE
-    rgb = images.load_rgb(args.image, images.INTAKE_SHORT_SIDE) if needs else None
+    rgb = _load(args.image) if needs else None
     shown = bundle.make(name, values, rgb)
     _notice(shown)
     out = Path(args.out)
@@ -316,6 +340,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return DONE
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port: a whole number from 1 to 65535")
+    return value
+
+
 # ---- the parser ----------------------------------------------------------------------------------------------
 
 def _positive(text: str) -> int:
@@ -337,19 +371,22 @@ def parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("costs", help="multiply-accumulates of one forward pass, per component")
     settings_flags(p, spec.PATCHES, COST_SETTINGS)
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="how to print the table: aligned text (default), CSV or JSON")
     p.set_defaults(run=cmd_costs, view=spec.PATCHES, only=COST_SETTINGS)
 
     p = sub.add_parser("patches", help="cut a picture into patches")
-    p.add_argument("image")
+    p.add_argument("image", help="the picture (PNG, JPEG, GIF, WebP, ...)")
     settings_flags(p, spec.PATCHES)
-    p.add_argument("--out", help="a folder for the grid picture and its JSON")
+    p.add_argument("--out", help="a folder for the grid picture and its numbers (NAME.patches.png, "
+                                 "NAME.patches.json); without it, only the counts are printed")
     p.set_defaults(run=cmd_patches, view=spec.PATCHES, only=None)
 
     p = sub.add_parser("attention", help="class-token attention per head, rollout and mask, with its numbers")
-    p.add_argument("images", nargs="+")
+    p.add_argument("images", nargs="+", help="one or more pictures")
     settings_flags(p, spec.ATTENTION)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="a folder for each picture's NAME.heads.png, NAME.rollout.png, "
+                                                "NAME.mask.png and NAME.json")
     p.set_defaults(run=cmd_attention, view=spec.ATTENTION, only=None)
 
     p = sub.add_parser("crop", help="crop every picture in a folder tree (or a CSV list) to where the class token "
@@ -358,7 +395,8 @@ def parser() -> argparse.ArgumentParser:
                        "Ray cluster (pip install 'vitviz[ray]').")
     p.add_argument("source", help="a folder (searched recursively) or a .csv file listing pictures (a 'path' column)")
     settings_flags(p, spec.ATTENTION, CROP_SETTINGS)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="a folder outside the source for crops/, boxes.csv and the "
+                                                "records a rerun reads")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
                    help="local: this process; ray: a pool of Ray actors, each loading the model once")
     p.add_argument("--batch", type=_positive, default=8, help="pictures per forward (those the model sees at one "
@@ -376,20 +414,20 @@ def parser() -> argparse.ArgumentParser:
         view = spec.VIEWS[name]
         q = lab.add_parser(command, help=view.title)
         if any(f.kind == "image" for f in view.fields):
-            q.add_argument("image")
+            q.add_argument("image", help="the picture")
         else:
             q.set_defaults(image=None)
         settings_flags(q, view)
-        q.add_argument("--out", required=True)
+        q.add_argument("--out", required=True, help="a folder for the figures (PNG) and the numbers (JSON)")
         q.set_defaults(run=cmd_vitcnn, view=view, only=None)
 
     p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
-    p.add_argument("params")
-    p.add_argument("--out", required=True)
+    p.add_argument("params", help="a bundle's params.json (its input.png beside it) or the downloaded ZIP")
+    p.add_argument("--out", required=True, help="a folder for the figures (PNG and PDF) and numbers.json")
     p.set_defaults(run=cmd_bundle)
 
     p = sub.add_parser("serve", help="the web app")
-    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--port", type=_port, default=7860, help="the port to serve on, 1 to 65535 (default: 7860)")
     p.set_defaults(run=cmd_serve)
     return ap
 
@@ -402,12 +440,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             checked(args.view, args, args.only)
         except ValueError as err:
-            _say(str(err))
+            _say(_flagged(str(err)))
             return USAGE
     try:
         return args.run(args)
     except ValueError as err:  # the library's messages are written for people
-        _say(str(err))
+        _say(_flagged(str(err)))
         return FAILED
 
 
