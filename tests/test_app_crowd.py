@@ -121,7 +121,7 @@ def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_p
     clients = [Client(app_url, verbose=False) for _ in range(12)]
     ask = lambda c: c.predict(handle_file(str(path)), 16, 224, "crop", "ViT-B", api_name="/patches")  # noqa: E731
     summary = ask(clients[0])["texts"]["summary"]  # warm
-    assert "703×703 input → 224×224" in summary  # decoded at 1/9 scale
+    assert "6320×6320 picture, read at 703×703 → 224×224" in summary  # decoded at 1/9 scale, its size still said
     peak, stop = [rss_mb()], threading.Event()
 
     def watch() -> None:

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import EXAMPLES
+
 from vitviz.core import images
 from vitviz.specs.views import FIT_POLICIES
 
@@ -140,3 +142,25 @@ def test_box_to_original_undoes_keep_by_hand():
     # x: (16 + 6) · 170/109 = 34.3 → 34, (32 + 6) · 170/109 = 59.3 → 60; y: 16 · 100/64 = 25, 32 · 100/64 = 50
     assert box_to_original((16, 16, 32, 32), 100, 170, 64, 16) == (34, 25, 60, 50)
     assert box_to_original((0, 0, 96, 64), 100, 170, 64, 16) == (9, 0, 160, 100)  # the trimmed margins stay out
+
+
+def test_a_picture_read_at_a_fraction_of_its_size_is_reported_at_its_own_size(tmp_path):
+    """A 1411×1411 JPEG is decoded at 706×706 (draft mode) for a 640-px intake; the views say 1411×1411."""
+    from vitviz.core import images
+
+    path = tmp_path / "big.jpg"
+    Image.effect_noise((1411, 1411), 40).convert("RGB").save(path, quality=90)
+    rgb = images.load_rgb(path, images.INTAKE_SHORT_SIDE)
+    assert rgb.shape[:2] == (706, 706) and images.source_size(rgb) == (1411, 1411)
+    note = images.fit_to_patches(rgb, 224, 16, "crop").note
+    assert note.startswith("1411×1411 picture, read at 706×706 → 224×224")
+    assert images.source_size(rgb[:100]) == (706, 100)  # a part of it does not claim the file's size
+    assert images.source_size(np.zeros((30, 40, 3), np.uint8)) == (40, 30)
+    turned = tmp_path / "turned.jpg"  # EXIF orientation 6: the file is 1411 wide, the picture 1411 tall
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.effect_noise((1411, 900), 40).convert("RGB").save(turned, quality=90, exif=exif)
+    rgb = images.load_rgb(turned, images.INTAKE_SHORT_SIDE)
+    assert images.source_size(rgb) == (900, 1411) and rgb.shape[0] > rgb.shape[1]
+    full = images.load_rgb(EXAMPLES / "cat.png")
+    assert images.fit_to_patches(full, 224, 16).note.startswith(f"{full.shape[1]}×{full.shape[0]} picture → ")

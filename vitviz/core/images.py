@@ -31,6 +31,28 @@ INTAKE_SHORT_SIDE = 640
 
 ImageSource = Union[str, Path, bytes, Image.Image, np.ndarray]
 
+
+class Decoded(np.ndarray):
+    """An (H, W, 3) uint8 picture as :func:`load_rgb` decoded it, remembering the size of the picture in the file
+    (``source``: (width, height), after EXIF rotation): a large upload is read at a fraction of its size, and a view
+    still says how large the picture was. An array made from this one with another shape (a crop, a resize) does
+    not claim that size (:func:`source_size`)."""
+
+    source: tuple[int, int] | None = None
+    decoded: tuple[int, int] | None = None
+
+    def __array_finalize__(self, obj) -> None:
+        self.source = getattr(obj, "source", None)
+        self.decoded = getattr(obj, "decoded", None)
+
+
+def source_size(rgb: np.ndarray) -> tuple[int, int]:
+    """(width, height) of the picture ``rgb`` was decoded from: its file's size for an array :func:`load_rgb` made
+    (and only while it keeps that shape), else the array's own."""
+    if getattr(rgb, "source", None) and getattr(rgb, "decoded", None) == tuple(rgb.shape[:2]):
+        return rgb.source
+    return int(rgb.shape[1]), int(rgb.shape[0])
+
 def _open(src: ImageSource) -> Image.Image:
     if isinstance(src, Image.Image):
         return src
@@ -148,6 +170,7 @@ def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
             )
         if getattr(im, "n_frames", 1) > 1:
             im.seek(0)
+        turned = im.getexif().get(0x0112, 1) in (5, 6, 7, 8) if hasattr(im, "getexif") else False
         im = _shrink(im, short_side)
         im = ImageOps.exif_transpose(im)
         rgb = _to_rgb(im)
@@ -160,7 +183,10 @@ def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
     except (OSError, SyntaxError, EOFError) as err:
         raise ValueError("The image file is damaged or incomplete. Please try another file.") from err
     check_shape(rgb.shape[0], rgb.shape[1])
-    return np.ascontiguousarray(rgb)
+    out = np.ascontiguousarray(rgb).view(Decoded)
+    out.source = (h, w) if turned else (w, h)
+    out.decoded = tuple(out.shape[:2])
+    return out
 
 
 def decode_bytes(src: ImageSource, short_side: int | None = None) -> int:
@@ -275,6 +301,7 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
     h0, w0 = rgb.shape[:2]
     check_shape(h0, w0, 1)
     hh, ww = fitted_shape(h0, w0, size, patch, policy)
+    sw, sh = source_size(rgb)
     side = size // patch * patch
     if policy == "stretch":
         out = _resize(rgb, side, side)
@@ -296,6 +323,7 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
         out = r[top:top + hh, left:left + ww]
     out = np.ascontiguousarray(out)
     gh, gw = out.shape[0] // patch, out.shape[1] // patch
-    note = (f"{w0}×{h0} input → {out.shape[1]}×{out.shape[0]} ({FIT_POLICIES[policy]}): "
+    read = "" if (sw, sh) == (w0, h0) else f", read at {w0}×{h0}"
+    note = (f"{sw}×{sh} picture{read} → {out.shape[1]}×{out.shape[0]} ({FIT_POLICIES[policy]}): "
             f"{gh}×{gw} = {gh * gw} patches of {patch}×{patch}.")
     return Fitted(out, patch, policy, note)

@@ -28,7 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import torch
 
-from vitviz.core.images import Fitted, fit_to_patches, fitted_shape
+from vitviz.core.images import Fitted, fit_to_patches, fitted_shape, source_size
 from vitviz.core.lru import LRU
 from vitviz.models import budget, hooks
 from vitviz.specs.registry import ModelSpec
@@ -246,7 +246,7 @@ class Runner:
 
     def _checkpoint_fitted(self, rgb: np.ndarray, x: torch.Tensor) -> Fitted:
         dc = self.data_config
-        h0, w0 = rgb.shape[:2]
+        w0, h0 = source_size(rgb)
         s = x.shape[-1]
         p = self.spec.patch
         note = (f"the {w0}×{h0} picture → {s}×{s} as this checkpoint expects ({dc.get('interpolation', 'bicubic')} "
