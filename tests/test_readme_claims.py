@@ -67,3 +67,34 @@ def test_the_patch_grid_fits_the_figure_height_with_whole_pixels_per_patch(rgb_c
         grid, scale = patches.grid_image(fitted)
         assert grid.height <= 660 and grid.width <= 790 and scale == max(1, 660 // max(fitted.image.shape[:2]))
         assert np.asarray(grid).shape[0] == fitted.image.shape[0] * scale
+
+
+def test_the_toys_grey_image_is_drawn_in_grey():
+    from vitviz.views import patches
+
+    (image, caption), *_ = patches.toy_figures()
+    rgb = np.asarray(image.convert("RGB")).astype(int)
+    colour = np.abs(rgb[..., 0] - rgb[..., 1]) + np.abs(rgb[..., 1] - rgb[..., 2])
+    assert "grey" in caption and (colour > 12).mean() < 0.001  # no yellow and navy for grey levels
+
+
+def test_the_distance_chart_starts_at_zero(rgb_cat):
+    """A chart of distances from 0: 30.5–34 px on the axis would make 3 px look large."""
+    from matplotlib.figure import Figure
+
+    from vitviz.views import attention as view
+
+    seen = {}
+
+    def spy(fig: Figure, *args, **kwargs):
+        seen["ylim"] = fig.axes[0].get_ylim()
+        return real(fig, *args, **kwargs)
+
+    real = plotting.to_image
+    plotting.to_image = spy
+    try:
+        a, _ = view.analysis_for(rgb_cat, {"model": "vitviz tiny (shapes only)", "resolution": 64})
+        view._draw_distance(a)
+    finally:
+        plotting.to_image = real
+    assert seen["ylim"][0] == 0 and seen["ylim"][1] >= a.maps.distance.max()

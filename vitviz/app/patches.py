@@ -51,9 +51,12 @@ def build(gr_tab: gr.Tab) -> Tab:
             costs = gr.Markdown(elem_classes="vx-table", elem_id="cost-table")
             chart = figure("cost-chart")
     with gr.Accordion("The 8×8 toy, step by step", open=False) as toy_box:
-        toy_step = form.add(spec.TOY["step"])
-        toy_caption = gr.Markdown()
-        toy = figure("toy-step")
+        with gr.Row():  # the step beside its figure: each step is seen without scrolling at 1280×720
+            with gr.Column(scale=1, min_width=260):
+                toy_step = form.add(spec.TOY["step"])
+                toy_caption = gr.Markdown()
+            with gr.Column(scale=2, min_width=300):
+                toy = figure("toy-step")
     with gr.Accordion("What a trained patch projection learned: its filters' principal components",
                       open=False) as filt_box:
         explain("Each embedding dimension has its own P×P×3 filter: the patch's pixels, weighted and summed. "

@@ -160,6 +160,7 @@ def _draw_distance(a: Analysis) -> Image.Image:
         ax.set_xticks(layers if len(layers) <= 12 else layers[::2])
         ax.set_xlabel("layer")
         ax.set_ylabel("distance (px)")
+        ax.set_ylim(0, max(float(d.max()), 1e-9) * 1.08)  # from 0: a 3-px difference looks like one
         ax.set_title("Mean attention distance per head")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False, ncol=4, columnspacing=1,
                   handletextpad=0.2)

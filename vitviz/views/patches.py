@@ -179,9 +179,9 @@ def _toy_figures(style: plotting.Style) -> tuple[tuple[Image.Image, str], ...]:
     dims = [str(i) for i in range(t["E"].shape[1])]
     hm = plotting.heatmap
     figs = [
-        (hm(t["image"], "1. Toy image, 8×8 pixels", "x (pixel)", "y (pixel)", "grey level", cmap="cividis",
+        (hm(t["image"], "1. Toy image, 8×8 pixels", "x (pixel)", "y (pixel)", "grey level", cmap="gray",
             annotate=False), "8×8 grey image; four 4×4 patches"),
-        (hm(t["flat"], "2. Patches flattened: 4 × 16", "pixel in patch", "patch", "grey level", cmap="cividis",
+        (hm(t["flat"], "2. Patches flattened: 4 × 16", "pixel in patch", "patch", "grey level", cmap="gray",
             yticks=names), "each patch becomes a 16-vector"),
         (hm(t["E"], "3. Embeddings E = flat · W (4 × 8)", "embedding dimension", "patch", "value", signed=True,
             ticks=dims, yticks=names, annotate=True), "projected to d_model = 8 (W: seed 42, scale 0.3)"),

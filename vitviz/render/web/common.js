@@ -1,4 +1,18 @@
-// Shared by vitviz's browser views (prepended to each view's js_on_load): decoding what the server packs.
+// Shared by vitviz's browser views (prepended to each view's js_on_load): decoding what the server packs, and
+// printing numbers with the server's digits.
+function fixed(v, d) {  // Python's format(v, f".{d}f"): v's exact binary value rounded to d decimals, ties to even
+  // (JavaScript's toFixed sends a tie up: 12.5 -> "13" where Python writes "12"), so the page and the server's
+  // figures and tables print the same digits for the same number.
+  if (!Number.isFinite(v)) return String(v);
+  const sign = v < 0 || Object.is(v, -0) ? "-" : "", a = Math.abs(v), long = a.toFixed(Math.min(100, d + 40));
+  const dot = long.indexOf("."), tail = long.slice(dot + 1 + d);
+  if (/^50*$/.test(tail)) {  // exactly half way between two d-digit numbers: keep the even one
+    const kept = long.slice(0, dot + 1 + d).replace(/\.$/, "");
+    if (Number(kept[kept.length - 1]) % 2 === 0) return sign + kept;
+  }
+  return sign + a.toFixed(d);
+}
+function percent(x, d = 1) { return fixed(100 * x, d) + "%"; }  // Python's f"{x:.{d}%}"
 function bytes(b64) {  // base64 -> Uint8Array
   const s = atob(b64), u = new Uint8Array(s.length);
   for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);

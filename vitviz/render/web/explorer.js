@@ -157,7 +157,7 @@ function paint(cv, a, withMask) {
   return mm;
 }
 
-const pct = (x) => (100 * x).toFixed(1) + "%";
+const pct = (x) => percent(x, 1);
 const $ = (sel) => root.querySelector(sel);
 
 function draw() {
@@ -181,7 +181,7 @@ function draw() {
     const h = Number(fig.dataset.h), m = paint(fig.querySelector("canvas"), map(L, h), true);
     fig.classList.toggle("vx-on", h === S.head);
     const cap = fig.querySelector("figcaption");
-    cap.innerHTML = `${h < 0 ? "mean" : "head " + h}<br>${m ? Math.round(100 * m.frac) + "%" : "—"}`;
+    cap.innerHTML = `${h < 0 ? "mean" : "head " + h}<br>${m ? percent(m.frac, 0) : "—"}`;
     cap.title = m ? `${name(h)}: the contour holds ${pct(m.mass)} of its attention in ${pct(m.frac)} of the patches` : "";
   });
   const strip = [S.alpha, S.cmap].join();  // the strip does not depend on the query: repainted only when it changes
@@ -194,8 +194,8 @@ function draw() {
   });
   S.strip = strip;
   $(".vx-layer-out").textContent = `${L + 1} of ${S.p.layers}`;
-  $(".vx-keep-out").textContent = `${Math.round(100 * S.keep)}% of the mass`;
-  $(".vx-alpha-out").textContent = `opacity ${S.alpha.toFixed(2)}`;
+  $(".vx-keep-out").textContent = `${percent(S.keep, 0)} of the mass`;
+  $(".vx-alpha-out").textContent = `opacity ${fixed(S.alpha, 2)}`;
 }
 
 function held() {  // the Attention view's settings this explorer holds (vitviz/specs/views.py declares them)

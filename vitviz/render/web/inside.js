@@ -76,8 +76,8 @@ function draw() {
   for (let j = 0; j < P; j++) onPrefix += tr.weights[j];
   const cap = $(".vx-in-caption");
   cap.textContent = `Layer ${S.p.layer + 1}, head ${S.p.head}, ${name(S.query)} as the query: scores from ` +
-    `${slo.toFixed(2)} to ${shi.toFixed(2)} over the patches; the largest weight, ${(100 * tr.weights[top]).toFixed(1)}%, ` +
-    `on ${name(top)}; ${(100 * onPrefix).toFixed(1)}% on the [CLS] token. Our weighted sum differs from the ` +
+    `${fixed(slo, 2)} to ${fixed(shi, 2)} over the patches; the largest weight, ${percent(tr.weights[top])}, ` +
+    `on ${name(top)}; ${percent(onPrefix)} on the [CLS] token. Our weighted sum differs from the ` +
     `model's output by at most ${tr.error.toExponential(1)}.`;
   Object.assign(cap.dataset, { query: S.query, error: tr.error, top });
 }

@@ -49,7 +49,7 @@ function draw() {
   strip(root.querySelector(".vx-emb"), cols);
   const cap = root.querySelector(".vx-cap");
   cap.textContent = `patch p${r},${c}: ${flat.length.toLocaleString()} = ${P}·${P}·3 numbers (red, then green, then ` +
-    `blue, row by row) → ${emb.length} after the projection: ${Array.from(emb.slice(0, 4), (v) => v.toFixed(3)).join(", ")}, …`;
+    `blue, row by row) → ${emb.length} after the projection: ${Array.from(emb.slice(0, 4), (v) => fixed(v, 3)).join(", ")}, …`;
   Object.assign(cap.dataset, { patch: `${r},${c}`, flat: flat.length, emb: JSON.stringify(Array.from(emb)) });
 }
 

@@ -16,7 +16,7 @@ function draw() {
     for (let i = 0; i < n; i++) {
       const k = colourIndex(row[i], S.lo, S.hi), light = 0.3 * lut[k] + 0.6 * lut[k + 1] + 0.1 * lut[k + 2] > 140;
       ctx.fillStyle = light ? "#000" : "#fff";
-      ctx.fillText(row[i].toFixed(2), (i % C + 0.5) * cw, (Math.floor(i / C) + 0.5) * ch);
+      ctx.fillText(fixed(row[i], 2), (i % C + 0.5) * cw, (Math.floor(i / C) + 0.5) * ch);
     }
   }
   ctx.strokeStyle = "#ff3b30"; ctx.lineWidth = Math.max(3, cv.width / 120);
@@ -24,9 +24,9 @@ function draw() {
   let low = 0;
   for (let i = 1; i < n; i++) if (row[i] < row[low]) low = i;
   const right = c + 1 < C ? row[q + 1] : null, cap = root.querySelector("figcaption");
-  cap.textContent = `${S.p.kind} similarity to position (${r}, ${c}): itself ${row[q].toFixed(3)}` +
-    (right === null ? "" : `, the next position to the right ${right.toFixed(3)}`) +
-    `, least similar (${Math.floor(low / C)}, ${low % C}) at ${row[low].toFixed(3)}.`;
+  cap.textContent = `${S.p.kind} similarity to position (${r}, ${c}): itself ${fixed(row[q], 3)}` +
+    (right === null ? "" : `, the next position to the right ${fixed(right, 3)}`) +
+    `, least similar (${Math.floor(low / C)}, ${low % C}) at ${fixed(row[low], 3)}.`;
   Object.assign(cap.dataset, { pos: `${r},${c}`, self: row[q], right: right ?? "", low: row[low] });
 }
 
@@ -39,7 +39,7 @@ function build(p) {
   for (const v of S.sim) { if (v < S.lo) S.lo = v; if (v > S.hi) S.hi = v; }
   root.innerHTML = `<p class="vx-title">${p.name}: point at a position (or use the arrow keys)</p>
     <figure><figcaption aria-live="polite"></figcaption></figure>
-    <div class="vx-scale"><span>${S.lo.toFixed(2)}</span><canvas class="vx-bar"></canvas><span>${S.hi.toFixed(2)}</span>
+    <div class="vx-scale"><span>${fixed(S.lo, 2)}</span><canvas class="vx-bar"></canvas><span>${fixed(S.hi, 2)}</span>
     <span>one colour scale for every position</span></div>`;
   followCells(S, "pos", hiDpiCanvas(root.querySelector("figure"), w, h), draw);
   const bar = root.querySelector(".vx-bar"), ramp = new Float32Array(256).map((_, i) => i);
