@@ -57,8 +57,14 @@ def test_the_ten_to_one_picture_at_the_largest_side_is_refused_at_once(dino_s8_d
     assert "refused DINO ViT-S/8: 64×640 patches (40961 tokens" in caplog.text
 
 
-def test_a_square_at_the_largest_side_is_accepted_by_the_budget():
-    budget.check_tokens(S8, (64, 64), 512, attention_bytes)  # 4,097 tokens: no error
+def test_the_token_limit_is_the_largest_count_whose_estimate_fits_and_takes_the_largest_square():
+    limit = budget.max_tokens(S8, attention_bytes)
+    assert attention_bytes(S8, limit) <= budget.REQUEST_BYTES < attention_bytes(S8, limit + 1)
+    assert limit >= 64 * 64 + 1  # a square at the largest short side (512 px) fits
+    budget.check_tokens(S8, (64, 64), 512, attention_bytes)
+    over = (limit // 64 + 1, 64)  # one row of patches more than the limit allows
+    with pytest.raises(ValueError, match=f"The limit for this model is {limit:,} tokens"):
+        budget.check_tokens(S8, over, None, attention_bytes)
 
 
 def test_patch_grid_budget():

@@ -147,21 +147,6 @@ def test_figures_drawn_from_threads_equal_sequential_ones():
         assert list(pool.map(draw, range(THREADS))) == alone
 
 
-def test_importing_the_library_changes_no_matplotlib_state():
-    import subprocess
-    import sys
-
-    code = ("import matplotlib, sys; before = dict(matplotlib.rcParams); "
-            "import vitviz.render.plotting, vitviz.views.attention, vitviz.views.patches, vitviz.views.posembed; "
-            "vitviz.render.plotting.heatmap([[0, 1], [2, 3]], 't', 'x', 'y', 'v'); "
-            "print(matplotlib.rcParams['backend'], 'matplotlib.pyplot' in sys.modules, "
-            "dict(matplotlib.rcParams) == before)")
-    env = {"MPLBACKEND": "svg", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                         cwd=str(ROOT)).stdout.split()
-    assert out == ["svg", "False", "True"]
-
-
 def test_new_views_from_threads_equal_sequential_and_leave_nothing_behind():
     """Inside-one-head records, layer tokens and relevance (forward and backward) run at once with plain captures,
     on one model: each equals the same call made alone, and no hook or fused flag is left changed."""

@@ -77,7 +77,9 @@ def test_hub_reachable_honours_offline_flag(monkeypatch):
     assert tried == []  # the flag is enough: not even a probe
 
 
-def test_hub_check_is_one_probe_with_a_short_timeout(monkeypatch):
+def test_the_hub_is_probed_once_with_a_short_timeout_and_the_lists_follow(monkeypatch):
+    """Without the offline flag and without a network: one probe (the timeout asked for), remembered; the model
+    lists learn what needs a download from one probe of 1.2 s at most, once per process."""
     tried = connections(monkeypatch)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(loaders, "_reach_cache", None)
@@ -85,6 +87,16 @@ def test_hub_check_is_one_probe_with_a_short_timeout(monkeypatch):
     assert tried == [((loaders.HUB_HOST, 443), 1.0)]
     assert loaders.hub_reachable(timeout=1.0) is False and len(tried) == 1  # remembered, not asked again
     monkeypatch.setattr(loaders, "_reach_cache", None)
+    models.clear_cache()
+    try:
+        first = models.available_now()
+        assert [t for _, t in tried[1:]] == [1.2]
+        assert first[registry.OFFLINE_KEY] and not first["DINO ViT-S/8"]
+        assert models.choice_label("DINO ViT-S/8") == "DINO ViT-S/8: needs download"
+        assert models.available_now() == first and len(tried) == 2  # decided once
+    finally:
+        models.clear_cache()
+        monkeypatch.setattr(loaders, "_reach_cache", None)
 
 
 def test_offline_falls_back_to_embedded_with_notice(monkeypatch):

@@ -53,9 +53,15 @@ def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
     assert size == (assets.TINY / "model.safetensors").stat().st_size
 
 
-def test_the_installed_package_finds_its_files():
-    assert (assets.TINY / "model.safetensors").is_file()
-    assert assets.TINY == assets.TINY
+def test_the_installed_package_finds_its_files_from_any_folder(tmp_path):
+    """The package data is found next to the installed package, whatever the working folder."""
+    code = ("import vitviz, pathlib; from vitviz import assets; pkg = pathlib.Path(vitviz.__file__).parent; "
+            "print(assets.ROOT == pkg / 'assets', (assets.TINY / 'model.safetensors').is_file(), "
+            "len(assets.example_names()), len(assets.tiny_checkpoints()), (assets.SWEEP / 'results.json').is_file())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", str(len(list(assets.EXAMPLES.glob("*.[pj][np]g")))),
+                                  str(len(list((assets.TINY / "checkpoints").glob("*.safetensors")))), "True"]
+    assert len(assets.example_names()) >= 9
 
 
 def test_importing_vitviz_changes_nothing_global():
@@ -68,16 +74,18 @@ import vitviz.analyses.attention, vitviz.core.attention, vitviz.models.budget, v
 import vitviz.tools.cli, vitviz.tools.bundle, vitviz.render.browser, vitviz.specs.views, vitviz.models.runner
 import vitviz.core.images, vitviz.models.loaders, vitviz.models.cache, vitviz.core.patches, vitviz.render.plotting
 import vitviz.core.posembed, vitviz.views.attention, vitviz.views.classify, vitviz.views.patches, vitviz.views.posembed
+vitviz.render.plotting.heatmap([[0, 1], [2, 3]], "t", "x", "y", "v")  # drawing a figure changes nothing either
 after = (dict(matplotlib.rcParams), torch.get_num_threads(), torch.get_default_dtype(), np.geterr(),
          list(logging.getLogger().handlers), len(warnings.filters), torch.is_grad_enabled())
-print([a == b for a, b in zip(before, after)], "matplotlib.pyplot" in sys.modules, "gradio" in sys.modules)
+print([a == b for a, b in zip(before, after)], "matplotlib.pyplot" in sys.modules, "gradio" in sys.modules,
+      matplotlib.rcParams["backend"])
 """
     import os
 
     env = dict(os.environ, MPLBACKEND="svg")  # reading an undecided backend would itself import pyplot
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=env).stdout.split("]")
-    assert out[0] == "[True, True, True, True, True, True, True" and out[1].split() == ["False", "False"]
+    assert out[0] == "[True, True, True, True, True, True, True" and out[1].split() == ["False", "False", "svg"]
 
 
 def test_the_space_preloads_every_hub_model_of_the_registry():

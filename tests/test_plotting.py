@@ -84,36 +84,6 @@ def test_a_figure_too_large_is_shrunk_and_says_its_text_shrank():
     assert img.size == (790, 200) and plotting.text_px_of(img) == 10.0
 
 
-def test_model_availability_is_decided_by_one_probe_and_once(monkeypatch):
-    """Without the offline flag and without a network, the lists learn what needs a download from one short probe
-    (1.2 s at most), once per process."""
-    import socket
-
-    from vitviz.models import cache as models
-    from vitviz.models import loaders
-    from vitviz.specs import registry
-
-    tried = []
-
-    def refuse(address, timeout=None, *args, **kwargs):
-        tried.append(timeout)
-        raise OSError("no network in this test")
-
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(loaders, "_reach_cache", None)
-    models.clear_cache()
-    try:
-        first = models.available_now()
-        assert tried == [1.2]
-        assert first[registry.OFFLINE_KEY] and not first["DINO ViT-S/8"]
-        assert models.choice_label("DINO ViT-S/8") == "DINO ViT-S/8: needs download"
-        assert models.available_now() == first and tried == [1.2]  # decided once
-    finally:
-        models.clear_cache()
-        monkeypatch.setattr(loaders, "_reach_cache", None)
-
-
 def test_colour_bar_words_stay_apart():
     """'low', the bar and 'high' on one line, the label under it: the classify figure once printed them on top of
     each other."""
