@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from conftest import EXAMPLES, ROOT, module_of
+from conftest import EXAMPLES, module_of
 
 from vitviz.analyses import attention as analysis
 from vitviz.analyses import classify

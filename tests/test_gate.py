@@ -7,7 +7,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -136,7 +136,6 @@ def cmd_costs(args: argparse.Namespace) -> int:
 # ---- vitviz patches ---------------------------------------------------------------------------------
 
 def cmd_patches(args: argparse.Namespace) -> int:
-    from vitviz.core import images
     from vitviz.views import show
 
     values = checked(spec.PATCHES, args)
