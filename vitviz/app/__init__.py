@@ -15,11 +15,12 @@ Nothing heavy is loaded at import; models load on first use. ``python app.py`` (
 from __future__ import annotations
 
 import os
+import time
 
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import attention, classify, compare, links, patches, positions, serving, theme
+from vitviz.app import adapters, attention, classify, compare, files, links, patches, positions, serving, theme
 from vitviz.app.components import WEB
 from vitviz.app.tab import Tab
 from vitviz.models import cache as models
@@ -29,9 +30,9 @@ from vitviz.specs import views as spec
 def build_demo() -> gr.Blocks:
     """The whole app as a Blocks (no model is loaded here)."""
     serving.return_freed_memory()
-    serving.atomic_image_cache()
-    # Uploads and results older than 10 minutes are removed every 5 minutes: a class uploads a lot.
-    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, 600)) as demo:
+    # gradio removes the files it made for this app 10 minutes after their last use, every 5 minutes; a picture an
+    # open page uses is kept alive (vitviz.app.files), and this server's own outputs are swept by it.
+    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, files.PICTURE_SECONDS)) as demo:
         with gr.Row():
             with gr.Column(scale=5, min_width=300):
                 gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
@@ -64,10 +65,17 @@ def build_demo() -> gr.Blocks:
         for name, tab in tabs.items():
             tab.opens(models.available_now, opened)
             tab.gr_tab.select(None, None, None, js=f"() => window.vitvizLink?.tab({name!r})")
+        demo.unload(_page_closed)
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
     return demo
+
+
+def _page_closed(request: gr.Request) -> None:
+    """A page closed (or reloaded): the pictures it used age out as usual."""
+    if request is not None and request.session_hash:
+        files.PICTURES.release(request.session_hash)
 
 
 def launch_kwargs() -> dict:
@@ -79,7 +87,9 @@ def launch_kwargs() -> dict:
                   # gradio's own refusals (a path it did not receive, say) keep their words
                   show_error=True,
                   # the explorer's data, served with a long-lived cache; the page compressed
-                  app_kwargs={"routes": serving.data_routes(), "middleware": serving.compression()})
+                  app_kwargs={"routes": serving.data_routes(),
+                              "middleware": serving.body_limit() + serving.compression(),
+                              "lifespan": files.lifespan})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util
 
@@ -101,10 +111,21 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not 1 <= args.port <= 65535:
         raise SystemExit(f"--port {args.port} is not a port: a whole number from 1 to 65535.")
+    files.stop_on_sigterm()  # a Space restarting or `kill` stops it as Ctrl-C does: its files are removed
+    demo = build_demo()
     try:
-        build_demo().launch(**launch_kwargs(), server_port=args.port)
+        demo.launch(**launch_kwargs(), server_port=args.port, prevent_thread_lock=True)
     except OSError as err:  # the port is taken, or cannot be bound here
         raise SystemExit(f"Cannot serve on port {args.port}: {err}") from None
+    try:
+        while demo.is_running:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        print("Stopping: removing the files this server made.")
+    finally:
+        demo.close()
+        adapters.remove_app_files(demo)  # gradio's own cleanup, also when its server stopped before running it
+        files.outputs().close()
 
 
 __all__ = ["build_demo", "launch_kwargs", "main", "spec"]

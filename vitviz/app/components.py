@@ -17,7 +17,9 @@ from typing import Any
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import uploads
+from PIL import Image
+
+from vitviz.app import serving, uploads
 from vitviz.render import plotting, web
 from vitviz.specs.state import Field, View
 
@@ -121,8 +123,10 @@ def figure(elem_id: str, caption: str | None = None, **kwargs: Any) -> gr.Image:
 
 def figure_value(image: Any) -> gr.Image:
     """A figure's new value with its text alternative (what it shows, from its numbers) for screen readers;
-    hidden when the answer has no such figure, so no empty frame is left open."""
-    return gr.Image(value=image, visible=image is not None, alt_text=plotting.alt_of(image))
+    hidden when the answer has no such figure, so no empty frame is left open. A drawn figure goes as a PNG file
+    among the server's outputs (:func:`vitviz.app.serving.png_file`)."""
+    value = str(serving.png_file(image)) if isinstance(image, Image.Image) else image
+    return gr.Image(value=value, visible=image is not None, alt_text=plotting.alt_of(image))
 
 
 def explain(text: str) -> gr.Markdown:

@@ -15,7 +15,6 @@ import io
 import logging
 import os
 import typing
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,6 +22,7 @@ import gradio as gr
 import numpy as np
 from gradio.data_classes import FileData
 
+from vitviz.app import adapters, files
 from vitviz.specs.state import Field, View
 from vitviz.views import Shown, plain
 
@@ -40,14 +40,20 @@ log = logging.getLogger("vitviz")
 
 
 def friendly(fn: Callable) -> Callable:
-    """The library's ValueErrors (written for people) as gr.Error messages, logged in one line (no traceback)."""
+    """The library's ValueErrors (written for people) as gr.Error messages, logged in one line (no traceback).
+
+    The message is raised on its own, outside the handler: the ValueError's traceback (whose frames hold the
+    request's arguments, a 60 MB string say) is not chained to it, so nothing keeps the refused request alive."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        message = None
         try:
             return fn(*args, **kwargs)
         except ValueError as err:
-            log.info("refused %s: %s", getattr(fn, "__name__", "a request"), err)
-            raise gr.Error(str(err), title="Cannot use this", print_exception=False) from None
+            message = str(err)
+            err.__traceback__ = None
+        log.info("refused %s: %s", getattr(fn, "__name__", "a request"), message)
+        raise gr.Error(message, title="Cannot use this", print_exception=False)
     return wrapper
 
 
@@ -89,6 +95,72 @@ def data_routes() -> list:
     return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"])]
 
 
+MAX_BODY_BYTES = 4 * (50 * 2**20) // 3 + 2**20
+"""The largest request body the server reads: a 50 MiB picture as a base64 data: URL (4/3 of its size) and the rest
+of its JSON, or a 50 MiB upload and its multipart framing. Anything larger is refused before it is parsed."""
+
+
+class BodyLimit:
+    """ASGI middleware: a request whose body is over ``limit`` bytes is answered 413 before anything parses it
+    (declared length checked at once; a body sent without a length is counted as it arrives and cut off)."""
+
+    class TooLarge(Exception):
+        pass
+
+    def __init__(self, app, limit: int = MAX_BODY_BYTES) -> None:
+        self.app, self.limit = app, int(limit)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await self._refuse(send)
+        seen, started, over = 0, False, False
+
+        async def counted():
+            nonlocal seen, over
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    over = True
+                    raise BodyLimit.TooLarge
+            return message
+
+        async def sending(message):
+            nonlocal started
+            if over:  # whatever the app answers to a body cut off (a 400, say), the client is told why: 413
+                if not started:
+                    started = True
+                    await self._refuse(send)
+                return
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, sending)
+        except BodyLimit.TooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send) -> None:
+        log.info("refused a request body over %d bytes", self.limit)
+        body = (b'{"error": "This request is larger than the server accepts (%d MiB): send a picture of at most '
+                b'50 MiB, as a file or a data: URL."}' % (self.limit // 2**20))
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def body_limit() -> list:
+    """The :class:`BodyLimit` middleware for the app's server (first: it sees a request before anything else)."""
+    from starlette.middleware import Middleware
+
+    return [Middleware(BodyLimit, limit=MAX_BODY_BYTES)]
+
+
 def compression() -> list:
     """gzip for what gradio leaves uncompressed: the page itself (its HTML holds the app's configuration, about
     650 kB), API answers and, for plain-http visitors, scripts and styles. Event streams, pictures, fonts and the
@@ -103,49 +175,38 @@ def compression() -> list:
 
 # ---- files handed out ----------------------------------------------------------------------------------------------
 
-def cache_dir() -> Path:
-    """gradio's folder of files it serves (and clears)."""
-    from gradio import utils
-
-    return Path(utils.get_upload_folder())
-
-
 def figure_file(image) -> FileData:
-    """A figure as a PNG file in gradio's cache (which it serves and clears), with its recorded text size."""
-    from gradio import processing_utils
-
-    data = encode_png(image)
-    folder = cache_dir() / processing_utils.hash_bytes(data)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "figure.png"
-    _write_atomically(path, data)
-    return FileData(path=str(path), orig_name=path.name, mime_type="image/png")
+    """A figure as a PNG file among this server's outputs (served, swept after it is last handed out, removed when
+    the server stops: :mod:`vitviz.app.files`), with its recorded text size."""
+    return FileData(path=str(png_file(image)), orig_name="figure.png", mime_type="image/png")
 
 
 def encode_png(image) -> bytes:
-    """gradio's PNG encoding at zlib level 1: the figures' PNG took 82 ms at level 6 and takes 22 ms (a 636×649
-    heads figure, 20% larger file); the text chunks (the recorded text size) are kept."""
-    from gradio import processing_utils
+    """A figure as PNG at zlib level 1 (82 ms at level 6, 22 ms here, for a 20% larger file: a 636×649 heads
+    figure), its text entries (the smallest text size, the text alternative) kept as PNG text chunks."""
+    from PIL.PngImagePlugin import PngInfo
 
+    info = PngInfo()
+    for key, value in image.info.items():
+        if isinstance(key, str) and isinstance(value, str):
+            info.add_text(key, value)
     buf = io.BytesIO()
-    image.save(buf, "png", pnginfo=processing_utils.get_pil_metadata(image), compress_level=1)
+    image.save(buf, "png", pnginfo=info, compress_level=1)
     return buf.getvalue()
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
-    part.write_bytes(data)
-    os.replace(part, path)  # a reader sees the old complete file or the new one, never a partial one
+def png_file(image) -> Path:
+    """A figure as a PNG file among this server's outputs, named by its content (:mod:`vitviz.app.files`): the
+    page's figures and the API's are the same files, written whole before anyone can read them."""
+    return files.outputs().figure(encode_png(image))
 
 
 def bundle_file(view: str, values: dict, rgb: np.ndarray | None) -> FileData:
-    """A view's ZIP (figures, numbers, params.json, the picture) in a folder of its own in gradio's cache.
-
-    Every request writes its own folder and nothing is pruned here: gradio's cache clearing removes old ones.
-    """
+    """A view's ZIP (figures, numbers, params.json, the picture) in a folder of its own among this server's outputs
+    (swept with them, the folder too)."""
     from vitviz.tools import bundle
 
-    path = bundle.write(view, values, rgb, cache_dir() / "vitviz-bundles" / uuid.uuid4().hex)
+    path = bundle.write(view, values, rgb, files.outputs().folder())
     return FileData(path=str(path), orig_name=path.name, mime_type="application/zip")
 
 
@@ -192,11 +253,16 @@ def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | Non
     """Register ``/<name or view.name>``: ``respond(picture as sent, checked settings)`` behind the view's typed
     signature; ValueErrors become messages."""
     sig = signature(view)
+    sig = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
+        "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])
 
     def call(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
         raw = dict(bound.arguments)
+        request = raw.pop("request", None)
+        # gradio keeps a copy of every input per session: drop this call's now that it has them (adapters.py)
+        adapters.forget_api_values(adapters.blocks_of(request), getattr(request, "session_hash", None))
         picture = raw.pop("image", None)
         return respond(picture, view.check(raw))
 
@@ -235,28 +301,3 @@ def return_freed_memory() -> bool:
         return bool(libc.mallopt(-3, 1 << 20))  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):  # not glibc: nothing to do
         return False
-
-
-def _save_pil_atomically(img, cache_dir: str, name: str = "image", format: str = "webp") -> str:
-    """gradio's ``save_pil_to_cache`` (for the page's figures), PNG at zlib level 1, renamed into place."""
-    from gradio import processing_utils
-
-    data = encode_png(img) if format.lower() == "png" else processing_utils.encode_pil_to_bytes(img, format)
-    folder = Path(cache_dir) / processing_utils.hash_bytes(data)
-    folder.mkdir(exist_ok=True, parents=True)
-    path = (folder / f"{name}.{format}").resolve()
-    _write_atomically(path, data)
-    return str(path)
-
-
-def atomic_image_cache() -> None:
-    """Make gradio's cache of output pictures safe for identical answers given at the same moment.
-
-    gradio names a cached picture after its content and rewrites the file in place, so when two students get the
-    same figure at once, one download can catch the file while the other request is rewriting it (seen as an
-    empty image.webp at 32 clients in benchmarks/load.py).
-    """
-    from gradio import processing_utils
-
-    processing_utils.save_pil_to_cache = _save_pil_atomically
-

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import gradio as gr
 from PIL import Image
 
-from vitviz.app import uploads
+from vitviz.app import files, uploads
 from vitviz.app.components import Form, figure_value
 from vitviz.app.serving import bundle_file, friendly, on
 from vitviz.specs.state import View
@@ -130,8 +130,9 @@ class Tab:
         return signed(len(self.form.inputs(view)), call, getattr(fn, "__name__", "follow_up"))
 
     @staticmethod
-    def accept(picture: Any):
-        """The picture's check before a tab's work: one that vitviz cannot use is cleared with a warning."""
+    def accept(picture: Any, request: gr.Request = None):
+        """The picture's check before a tab's work: one that vitviz cannot use is cleared with a warning; one it can
+        use is held for this page while the page is open (:mod:`vitviz.app.files`)."""
         if picture is None:
             return gr.skip(), ""
         try:
@@ -139,6 +140,9 @@ class Tab:
         except ValueError as err:
             gr.Warning(str(err), title="Cannot use this picture")
             return None, ""
+        path = uploads.path_of(picture)
+        if path is not None and request is not None and request.session_hash:
+            files.PICTURES.hold(request.session_hash, path)
         return gr.skip(), uploads.image_key(picture)
 
     def download(self, view: View, button: gr.Button, files: gr.File, **kwargs: Any) -> None:

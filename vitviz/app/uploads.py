@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from vitviz import assets
+from vitviz.app import files
 from vitviz.core import images
 from vitviz.core.lru import LRU
 from vitviz.models import budget
@@ -69,6 +70,7 @@ def _source(payload: Any) -> tuple[str | bytes, str]:
         if st.st_size > MAX_UPLOAD_BYTES:
             raise ValueError(f"This picture is larger than {MAX_UPLOAD_BYTES // 2**20} MiB, the limit for any "
                              "upload. Please send a smaller file.")
+        files.PICTURES.used(path)  # an open page holding it keeps it longest
         return str(path), f"file:{path}:{st.st_size}:{st.st_mtime_ns}"  # uploads are never rewritten in place
     raise ValueError("Please choose a picture first: upload one, use the webcam, or click an example.")
 
@@ -80,6 +82,15 @@ def _may_read(path: Path) -> bool:
 
     real = path.resolve()
     return any(real.is_relative_to(Path(root).resolve()) for root in (utils.get_upload_folder(), assets.ROOT))
+
+
+def path_of(payload: Any) -> str | None:
+    """The server file a picture payload names (an upload, an example), or None (a data: URL, nothing)."""
+    if isinstance(payload, dict):
+        payload = None if (payload.get("url") or "").startswith("data:") else payload.get("path")
+    if isinstance(payload, (str, Path)) and str(payload) and not str(payload).startswith("data:"):
+        return str(payload)
+    return None
 
 
 def picture(payload: Any) -> np.ndarray:

@@ -1,0 +1,277 @@
+"""What a server keeps, and for how long: request bodies bounded before parsing, nothing kept after a refusal, the
+files it hands out swept and removed when it stops (SIGTERM included), pictures kept while their page is open."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import EXAMPLES, free_port
+
+from vitviz.app import adapters, files, serving
+
+
+def _join(app_url: str, api_name: str, data: list) -> str:
+    """Queue one call of a named endpoint with raw data (as a script would) and return its completion message."""
+    cfg = httpx.get(f"{app_url}config").json()
+    fn = next(d["id"] for d in cfg["dependencies"] if d.get("api_name") == api_name)
+    session = uuid.uuid4().hex[:10]
+    body = json.dumps({"data": data, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None})
+    r = httpx.post(f"{app_url}gradio_api/queue/join", content=body, headers={"content-type": "application/json"},
+                   timeout=60)
+    r.raise_for_status()
+    with httpx.stream("GET", f"{app_url}gradio_api/queue/data?session_hash={session}", timeout=60) as s:
+        for line in s.iter_lines():
+            if "process_completed" in line:
+                return session, json.loads(line.removeprefix("data: "))
+    raise AssertionError("no answer")
+
+
+# ---- request bodies -----------------------------------------------------------------------------------------------
+
+def test_a_declared_body_over_the_limit_is_refused_before_it_is_read(app_url):
+    host, port = app_url.split("//")[1].rstrip("/").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(b"POST /gradio_api/queue/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n{\"data\": [" % (100 * 2**20))
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+        answer = answer.decode()
+    assert answer.startswith("HTTP/1.1 413") and "at most 50 MiB" in answer  # answered with 99.99 MB still unsent
+
+
+def test_a_body_sent_without_a_length_is_cut_off_at_the_limit(app_url):
+    sent = [0]
+
+    def chunks():
+        while sent[0] < serving.MAX_BODY_BYTES + 4 * 2**20:
+            sent[0] += 2**20
+            yield b"x" * 2**20
+
+    try:
+        r = httpx.post(f"{app_url}gradio_api/queue/join", content=chunks(), timeout=30)
+        assert r.status_code == 413
+    except httpx.HTTPError:  # the server answered and closed while the client was still sending
+        pass
+    assert httpx.get(f"{app_url}config").status_code == 200  # and it goes on serving
+
+
+def test_a_refused_request_keeps_nothing(served, app_url):
+    """A 30 MB string where a patch size belongs: refused with a message, and neither gradio's per-session copy of
+    the inputs nor the error's traceback keeps the string. (gradio's queue loop holds the last event it ran in its
+    local variables until the next one: a small request follows, as any would.)"""
+    demo, _ = served
+    session, done = _join(app_url, "patches", [None, "x" * (30 * 2**20), 224, "crop", "ViT-B"])
+    assert not done["success"] and "`patch`" in done["output"]["error"]
+    assert _join(app_url, "toy", [3])[1]["success"]
+    state = demo.state_holder.session_data.get(session)
+    kept = [c["props"].get("value") for c in (state.config_values.values() if state else ()) if c.get("props")]
+    assert not any(isinstance(v, str) and len(v) > 2**20 for v in kept)
+    import gc
+
+    import warnings
+
+    for _ in range(20):  # the worker lets go of the call a moment after the answer is sent
+        time.sleep(0.2)
+        gc.collect()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            big = [o for o in gc.get_objects() if type(o) in (list, tuple, dict) and any(
+                isinstance(x, str) and len(x) > 2**20 for x in (o.values() if isinstance(o, dict) else o))]
+        if not big:
+            break
+    assert big == []
+
+
+def test_a_refusal_carries_no_traceback_of_the_request():
+    import gradio as gr
+
+    def refuse(value):
+        raise ValueError("no")
+
+    with pytest.raises(gr.Error) as err:
+        serving.friendly(refuse)("x" * 1000)
+    assert err.value.__context__ is None and err.value.__cause__ is None
+
+
+def test_the_answers_gradio_keeps_per_session_are_dropped(served, app_url):
+    from gradio_client import Client, handle_file
+
+    demo, _ = served
+    client = Client(app_url, verbose=False)
+    client.predict(handle_file(str(EXAMPLES / "scene_star.png")), api_name="/explorer")
+    state = demo.state_holder.session_data[client.session_hash]
+    api = adapters._api_ids(demo)
+
+    def kept() -> int:
+        return sum(1 for i in api if ((state.config_values.get(i) or {}).get("props") or {}).get("value") is not None)
+
+    assert kept() >= 1  # the answer (the explorer's data, inline) is kept by gradio...
+    assert adapters.forget_api_values(demo) >= 1 and kept() == 0  # ...until the sweep drops it
+
+
+# ---- files handed out -------------------------------------------------------------------------------------------
+
+def test_outputs_are_swept_by_age_and_size_and_leave_no_empty_folder(tmp_path, monkeypatch):
+    out = files.Outputs(tmp_path / "out")
+    a = out.figure(b"a" * 1000)
+    assert out.figure(b"a" * 1000) == a and a.read_bytes() == b"a" * 1000  # one file per content
+    b = out.folder() / "view.zip"
+    b.write_bytes(b"b" * 3000)
+    assert out.sweep() == 0 and a.is_file() and b.is_file()  # new: kept
+    monkeypatch.setattr(files, "OUTPUT_BYTES", 3500)
+    assert out.sweep() == 1 and not a.is_file() and b.is_file()  # over the bytes: the oldest goes
+    assert out.sweep(now=time.time() + files.OUTPUT_SECONDS + 1) == 1 and not b.exists()
+    assert not b.parent.exists() and [p for p in (tmp_path / "out").rglob("*")] == []  # the empty folders too
+    out.close()
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_figure_written_by_many_at_once_is_read_whole(tmp_path):
+    out = files.Outputs(tmp_path)
+    data = os.urandom(300_000)
+    path = out.figure(data)
+    sizes, stop = [], threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            sizes.append(len(path.read_bytes()))
+
+    readers = [threading.Thread(target=read) for _ in range(4)]
+    for t in readers:
+        t.start()
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(lambda _: out.figure(data), range(300))) == {path}
+    stop.set()
+    for t in readers:
+        t.join()
+    assert len(sizes) > 50 and set(sizes) == {len(data)}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left
+
+
+def test_a_held_picture_outlives_gradios_cleaner_and_ages_out_when_its_page_closes(tmp_path):
+    """gradio's own cleaner (route_utils.delete_files_created_by_app: age by ctime) against a page that holds its
+    picture for longer than the cleaner's age."""
+    from gradio.route_utils import delete_files_created_by_app
+
+    picture, other = tmp_path / "held.png", tmp_path / "other.png"
+    picture.write_bytes(b"p")
+    other.write_bytes(b"o")
+    app = types.SimpleNamespace(blocks={}, temp_file_sets=[{str(picture), str(other)}])
+    pictures = files.Pictures()
+    pictures.hold("page-1", picture)
+    time.sleep(1.2)
+    assert pictures.keep_alive() == 1
+    delete_files_created_by_app(app, age=1)
+    assert picture.is_file() and not other.exists()  # held: kept; the other: aged out
+    pictures.release("page-1")
+    time.sleep(1.2)
+    assert pictures.keep_alive() == 0
+    delete_files_created_by_app(app, age=1)
+    assert not picture.exists()
+
+
+def test_held_pictures_are_bounded_in_bytes_least_recently_used_first(tmp_path, monkeypatch):
+    monkeypatch.setattr(files, "HELD_BYTES", 250)
+    pictures = files.Pictures()
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"{i}.png")
+        paths[-1].write_bytes(b"x" * 100)
+        pictures.hold(f"page-{i}", paths[-1])
+        time.sleep(0.01)
+    pictures.used(paths[0])  # the first page uses its picture again
+    assert sorted(pictures.held()) == sorted(map(str, (paths[0], paths[2])))
+
+
+def test_an_accepted_upload_is_held_by_its_page(app_url):
+    """The page's picture check holds the picture for the page's session."""
+    from vitviz.app.tab import Tab
+
+    request = types.SimpleNamespace(session_hash="page-xyz")
+    upload = httpx.post(f"{app_url}gradio_api/upload",
+                        files={"files": ("star.png", (EXAMPLES / "scene_star.png").read_bytes(), "image/png")}).json()[0]
+    Tab.accept({"path": upload, "meta": {"_type": "gradio.FileData"}}, request)
+    try:
+        assert upload in files.PICTURES.held()
+    finally:
+        files.PICTURES.release("page-xyz")
+    assert upload not in files.PICTURES.held()
+
+
+# ---- the whole server (slow: a process of its own) ------------------------------------------------------------
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+@pytest.fixture
+def server(tmp_path):
+    """``python -m vitviz.app`` in a process of its own, with its own gradio folder: (url, process, folder)."""
+    port, temp = free_port(), tmp_path / "gradio"
+    env = dict(os.environ, GRADIO_TEMP_DIR=str(temp), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "vitviz.app", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "config", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    yield url, proc, temp
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_the_servers_memory_comes_back_after_large_refused_requests(server):
+    url, proc, _ = server
+    _join(url, "patches", [None, "warm", 224, "crop", "ViT-B"])
+    before = rss_mib(proc.pid)
+    for _ in range(10):  # over the limit: refused before parsing
+        try:
+            r = httpx.post(f"{url}gradio_api/queue/join", content=b"x" * (100 * 2**20), timeout=60)
+            assert r.status_code == 413
+        except httpx.HTTPError:
+            pass
+    for _ in range(6):  # under the limit, refused by the declaration: a 60 MB string and a 60 MB data: URL
+        _join(url, "patches", [None, "x" * (60 * 2**20), 224, "crop", "ViT-B"])
+        _join(url, "patches", [{"url": "data:image/png;base64," + "A" * (60 * 2**20),
+                                "meta": {"_type": "gradio.FileData"}}, 16, 224, "crop", "ViT-B"])
+    time.sleep(3)
+    after = rss_mib(proc.pid)
+    assert after - before < 250, (before, after)  # 12 refused 60 MB requests and 10 of 100 MB: nothing kept
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_server_and_leaves_no_file(server):
+    from gradio_client import Client, handle_file
+
+    url, proc, temp = server
+    client = Client(url, verbose=False)
+    answer = client.predict(handle_file(str(EXAMPLES / "scene_star.png")), api_name="/attention")
+    client.predict(handle_file(str(EXAMPLES / "scene_star.png")), api_name="/bundle_attention")
+    assert Path(answer["figures"]["heads"]).is_file()  # downloaded by the client
+    assert len([p for p in temp.rglob("*") if p.is_file()]) >= 3  # the upload, figures, the bundle
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) is not None
+    shipped = {p.read_bytes() for p in EXAMPLES.rglob("*") if p.is_file()}
+    left = [p for p in temp.rglob("*") if p.is_file() and p.read_bytes() not in shipped]
+    assert left == [], left[:5]  # gradio keeps its copies of the app's own examples (its example cache); nothing else

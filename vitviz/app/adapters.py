@@ -1,0 +1,65 @@
+"""Where vitviz needs something gradio has no public hook for: each adapter small, in this one module, and tested
+against the pinned gradio (``tests/test_adapters.py`` fails loudly when gradio changes what it relies on).
+
+**Per-session copies of the API's values.** gradio keeps, for every session, the last value of every input and
+output of every event (its copy of the page's configuration, for deep links), until the session is evicted
+(:data:`vitviz.app.serving.SESSIONS` sessions later). For the API endpoints (``gr.api``: its inputs and outputs are
+``Api`` components) that is every picture, every parameter and every answer a client sent or got: a client's 60 MB
+data: URL, refused or not, stayed in memory for as long as the server ran. :func:`forget_api_values` drops them:
+each endpoint right after it has read its inputs, and the answers every minute. The upstream change that would
+remove this adapter: gradio not keeping the values of ``gr.api`` endpoints (they have no page to link to).
+
+**The files gradio made for the app, when the server stops.** gradio removes them in its server's shutdown, which
+its Ctrl-C path cuts short (it stops waiting for the server after 5 s and the process ends): :func:`remove_app_files`
+runs gradio's own cleanup once more after the server has stopped. The upstream change that would remove it: gradio
+removing the files in ``Blocks.close``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GRADIO = "6.31.0"
+"""The gradio version these adapters are written and tested against."""
+
+
+def blocks_of(request: Any) -> Any | None:
+    """The Blocks serving ``request`` (a ``gr.Request``), or None outside a server."""
+    app = getattr(getattr(request, "request", None), "app", None)
+    get = getattr(app, "get_blocks", None)
+    return get() if callable(get) else None
+
+
+def _api_ids(blocks: Any) -> set[int]:
+    from gradio.components.api_component import Api
+
+    return {i for i, b in blocks.blocks.items() if isinstance(b, Api)}
+
+
+def forget_api_values(blocks: Any, session: str | None = None) -> int:
+    """Drop the values gradio keeps for the API's inputs and outputs: of one session, or of all (None). Returns
+    how many were dropped."""
+    if blocks is None:
+        return 0
+    ids = _api_ids(blocks)
+    holder = blocks.state_holder
+    sessions = [session] if session is not None else list(holder.session_data)
+    dropped = 0
+    for name in sessions:
+        state = holder.session_data.get(name)
+        if state is None:
+            continue
+        for i in ids:
+            props = (state.config_values.get(i) or {}).get("props")
+            if props is not None and props.get("value") is not None:
+                props["value"] = None
+                dropped += 1
+    return dropped
+
+
+def remove_app_files(blocks: Any) -> None:
+    """Remove every file gradio made for this app (uploads, examples it copied, pictures it cached): gradio's own
+    cleanup, with no age limit."""
+    from gradio.route_utils import delete_files_created_by_app
+
+    delete_files_created_by_app(blocks, None)

@@ -1,0 +1,233 @@
+"""The files a server writes and keeps: what it hands out, the pictures its pages use, and how long each stays.
+
+- **Outputs** (the PNG figures an API or MCP client receives, the bundles): written into one folder of this server's
+  own inside gradio's cache folder (so gradio serves them), named by content. The folder is swept every minute:
+  a file not handed out for ``OUTPUT_SECONDS`` goes, the folder stays under ``OUTPUT_BYTES`` (oldest first), empty
+  folders go, and the whole folder goes when the server stops (also on SIGTERM: :func:`stop_on_sigterm`).
+- **Pictures a page uses** (an upload, an example the page received): gradio removes the files it made for this app
+  once they are ``PICTURE_SECONDS`` old, counted from their last change of status (ctime). A page that uses a picture
+  holds it (:meth:`Pictures.hold`): every sweep touches the held files, so they outlive gradio's limit while the page
+  is open, however long a class works on one picture; when the page closes (gradio's unload event) it lets go and
+  the file ages out as usual. Together the held files stay under ``HELD_BYTES``: past that, the least recently used
+  are no longer kept alive.
+
+Nothing here knows about views or models; :func:`lifespan` is what the app hands to its server (a FastAPI lifespan).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import signal
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+OUTPUT_SECONDS = float(os.environ.get("VITVIZ_OUTPUT_SECONDS", "600"))
+"""A file handed out (a figure for an API client, a bundle) is kept this long after it was last handed out."""
+OUTPUT_BYTES = int(float(os.environ.get("VITVIZ_OUTPUT_BYTES", str(512 * 2**20))))
+"""All outputs together stay under this many bytes on disk (the oldest go first)."""
+PICTURE_SECONDS = 600
+"""gradio's cleaner removes a picture file this long after its last change of status, unless a page holds it."""
+HELD_BYTES = int(float(os.environ.get("VITVIZ_HELD_BYTES", str(2 * 2**30))))
+"""The pictures open pages hold together stay under this many bytes; past it the least recently used are let go."""
+SWEEP_SECONDS = 60.0
+log = logging.getLogger("vitviz")
+
+
+def _touch(path: Path) -> None:
+    """Mark ``path`` as used now (its status changes, so its ctime is now), keeping its modification time (which
+    the decode cache's key holds)."""
+    st = path.stat()
+    os.utime(path, ns=(time.time_ns(), st.st_mtime_ns))
+
+
+class Outputs:
+    """One folder of files this server hands out, swept by age and size, removed when the server stops."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._lock = threading.Lock()
+
+    def figure(self, data: bytes, suffix: str = ".png") -> Path:
+        """A file holding ``data`` (named by its content: the same figure twice is one file, handed out again)."""
+        path = self.root / "figures" / (hashlib.sha1(data).hexdigest()[:20] + suffix)
+        with self._lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_file():
+                _touch(path)
+                return path
+        part = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+        part.write_bytes(data)
+        os.replace(part, path)  # a reader sees the whole file or none
+        return path
+
+    def folder(self) -> Path:
+        """A new folder for one request's files (a bundle keeps its readable name inside it)."""
+        path = self.root / "bundles" / uuid.uuid4().hex
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def files(self) -> list[tuple[float, int, Path]]:
+        """(last handed out, bytes, path) of every file, oldest first."""
+        out = []
+        for path in self.root.rglob("*") if self.root.is_dir() else ():
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    st = path.stat()
+                    out.append((st.st_ctime, st.st_size, path))
+        return sorted(out)
+
+    def sweep(self, now: float | None = None) -> int:
+        """Remove files not handed out for :data:`OUTPUT_SECONDS`, then the oldest until the rest fit
+        :data:`OUTPUT_BYTES`, then empty folders. Returns the number of files removed."""
+        now = time.time() if now is None else now
+        with self._lock:
+            files = self.files()
+            total = sum(size for _, size, _ in files)
+            gone = 0
+            for seen, size, path in files:
+                if now - seen > OUTPUT_SECONDS or total > OUTPUT_BYTES:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                        total -= size
+                        gone += 1
+            for folder in sorted((p for p in self.root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only empty ones: rmdir refuses the rest
+        return gone
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Pictures:
+    """The picture files open pages use, kept alive while their page is open (see the module's text)."""
+
+    def __init__(self) -> None:
+        self._pages: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, page: str, path: str | os.PathLike) -> None:
+        """Page ``page`` (gradio's session) uses the picture at ``path`` (kept alive, and marked used now)."""
+        path = str(path)
+        with self._lock:
+            self._pages.setdefault(page, {})[path] = time.monotonic()
+        with contextlib.suppress(OSError):
+            _touch(Path(path))
+
+    def used(self, path: str | os.PathLike) -> None:
+        """The picture at ``path`` was used again (by any page holding it): it is the last to be let go."""
+        path, now = str(path), time.monotonic()
+        with self._lock:
+            for paths in self._pages.values():
+                if path in paths:
+                    paths[path] = now
+
+    def release(self, page: str) -> None:
+        """Page ``page`` closed: its pictures age out as usual."""
+        with self._lock:
+            self._pages.pop(page, None)
+
+    def held(self) -> list[str]:
+        """The files kept alive now: the most recently used first, within :data:`HELD_BYTES` together."""
+        with self._lock:
+            last: dict[str, float] = {}
+            for paths in self._pages.values():
+                for path, when in paths.items():
+                    last[path] = max(when, last.get(path, 0.0))
+        kept, total = [], 0
+        for path in sorted(last, key=last.get, reverse=True):
+            try:
+                size = Path(path).stat().st_size
+            except OSError:
+                continue
+            if total + size > HELD_BYTES:
+                continue
+            total += size
+            kept.append(path)
+        return kept
+
+    def keep_alive(self) -> int:
+        """Touch every held file (so gradio's cleaner, which counts age from the last change, leaves them)."""
+        kept = 0
+        for path in self.held():
+            with contextlib.suppress(OSError):
+                _touch(Path(path))
+                kept += 1
+        return kept
+
+
+def sweep_once(outputs: Outputs, pictures: Pictures) -> None:
+    gone = outputs.sweep()
+    kept = pictures.keep_alive()
+    if gone:
+        log.info("removed %d output file(s); %d picture(s) kept for open pages", gone, kept)
+
+
+_outputs: Outputs | None = None
+_running = 0
+_state_lock = threading.Lock()
+PICTURES = Pictures()
+"""The pictures this process's open pages hold."""
+
+
+def outputs() -> Outputs:
+    """This process's outputs (one folder in gradio's cache, made on first use)."""
+    global _outputs
+    with _state_lock:
+        if _outputs is None:
+            from gradio import utils
+
+            _outputs = Outputs(Path(utils.get_upload_folder()) / f"vitviz-outputs-{os.getpid()}")
+        return _outputs
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app=None) -> AsyncIterator[None]:
+    """While a server runs: sweep every :data:`SWEEP_SECONDS` (outputs, held pictures, and the answers gradio keeps
+    per session: :func:`vitviz.app.adapters.forget_api_values`); when the last server of this process stops, remove
+    the outputs (a FastAPI lifespan: the app gives it to gradio's server)."""
+    global _running
+    from vitviz.app import adapters
+
+    def sweep() -> None:
+        sweep_once(outputs(), PICTURES)
+        get = getattr(app, "get_blocks", None)
+        adapters.forget_api_values(get() if callable(get) else None)
+
+    async def every_minute() -> None:
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            await asyncio.to_thread(sweep)
+
+    with _state_lock:
+        _running += 1
+    task = asyncio.create_task(every_minute())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        with _state_lock:
+            _running -= 1
+            last = _running == 0
+        if last:
+            outputs().close()
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (a Space restarting, ``kill``, a container stopping) stops the server the way Ctrl-C does, so it shuts
+    down cleanly: gradio removes the files it made and this server removes its outputs. Main thread only."""
+    def interrupt(_signum, _frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
