@@ -419,6 +419,9 @@ def test_the_explorer_endpoint_stands_alone_and_its_parts_are_served_with_a_long
     gone = httpx.get(f"{app_url}vitviz/explorer/{'0' * 16}/cls.f4")
     assert gone.status_code == 404 and gone.headers["cache-control"] == "no-store"
     assert httpx.get(f"{app_url}vitviz/explorer/{p['token']}/..%2Fsecret").status_code == 404
+    for missing in ("keys-9.f4", "keys-2.f2"):  # a part this analysis does not have: not found, not "busy"
+        r = httpx.get(f"{app_url}{p['base']}{missing}")
+        assert r.status_code == 404 and r.headers["cache-control"] == "no-store"
 
 
 def test_the_page_is_sent_compressed(app_url):

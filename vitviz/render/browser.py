@@ -172,7 +172,7 @@ def part(a: Analysis, name: str) -> bytes:
         return raw(np.concatenate([maps.cls, means], axis=1).astype(np.float32))
     layer = int(m.group(2))
     if layer >= len(maps.keys) or name != key_parts(a)[layer]:
-        raise ValueError(f"this analysis has no part {name!r}")
+        raise KeyError(f"this analysis has no part {name!r}")
     k = maps.keys[layer]
     return raw(k.q) + raw(k.k)
 
@@ -188,17 +188,21 @@ def _png(token: str, rgb: np.ndarray) -> bytes:
 
 def explorer_part(token: str, name: str) -> tuple[bytes, str] | None:
     """The bytes and media type of part ``name`` of the analysis ``token`` (what ``ROUTE/<token>/<name>`` serves),
-    or None when the server does not hold that analysis (any more). Reserves the part's size from the server-wide
-    budget while it is made (ValueError when the budget stays full, or for a name that is no part)."""
+    or None when the server does not hold that analysis (any more) or the analysis has no such part (a layer it
+    does not have, keys in the other precision). Reserves the part's size from the server-wide budget while it is
+    made (ValueError when the budget stays full)."""
     if not PART.match(name):
-        raise ValueError(f"{name!r} is not a part of the explorer's data")
+        return None
     a = find(str(token))
     if a is None:
         return None
     maps = a.maps
     size = 2 * max(keys_bytes(a), maps.cls.nbytes * (maps.heads + 1) // maps.heads, a.fitted.image.nbytes)
     with budget.reserve(size, "a part of the explorer's data"):
-        return part(a, name), ("image/png" if name.endswith(".png") else "application/octet-stream")
+        try:
+            return part(a, name), ("image/png" if name.endswith(".png") else "application/octet-stream")
+        except KeyError:
+            return None
 
 
 def inside_payload(fitted: Fitted, record, head: int, query: int, cmap: str) -> dict:
