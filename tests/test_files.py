@@ -204,7 +204,7 @@ def test_an_accepted_upload_is_held_by_its_page(app_url):
     request = types.SimpleNamespace(session_hash="page-xyz")
     upload = httpx.post(f"{app_url}gradio_api/upload",
                         files={"files": ("star.png", (EXAMPLES / "scene_star.png").read_bytes(), "image/png")}).json()[0]
-    Tab.accept({"path": upload, "meta": {"_type": "gradio.FileData"}}, request)
+    Tab.accept({"path": upload, "meta": {"_type": "gradio.FileData"}}, None, request)
     try:
         assert upload in files.PICTURES.held()
     finally:

@@ -21,7 +21,6 @@ import gradio as gr
 
 from vitviz import assets
 from vitviz.app import adapters, attention, classify, compare, files, links, patches, positions, serving, theme
-from vitviz.app.components import WEB
 from vitviz.app.tab import Tab
 from vitviz.models import cache as models
 from vitviz.specs import views as spec
@@ -80,7 +79,7 @@ def _page_closed(request: gr.Request) -> None:
 
 def launch_kwargs() -> dict:
     """Theme, CSS and the page script (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
-    kwargs = dict(**theme.styles(theme.theme()), js=(WEB / "page.js").read_text(), max_file_size="50mb",
+    kwargs = dict(**theme.styles(theme.theme()), js=links.page_script(), max_file_size="50mb",
                   server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                   allowed_paths=[str(assets.EXAMPLES)],  # the examples ship in the package, wherever it is installed
                   state_session_capacity=serving.SESSIONS,

@@ -82,9 +82,10 @@ def build(gr_tab: gr.Tab) -> Tab:
         roll = figure("attn-rollout")
         query = figure("attn-query", "The pinned patch as the query, per head (pin a patch in the explorer)")
     with gr.Accordion("Registers: DINOv2 with and without", open=False) as reg_box:
-        with gr.Row():
+        with gr.Row():  # the note wraps under the button on a narrow screen (never squeezed beside it)
             reg_btn = gr.Button("Compare on this image", scale=0, min_width=260)
-            reg_note = gr.Markdown()
+            with gr.Column(scale=1, min_width=300):
+                reg_note = gr.Markdown()
         reg_img = figure("registers")
     with gr.Accordion("Training timeline of the offline model", open=False) as tl_box:
         gr.Markdown("The embedded tiny ViT at each saved training step, on the current image (seen at 64 px), "
@@ -145,30 +146,30 @@ def build(gr_tab: gr.Tab) -> Tab:
                        (spec.COMPARE, "compare_models")):
         endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
 
-    # the page: the explorer first (the main view), then the server's figures of the same settings
-    inputs = form.inputs(A)
-    payload = signed(len(inputs), lambda *args: _payload(form, *args), "explorer", progress=True)
-    figures = tab.event(A, lambda sh: (tab.note_text(sh) + sh.texts["info"], sh.figures["heads"], sh.texts["table"],
-                                       sh.figures["rollout"], sh.figures["box"], sh.figures["crop"],
-                                       sh.figures["distance"], figure_value(sh.figures.get("query"))),
-                        [note, heads, table, roll, box, crop, dist, query])
-    honest = signed(len(inputs), lambda *args: _side_control(form, *args), "side_used")
-    limits = signed(len(inputs), lambda *args: _limits(form, *args), "limits")
-    for trigger in tab.answer_triggers([go.click, model.change, side.release]):
-        shown = on(trigger, payload, inputs, explorer, trigger_mode="always_last", **MODEL)
-        on(shown.success, figures, inputs, figures.outputs, **MODEL)
-        on(shown.success, honest, inputs, side)
-        on(shown.success, limits, inputs, inside + [pca_layer])
-        shown.then(None, None, None, js=tab.reveal("#attention-notice"))
+    # the page: the explorer first (the main view: its data, the notice first, the short side as used, the ranges
+    # of the accordions' sliders), then the server's figures of the same settings (which leave the notice alone:
+    # text changing above the explorer would move it under the pointer)
+    first = tab.event(A, lambda sh: (sh.data["explorer"], tab.note_text(sh) + sh.texts["info"],
+                                     tab.used(A["resolution"], sh), *_limits(sh)),
+                      [explorer, note, side] + inside + [pca_layer], shows="explorer")
+    figures = tab.event(A, lambda sh: (sh.figures["heads"], sh.texts["table"], sh.figures["rollout"], sh.figures["box"],
+                                       sh.figures["crop"], sh.figures["distance"],
+                                       figure_value(sh.figures.get("query"))),
+                        [heads, table, roll, box, crop, dist, query])
+    shown = on(tab.answer_triggers([go.click, model.change, side.release]), first, first.inputs, first.outputs,
+               trigger_mode="always_last", **MODEL)
+    on(shown.success, figures, figures.inputs, figures.outputs, **MODEL)
+    shown.then(None, None, None, js=tab.reveal("#attention-notice"))
     # the server no longer holds the explorer's analysis (a restart, another process): the picture comes back from
     # the browser, through the queue like every request, and the explorer continues where it was
+    inputs = form.inputs(A)
     settings = [c for c in inputs if c is not src]  # not the page's picture: after a restart its file may be gone
     resend = signed(len(settings) + 1, lambda *args: _payload_again(form, inputs.index(src), *args),
                     "explorer_again", progress=True)
     on(again.change, resend, [again] + settings, explorer, trigger_mode="always_last", **MODEL)
     # the explorer moved (a burst of changes ends): the server's figures follow what is on screen
-    on([carrier.change, form[A["fusion"]].change, form[A["discard"]].release], figures, inputs, figures.outputs,
-       trigger_mode="always_last", **MODEL)
+    on([carrier.change, form[A["fusion"]].change, form[A["discard"]].release], figures, figures.inputs,
+       figures.outputs, trigger_mode="always_last", **MODEL)
     tab.download(A, dl_button, dl_file, **MODEL)
 
     tab.accordion(spec.REGISTERS, reg_box, [reg_btn.click], [("registers", reg_img)], ("note", reg_note), **MODEL)
@@ -180,14 +181,6 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.accordion(spec.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)
     tab.remember_in_link(spec.TABS["attention"])
     return tab
-
-
-def _payload(form: Form, *args) -> dict:
-    *inputs, progress = args
-    picture, raw = form.values(A, tuple(inputs))
-    if picture is None:
-        return gr.skip()
-    return explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
 
 
 def _payload_again(form: Form, at: int, *args) -> dict:
@@ -205,27 +198,8 @@ def _payload_again(form: Form, at: int, *args) -> dict:
     return explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
 
 
-def _side_control(form: Form, *args):
-    """UI only: the short-side slider shows the side actually used, and says why when it differs."""
-    picture, raw = form.values(A, args)
-    if picture is None:
-        return gr.skip()
-    from vitviz.models import cache as models
-
-    values = A.check(raw)
-    runner = models.get_model(values["model"])
-    if runner.embedded:
-        return gr.Slider(value=runner.resolution, interactive=False,
-                         info=f"{runner.spec.key} runs at {runner.resolution} px only (the size it was trained at).")
-    return gr.Slider(interactive=True, info=runner.side_reason(values["resolution"]) or None)
-
-
-def _limits(form: Form, *args):
+def _limits(shown) -> tuple:
     """UI only: the inside-one-head and feature-PCA sliders span the layers, heads and grid of what is shown."""
-    picture, raw = form.values(A, args)
-    if picture is None:
-        return gr.skip()
-    a, _ = attention_view.analysis_for(uploads.picture(picture), A.check(raw))
-    (gh, gw), depth, heads = a.maps.grid, a.maps.layers, a.maps.heads
+    (gh, gw), depth, heads = shown.numbers["grid"], shown.numbers["layers"], shown.numbers["heads"]
     return (gr.Slider(maximum=depth), gr.Slider(maximum=heads - 1), gr.Slider(maximum=gh - 1),
             gr.Slider(maximum=gw - 1), gr.skip(), gr.Slider(maximum=depth))

@@ -64,12 +64,10 @@ def build(gr_tab: gr.Tab) -> Tab:
         endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
     endpoint(spec.TRADEOFF, lambda _pic, v: answer(show("patch_size_tradeoff", None, v)))
 
-    inputs = form.inputs(C)
     main = tab.event(C, lambda sh: (tab.note_text(sh), sh.numbers["top5"], sh.figures["maps"], sh.texts["facts"]),
                      [note, top5, maps, facts])
-    for trigger in tab.answer_triggers([go.click, model.change]):
-        on(trigger, main, inputs, main.outputs, trigger_mode="always_last", **MODEL).then(
-            None, None, None, js=tab.reveal("#classify-notice"))
+    on(tab.answer_triggers([go.click, model.change]), main, main.inputs, main.outputs, trigger_mode="always_last",
+       **MODEL).then(None, None, None, js=tab.reveal("#classify-notice"))
     tab.download(C, dl_button, dl_file, **MODEL)
     tab.accordion(spec.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(spec.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)

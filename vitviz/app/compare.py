@@ -58,7 +58,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         with gr.Row():
             classifier = form.add(T["classifier"])
             t_go = gr.Button("Shift and compare")
-        t_note = gr.Markdown()
+        t_note = gr.Markdown(elem_classes="vx-table")  # its table scrolls sideways on a phone
         t_errors = figure("vitcnn-shift-errors")
         t_stability = figure("vitcnn-shift-stability")
         t_dl, t_file = download_row("vitcnn-shift-bundle")
@@ -78,11 +78,11 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.extras = {"photos_note": photos_note}
     _endpoints()
 
-    main = tab.event(R, lambda sh: (tab.note_text(sh), sh.figures["reach"], sh.figures["maps"], sh.texts["text"]),
-                     [note, reach, maps, text])
-    for trigger in tab.answer_triggers([go.click, vit.change, cnn.change, side.release]):
-        on(trigger, main, form.inputs(R), main.outputs, trigger_mode="always_last", **MODEL).then(
-            None, None, None, js=tab.reveal("#vitcnn-notice"))
+    main = tab.event(R, lambda sh: (tab.note_text(sh), sh.figures["reach"], sh.figures["maps"], sh.texts["text"],
+                                    tab.used(R["resolution"], sh)),  # the short side shows the size used
+                     [note, reach, maps, text, side])
+    on(tab.answer_triggers([go.click, vit.change, cnn.change, side.release]), main, main.inputs, main.outputs,
+       trigger_mode="always_last", **MODEL).then(None, None, None, js=tab.reveal("#vitcnn-notice"))
     tab.download(R, dl_button, dl_file, **MODEL)
     tab.accordion(T, t_box, [t_go.click, classifier.change],
                   [("errors", t_errors), ("stability", t_stability)], ("text", t_note), **MODEL)

@@ -27,6 +27,15 @@ MODEL_LISTS = (("attention", spec.ATTENTION["model"], "attention"), ("classify",
 had, opens on the stand-in for that task."""
 
 
+def page_script() -> str:
+    """The page's script (render/web/page.js) with the tab each link key belongs to: the address shows the open
+    tab's settings only, and every tab's again when it is opened."""
+    from vitviz.app.components import WEB
+
+    tabs = {f.link: tab for tab, views in spec.TABS.items() for view in views for f in view.settings() if f.link}
+    return (WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
+
+
 def model_choices(task: str) -> list[tuple[str, str]]:
     """(label, key) pairs: a model that cannot be had now says so ('…: needs download'); the value stays the key."""
     return [(models.choice_label(k), k) for k in registry.keys(task)]

@@ -6,8 +6,8 @@ import gradio as gr
 
 from vitviz.app import uploads
 from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
-from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
-from vitviz.app.tab import Tab, signed
+from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, friendly, on
+from vitviz.app.tab import Tab
 from vitviz.render import browser
 from vitviz.specs import views as spec
 from vitviz.views import patches as patches_view
@@ -90,49 +90,48 @@ def build(gr_tab: gr.Tab) -> Tab:
              doc="The Patches view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
              runs_model=False)
 
-    fit_in = form.inputs(spec.PATCHES)
-
-    def opened(*args: object):
-        """The clicked patch's figure while its accordion is open: the last clicked patch, or the centre one, so
-        the open panel is never empty; nothing (no figure, no work) while it is closed."""
-        *raw, last, is_open = args
-        picture, values = form.values(spec.PATCHES, tuple(raw))
-        if not is_open:
-            return figure_value(None)
-        if picture is None:
-            return gr.skip()
-        fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
-        gh, gw = fitted.grid
-        row, col = last if last is not None else (gh // 2, gw // 2)
-        return figure_value(patches_view.patch_vectors(fitted, row, col))
-
-    show_clicked = signed(len(fit_in) + 2, opened, "show_clicked_patch")
-
-    # the page's events
+    # the page's events: the main answer, then what reads the answer on screen (main.last) and nothing else, so
+    # a refused setting (which leaves the answer as it was) leaves them as they were too
     main = tab.event(spec.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
                                                sh.texts["equivalence"], sh.texts["costs"], sh.figures["costs"], None),
                      [note, summary, grid, equivalence, costs, chart, clicked])
-    for trigger in tab.answer_triggers([go.click] + [form[f].change for f in (spec.PATCH, spec.POLICY,
-                                                                             spec.MODEL_SIZE)]
-                                       + [form[spec.RESOLUTION].release]):
-        shown = on(trigger, main, fit_in, main.outputs, trigger_mode="always_last")
-        on(shown.success, tab.quiet(inspector, spec.PATCHES), fit_in, inspector_view).then(
-            None, None, None, js=tab.reveal("#patch-summary"))
-        on(shown.success, show_clicked, fit_in + [clicked, vec_open], vectors)  # a new picture: its centre patch
 
-    def click(*args: object) -> tuple:
-        *raw, evt = args
-        picture, values = form.values(spec.PATCHES, tuple(raw))
-        if picture is None:
-            return gr.skip()
-        fitted, _ = patches_view.fitted_for(uploads.picture(picture), spec.PATCHES.check(values))
-        row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], fitted.patch, patches_view.scale_of(fitted))
-        image, _ = patches_view.grid_image(fitted, highlight=(row, col))
-        return figure_value(image), figure_value(patches_view.patch_vectors(fitted, row, col)), (row, col)
+    def opened(last, clicked_at, is_open):
+        """The clicked patch's figure while its accordion is open: the last clicked patch, or the centre one, so
+        the open panel is never empty; nothing (no figure, no work) while it is closed."""
+        if not is_open:
+            return figure_value(None)
 
-    on(grid.select, signed(len(fit_in), click, "click_patch", select=True), fit_in, [grid, vectors, clicked])
+        def draw(picture, values):
+            fitted, _ = patches_view.fitted_for(uploads.picture(picture), values)
+            gh, gw = fitted.grid
+            row, col = clicked_at if clicked_at is not None else (gh // 2, gw // 2)
+            return figure_value(patches_view.patch_vectors(fitted, row, col))
+
+        return tab.follow(draw, main, spec.PATCHES)(last)
+
+    show_clicked = friendly(opened)
+    # one event for every trigger: triggers firing together (a link setting several controls) queue one answer
+    shown = on(tab.answer_triggers([go.click] + [form[f].change for f in (spec.PATCH, spec.POLICY, spec.MODEL_SIZE)]
+                                   + [form[spec.RESOLUTION].release]),
+               main, main.inputs, main.outputs, trigger_mode="always_last")
+    on(shown.success, tab.follow(inspector, main, spec.PATCHES), main.last, inspector_view).then(
+        None, None, None, js=tab.reveal("#patch-summary"))
+    on(shown.success, show_clicked, [main.last, clicked, vec_open], vectors)  # a new picture: its centre patch
+
+    def click(last, evt: gr.SelectData) -> tuple:
+        def draw(picture, values):
+            fitted, _ = patches_view.fitted_for(uploads.picture(picture), values)
+            row, col = patches_view.click_to_patch(evt.index[0], evt.index[1], fitted.patch,
+                                                   patches_view.scale_of(fitted))
+            image, _ = patches_view.grid_image(fitted, highlight=(row, col))
+            return figure_value(image), figure_value(patches_view.patch_vectors(fitted, row, col)), (row, col)
+
+        return tab.follow(draw, main, spec.PATCHES)(last)
+
+    on(grid.select, friendly(click), main.last, [grid, vectors, clicked])
     on(vec_box.expand, lambda: True, None, vec_open, queue=False).then(
-        show_clicked, fit_in + [clicked, vec_open], vectors, api_visibility="private", preprocess=False)
+        show_clicked, [main.last, clicked, vec_open], vectors, api_visibility="private", preprocess=False)
     on(vec_box.collapse, lambda: False, None, vec_open, queue=False)
     tab.download(spec.PATCHES, dl_button, dl_file)
     tab.accordion(spec.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))
@@ -140,7 +139,8 @@ def build(gr_tab: gr.Tab) -> Tab:
                   [("filters", filters)], ("text", filt_note), **MODEL)
     tab.accordion(spec.WINDOWS, win_box, [form[spec.WINDOWS[n]].release for n in ("window", "row", "col")],
                   [("windows", win_fig), ("cost", win_cost)], ("text", win_note))
-    on(toy_setup.click, lambda: (uploads.example("toy_8x8.png"), 4, 8, "stretch"), None,
-       [src, form[spec.PATCH], form[spec.RESOLUTION], form[spec.POLICY]], preprocess=True)
+    toy_set = on(toy_setup.click, lambda: (uploads.example("toy_8x8.png"), 4, 8, "stretch"), None,
+                 [src, form[spec.PATCH], form[spec.RESOLUTION], form[spec.POLICY]], preprocess=True)
+    tab.relink_after(toy_set, [spec.PATCH, spec.RESOLUTION, spec.POLICY])
     tab.remember_in_link((spec.PATCHES, spec.TOY, spec.FILTERS, spec.WINDOWS))
     return tab

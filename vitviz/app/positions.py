@@ -5,20 +5,13 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
-from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
-from vitviz.app.tab import Tab, signed
-from vitviz.render import browser
+from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, friendly, on
+from vitviz.app.tab import Tab
 from vitviz.specs import views as spec
 from vitviz.views import posembed as posembed_view
 from vitviz.views import show
 
 P = spec.POSITIONS
-
-
-def similarity_map(values: dict) -> dict:
-    """What the position-similarity map draws in the browser: the whole table's similarities, sent once."""
-    grid, name, _ = posembed_view.grid_for(values)
-    return browser.posembed_payload(grid, values["kind"], name, values["cmap"])
 
 
 def build(gr_tab: gr.Tab) -> Tab:
@@ -36,8 +29,9 @@ def build(gr_tab: gr.Tab) -> Tab:
             form.add(P["cmap"])
             go = gr.Button("Show", variant="primary")
             dl_button, dl_file = download_row("pe-bundle")
-            gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64], ["1D sinusoidal", 14, 14, 64],
-                         [spec.TIMELINE, 8, 8, 8]], inputs=[source, rows, cols, dim], label="examples (click one)")
+            shown_examples = gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64],
+                                          ["1D sinusoidal", 14, 14, 64], [spec.TIMELINE, 8, 8, 8]],
+                                         inputs=[source, rows, cols, dim], label="examples (click one)")
             explain(
                 "Attention alone cannot tell where a patch came from: shuffle the tokens and it computes the "
                 "same thing, shuffled. So each patch gets a position vector added. Sinusoidal ones are a fixed "
@@ -84,21 +78,13 @@ def build(gr_tab: gr.Tab) -> Tab:
              doc="The Position-embeddings view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
              runs_model=False)
 
-    inputs = form.inputs(P)
     main = tab.event(P, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["mosaic"], sh.figures["tile"],
-                                    sh.figures["matrix"], sh.figures["similarity"], sh.figures["resampled"]),
-                     [note, summary, mosaic, tile, matrix, sim, resampled], needs_picture=False)
-    pe_map_step = signed(len(inputs), lambda *args: similarity_map(P.check(form.values(P, args)[1])), "pe_map")
-
-    def both(*args):  # the figures, then the similarity map drawn in the browser (one step: a tab opened shows both)
-        *inputs_, _progress = args
-        return (*main(*args), pe_map_step(*inputs_))
-
-    both.__signature__ = main.__signature__
-    outputs = main.outputs + [pe_map]
-    on([go.click] + [form[f].change for f in P.settings()], both, inputs, outputs, trigger_mode="always_last").then(
-        None, None, None, js=tab.reveal("#pe-summary"))
-    tab.on_open = (both, inputs, outputs)
+                                    sh.figures["matrix"], sh.figures["similarity"], sh.figures["resampled"],
+                                    sh.data["similarity_map"]),  # the figures and the map drawn in the browser
+                     [note, summary, mosaic, tile, matrix, sim, resampled, pe_map], needs_picture=False)
+    on([go.click] + [form[f].change for f in P.settings()], main, main.inputs, main.outputs,
+       trigger_mode="always_last").then(None, None, None, js=tab.reveal("#pe-summary"))
+    tab.on_open = (main, main.inputs, main.outputs)
 
     def controls(source_value):  # UI only: the grid and D apply to formulas, the checkpoint to the timeline
         formula = source_value in spec.SINUSOIDAL
@@ -107,14 +93,15 @@ def build(gr_tab: gr.Tab) -> Tab:
 
     on(source.change, controls, source, [rows, cols, dim, step], queue=False)
 
-    def tile_at(*args):
-        *raw, evt = args
-        values = P.check(form.values(P, tuple(raw))[1])
-        grid, _, _ = posembed_view.grid_for(values)
-        row, col = posembed_view.tile_at(grid, values["kind"], evt.index[0], evt.index[1])
-        return figure_value(posembed_view.tile_figure(grid, values["kind"], row, col, values["cmap"]))
+    def tile_at(last, evt: gr.SelectData):
+        def draw(_picture, values):
+            grid, _, _ = posembed_view.grid_for(values)
+            row, col = posembed_view.tile_at(grid, values["kind"], evt.index[0], evt.index[1])
+            return figure_value(posembed_view.tile_figure(grid, values["kind"], row, col, values["cmap"]))
 
-    on(mosaic.select, signed(len(inputs), tile_at, "click_tile", select=True), inputs, tile)
+        return tab.follow(draw, main, P)(last)
+
+    on(mosaic.select, friendly(tile_at), main.last, tile)
     tab.download(P, dl_button, dl_file)
 
     tab.accordion(spec.ROTARY, rope_box, [c.release for c in rope_in], [("rotary", rope)])
@@ -128,4 +115,5 @@ def build(gr_tab: gr.Tab) -> Tab:
 
     on(rpb_source.change, rpb_controls, rpb_source, [rpb_m, rpb_heads, rpb_block], queue=False)
     tab.remember_in_link((P, spec.ROTARY, spec.RELATIVE_BIAS))
+    tab.relink_after(shown_examples.load_input_event, [P["source"], P["rows"], P["cols"], P["dim"]])
     return tab

@@ -8,6 +8,9 @@ their typed parameters (:func:`vitviz.app.serving.endpoint`), so the page and th
 from __future__ import annotations
 
 import inspect
+import json
+import threading
+import time
 from typing import Any, Callable
 
 import gradio as gr
@@ -23,15 +26,19 @@ DECODE = dict(concurrency_id="decode", concurrency_limit=2)
 """Decoding uploads shares one small group: a crowd's large pictures are decoded two at a time."""
 
 
-def signed(n: int, fn: Callable[..., Any], name: str, progress: bool = False, select: bool = False) -> Callable:
-    """``fn`` behind ``n`` named positional inputs, then (when asked) what was clicked and gradio's progress
-    tracker as the last arguments: gradio finds what to give a function in its signature, which ``*args`` hides.
-    ValueErrors become messages."""
+def signed(n: int, fn: Callable[..., Any], name: str, progress: bool = False, select: bool = False,
+           request: bool = False) -> Callable:
+    """``fn`` behind ``n`` named positional inputs, then (when asked) what was clicked, the request and gradio's
+    progress tracker as the last arguments: gradio finds what to give a function in its signature, which ``*args``
+    hides. ValueErrors become messages."""
     params = [inspect.Parameter(f"input{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(n)]
     annotations: dict[str, Any] = {}
     if select:
         params.append(inspect.Parameter("evt", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.SelectData))
         annotations["evt"] = gr.SelectData
+    if request:
+        params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request))
+        annotations["request"] = gr.Request
     if progress:
         params.append(inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()))
 
@@ -42,6 +49,25 @@ def signed(n: int, fn: Callable[..., Any], name: str, progress: bool = False, se
     call.__annotations__ = annotations
     call.__name__ = call.__qualname__ = name
     return friendly(call)
+
+
+_told: dict[str, tuple[str, float]] = {}
+_told_lock = threading.Lock()
+
+
+def _first_time(page: str | None, message: str, within: float = 5.0) -> bool:
+    """Whether page ``page`` has not been told ``message`` in the last ``within`` seconds (several triggers of one
+    action, queued together, are refused once each: the page hears it once)."""
+    if page is None:
+        return True
+    now = time.monotonic()
+    with _told_lock:
+        said = _told.get(page)
+        _told[page] = (message, now)
+        if len(_told) > 4096:  # pages that left: forget the oldest
+            for key in sorted(_told, key=lambda k: _told[k][1])[:1024]:
+                _told.pop(key, None)
+    return not (said and said[0] == message and now - said[1] < within)
 
 
 def narrow(field, shown: Shown):
@@ -66,34 +92,134 @@ class Tab:
         """Components the page itself sets on load (the registers button, say)."""
         self.on_open: Callable | None = None
         """For a tab without a picture: the event that shows it, run when the tab is selected or the page opens on it."""
+        self.relink = gr.Textbox(visible="hidden", elem_id=f"{name}-relink")
+        """Settings a refused value set back, as JSON for the page's link (which follows them)."""
+        self.relink.change(None, self.relink, None, js="(t) => window.vitvizLink?.restore(t)")
         self.src = next((c for f, c in form.controls.items() if f.kind == "image"), None)
         self.key = gr.Textbox(visible="hidden", elem_id=f"{name}-image-key") if self.src is not None else None
         self.accepted = None
-        if self.src is not None:  # a picture vitviz cannot use is cleared with a warning, not left broken
-            self.accepted = on(self.src.change, self.accept, self.src, [self.src, self.key], **DECODE)
+        if self.src is not None:  # a picture vitviz cannot use is refused with one warning; the last good one stays
+            self.kept = gr.State(None)
+            # gradio's image box reports a new value twice in a row (the same picture): one check, one warning
+            self.accepted = on(self.src.change, self.accept, [self.src, self.kept], [self.src, self.key, self.kept],
+                               trigger_mode="once", **DECODE)
             self.key.change(None, self.key, None, js=f"(k) => window.vitvizLink?.image({name!r}, k)")
 
     def event(self, view: View, render: Callable[[Shown], tuple], outputs: list,
-              needs_picture: bool = True) -> Callable:
-        """A private page event for ``view``: the form's values, checked, shown; ``render(shown)`` gives the values
-        of ``outputs`` (kept as the returned function's ``outputs``)."""
+              needs_picture: bool = True, shows: str | None = None) -> Callable:
+        """A private page event for ``view``: the form's values, checked, shown (by the view function ``shows``,
+        the view's own by default); ``render(shown)`` gives the values of ``outputs``. The returned function keeps
+        what it reads and writes: ``inputs`` (the form's controls for the view, then ``last``), ``outputs``
+        (``outputs``, then the view's other controls, then ``last``) and ``last``, a state holding the inputs of the
+        answer on screen (``given``: follow-up events read it, so they always match it) and the last values refused
+        (``refused``: the same values refused again by queued triggers are not announced twice).
+
+        A value vitviz refuses (a setting out of what the picture allows, a picture it cannot use) gets one warning,
+        and the view stays consistent: its answers untouched, and its controls set back to the values of the answer
+        on screen (no error badges, no summary left from one setting beside a control showing another)."""
+        last = gr.State(None)
+        form_inputs = self.form.inputs(view)
+        controls = [c for c in form_inputs if c is not self.form.carrier]
+        extra = [c for c in controls if c not in outputs]
+        every = list(outputs) + extra + [self.relink, last]
+
         def run(*args: Any):
-            *inputs, progress = args
-            picture, raw = self.form.values(view, tuple(inputs))
-            if needs_picture and picture is None:
-                return gr.skip()  # a setting changed before any picture: nothing to show yet
-            values = view.check(raw)
-            rgb = uploads.picture(picture) if needs_picture else None
-            shown = show(view.name, rgb, values, progress=lambda f, msg: progress(f, desc=msg))
+            *given, kept, request, progress = args
+            page = getattr(request, "session_hash", None)
+            previous = (kept or {}).get("given")  # the inputs of the answer on screen
+            picture, raw = self.form.values(view, tuple(given))
+            if needs_picture and picture is None:  # a setting changed before any picture: nothing to show yet
+                return tuple(gr.skip() for _ in every)
+            def answer(raw: dict):
+                rgb = uploads.picture(picture) if needs_picture else None
+                return show(shows or view.name, rgb, view.check(raw), progress=lambda f, msg: progress(f, desc=msg))
+
+            reset = None
+            try:
+                shown = answer(raw)
+            except ValueError as err:
+                said = (kept or {}).get("refused") == [picture, raw]  # the same values again (queued triggers)
+                said = said or not _first_time(page, str(err))
+                if previous is not None:
+                    return self.refused(err, previous, form_inputs, every, view, said, [picture, raw])
+                try:  # nothing on screen yet (a link with a setting this picture refuses): the declared defaults
+                    reset = {f.name: f.default for f in view.settings() if f in self.form.controls}
+                    shown = answer({**raw, **reset})
+                except ValueError:
+                    return self.refused(err, previous, form_inputs, every, view, said, [picture, raw])
+                if not said:
+                    gr.Warning(f"{err} The view opens with its default settings instead.", title="Cannot use this")
+                refused_now = [picture, raw]
+                given = [reset[f.name] if f is not None and f.name in reset else v
+                         for f, v in zip(self._fields_of(view), given)]
             out = render(shown)
             out = tuple(out) if isinstance(out, tuple) else (out,)
             out = tuple(figure_value(v) if isinstance(c, gr.Image) and isinstance(v, Image.Image) else v
                         for c, v in zip(outputs, out))  # figures carry their text alternatives
-            return out if len(outputs) > 1 else out[0]
+            if reset is not None:  # the controls and the link show the defaults the answer used
+                out = tuple(v if c not in form_inputs or c is self.form.carrier else given[form_inputs.index(c)]
+                            for c, v in zip(outputs, out))
+                relink = json.dumps({"at": time.time(), "keys": self._link_of(view, reset)})
+                return out + tuple(gr.skip() if isinstance(c, gr.Image) else given[form_inputs.index(c)]
+                                   for c in extra) + (relink, {"given": list(given), "refused": refused_now})
+            return out + tuple(gr.skip() for _ in extra) + (gr.skip(), {"given": list(given)})
 
-        fn = signed(len(self.form.inputs(view)), run, f"show_{view.name}", progress=True)
-        fn.outputs = outputs
+        fn = signed(len(form_inputs) + 1, run, f"show_{shows or view.name}", progress=True, request=True)
+        fn.inputs, fn.outputs, fn.last = form_inputs + [last], every, last
         return fn
+
+    def refused(self, err: ValueError, previous: list | None, form_inputs: list, every: list,
+                view: View, said: bool = False, what: list | None = None) -> tuple:
+        """One warning for a refused value; of ``every`` output, the controls set back to the values ``previous``
+        (the inputs of the answer on screen) held, the link re-written with them, and the rest left as they are
+        (nothing set back before any answer)."""
+        had = previous is not None
+        if not said:  # the same refused values once more (several triggers queued at once): said once already
+            gr.Warning(f"{err}" + (" The view keeps what it showed before, with its settings." if had else ""),
+                       title="Cannot use this")
+        back = []
+        for c in every:
+            if c is every[-1]:  # the state: the answer on screen stays, and what was refused is remembered
+                back.append({"given": previous, "refused": what})
+                continue
+            if c is self.relink and had:
+                _, raw = self.form.values(view, tuple(previous))
+                back.append(json.dumps({"at": time.time(), "keys": self._link_of(view, raw)}))
+            elif not had or c not in form_inputs or c is self.form.carrier:  # the browser holds the carrier's
+                back.append(gr.skip())
+            else:
+                value = previous[form_inputs.index(c)]
+                back.append(uploads.path_of(value) if isinstance(c, gr.Image) else value)
+        return tuple(back)
+
+    def _fields_of(self, view: View) -> list:
+        """The field behind each of ``self.form.inputs(view)`` (None for the carrier)."""
+        fields = [f for f in view.fields if f in self.form.controls]
+        return fields + ([None] if any(f in self.form.browser for f in view.fields) else [])
+
+    def _link_of(self, view: View, raw: dict) -> dict:
+        """The link's text for each of ``view``'s settings with a control (None: left out, the default)."""
+        out = {}
+        for f in view.settings():
+            if f.link and f in self.form.controls and f.name in raw:
+                try:
+                    out[f.link] = f.to_link(f.check(raw[f.name]))
+                except ValueError:
+                    continue
+        return out
+
+    def follow(self, fn: Callable[[Any, dict], Any], event: Callable, view: View) -> Callable:
+        """A follow-up of ``event``: ``fn(picture as sent, checked settings)`` for the answer on screen (read from
+        ``event.last``: after a refused value, the answer that stayed), skipped before any answer."""
+        def call(last):
+            if not last or last.get("given") is None:
+                return gr.skip()
+            picture, raw = self.form.values(view, tuple(last["given"]))
+            return gr.skip() if picture is None and any(f.kind == "image" for f in view.fields) else \
+                fn(picture, view.check(raw))
+
+        call.__name__ = getattr(fn, "__name__", "follow_up")
+        return friendly(call)
 
     def accordion(self, view: View, box: gr.Accordion, triggers: list, figures: list[tuple[str, Any]] = (),
                   note: tuple[str, Any] | None = None, browser: list[tuple[str, Any]] = (), **kwargs: Any) -> None:
@@ -115,35 +241,34 @@ class Tab:
 
         event = self.event(view, render, outputs, needs_picture=any(f.kind == "image" for f in view.fields))
         kwargs.setdefault("trigger_mode", "always_last")
-        on([box.expand] + triggers, event, self.form.inputs(view), outputs, **kwargs)
+        on([box.expand] + triggers, event, event.inputs, event.outputs, **kwargs)
 
     def answer_triggers(self, triggers: list) -> list:
-        """``triggers`` and the picture's arrival (after it was checked)."""
-        return triggers + ([self.accepted.success] if self.accepted is not None else [])
-
-    def quiet(self, fn: Callable[[Any, dict], Any], view: View) -> Callable:
-        """A follow-up step: ``fn(picture as sent, checked settings)``, skipped without a picture."""
-        def call(*args):
-            picture, raw = self.form.values(view, args)
-            return gr.skip() if picture is None else fn(picture, view.check(raw))
-
-        return signed(len(self.form.inputs(view)), call, getattr(fn, "__name__", "follow_up"))
+        """``triggers`` and the picture's arrival (after it was checked: the link's name for it changes), for one
+        event (``gr.on``): triggers that fire together queue one answer, not one each."""
+        return triggers + ([self.key.change] if self.key is not None else [])
 
     @staticmethod
-    def accept(picture: Any, request: gr.Request = None):
-        """The picture's check before a tab's work: one that vitviz cannot use is cleared with a warning; one it can
-        use is held for this page while the page is open (:mod:`vitviz.app.files`)."""
+    def accept(picture: Any, kept: Any = None, request: gr.Request = None):
+        """The picture's check before a tab's work. One that vitviz cannot use is refused with a warning and the
+        picture shown before it comes back (its answers are still on the page: picture and answers stay together);
+        one it can use is kept as the page's last good picture and held while the page is open
+        (:mod:`vitviz.app.files`). Returns (the picture box, the link's name for the picture, the last good one)."""
         if picture is None:
-            return gr.skip(), ""
+            return gr.skip(), "", gr.skip()
+        if isinstance(kept, dict) and kept.get("refused") == uploads.path_of(picture):
+            return gr.skip(), gr.skip(), gr.skip()  # the same refused picture reported again: said once already
         try:
             uploads.picture(picture)
         except ValueError as err:
-            gr.Warning(str(err), title="Cannot use this picture")
-            return None, ""
+            back = uploads.path_of(kept)
+            gr.Warning(str(err) + (" The picture before it is shown again." if back else ""),
+                       title="Cannot use this picture")
+            return back, uploads.image_key(kept) if back else "", {**(kept or {}), "refused": uploads.path_of(picture)}
         path = uploads.path_of(picture)
         if path is not None and request is not None and request.session_hash:
             files.PICTURES.hold(request.session_hash, path)
-        return gr.skip(), uploads.image_key(picture)
+        return gr.skip(), uploads.image_key(picture), picture
 
     def download(self, view: View, button: gr.Button, files: gr.File, **kwargs: Any) -> None:
         """'Download this view': the bundle of exactly what the form (and the browser view) holds; the file box
@@ -160,11 +285,44 @@ class Tab:
         made = on(button.click, signed(len(inputs), bundle, f"bundle_{view.name}"), inputs, files, **kwargs)
         on(made.success, lambda: gr.File(visible=True), None, files)
 
-    @staticmethod
-    def note_text(shown: Shown) -> str:
-        """The notice and the reasons for changed settings, as a paragraph before a view's own text."""
-        note = shown.note()
+    def note_text(self, shown: Shown) -> str:
+        """The notice and the reasons for changed settings, as a paragraph before a view's own text; first, when the
+        page chose a stand-in for a model it cannot have (offline), which and why."""
+        parts = [self.offline_reason(shown), shown.note()]
+        note = "\n\n".join(p for p in parts if p)
         return f"{note}\n\n" if note else ""
+
+    def offline_reason(self, shown: Shown) -> str:
+        """Why the answer comes from a shapes-only model the page chose itself (its own model cannot be had here),
+        said first; empty when the model asked for is the one shown, or when the stand-in was chosen on purpose."""
+        from vitviz.models import cache as models
+        from vitviz.specs import registry
+
+        settled = shown.settled
+        if settled is None:
+            return ""
+        available, said = models.available_now(), []
+        for f in self.form.controls:
+            if f.kind != "choice" or f.default not in registry.REGISTRY or f.name not in settled.values:
+                continue
+            used = settled.values[f.name]
+            if used in registry.SHAPES_ONLY and used != f.default and not available.get(f.default, False):
+                said.append(f"**Offline here: {f.default} cannot be had** (no connection to the model hub, and its "
+                            f"weights are not in this computer's cache), so the page shows **{used}**, which vitviz "
+                            "trained itself on generated shapes. Its numbers are real, but it knows only the shape "
+                            "scenes.")
+        return "\n\n".join(said)
+
+    @staticmethod
+    def used(field, shown: Shown):
+        """A slider showing the value ``field`` actually had in ``shown``, with the reason when it differs from what
+        was asked (and fixed when it could have no other value: a model that runs at one size)."""
+        settled = shown.settled
+        if settled is None or field.name not in settled.values:
+            return gr.skip()
+        fixed = field.name in settled.fixed
+        return gr.Slider(value=settled.values[field.name], interactive=not fixed,
+                         info=settled.notes.get(field.name) or settled.fixed.get(field.name) or None)
 
     @staticmethod
     def reveal(selector: str) -> str:
@@ -172,16 +330,32 @@ class Tab:
         return f"() => window.vitvizLink?.reveal({selector!r})"
 
     def remember_in_link(self, views: tuple[View, ...]) -> None:
-        """Every control of these views writes its setting into the page's link (defaults left out)."""
+        """Every control of these views writes its setting into the page's link when a person changes it (defaults
+        left out; the page shows only the open tab's settings in the address). The link holds what was asked for,
+        not what the page had to use instead: a stand-in model chosen offline, or the 64 px a shapes model runs at,
+        are shown on the controls but not pinned, so the link opened online gets the real model at its own size.
+        What sets controls for a person (an example, a button) or sets them back (a refused value) re-writes the
+        link with :meth:`relink_after` and :meth:`refused`."""
         done = set()
         for view in views:
             for f in view.settings():
                 if f in done or f not in self.form.controls or f.link is None:
                     continue
                 done.add(f)
-                default = f.to_link(None) if f.default is None else str(f.default)
-                self.form[f].change(None, self.form[f], None,
-                                    js=f"(v) => window.vitvizLink?.setting({f.link!r}, v, {default!r})")
+                self.form[f].input(None, self.form[f], None, js=f"(v) => window.vitvizLink?.setting({f.link!r}, v, "
+                                                                 f"{self._link_default(f)!r})")
+
+    @staticmethod
+    def _link_default(f) -> str:
+        return f.to_link(None) if f.default is None else str(f.default)
+
+    def relink_after(self, event, fields: list) -> None:
+        """After ``event`` (an example clicked, a button that sets controls), the link holds those ``fields``."""
+        keyed = [f for f in fields if f.link and f in self.form.controls]
+        calls = "; ".join(f"L.setting({f.link!r}, v{i}, {self._link_default(f)!r})" for i, f in enumerate(keyed))
+        args = ", ".join(f"v{i}" for i in range(len(keyed)))
+        event.then(None, [self.form[f] for f in keyed], None,
+                   js=f"({args}) => {{ const L = window.vitvizLink; if (L) {{ {calls}; }} }}")
 
     def opens(self, models_available: Callable[[], dict], opened: gr.State) -> None:
         """Opening the tab shows it computed: its example when it has no picture yet, or its view (no picture).

@@ -109,7 +109,7 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
         progress(0.1, f"checking whether the model hub is reachable for {key}")
     online = loaders.hub_reachable()
     if progress:
-        progress(0.3, f"loading {key} from {'the hub' if online else 'the local cache'}")
+        progress(0.3, f"loading {key} from the hub" if online else f"looking for {key} in the local cache")
     try:
         if spec.family == "hf":
             return _cached(key, lambda: loaders.load_hf(spec.source, local_only=not online, spec=spec))

@@ -158,10 +158,11 @@ class Runner:
         p = self.spec.patch
         return self.resolution if self.embedded else max(int(resolution), p) // p * p
 
-    def side_reason(self, resolution: int) -> str:
-        """Why :meth:`side` differs from ``resolution`` (empty when it does not)."""
+    def side_reason(self, resolution: int, always: bool = False) -> str:
+        """Why :meth:`side` differs from ``resolution`` (empty when it does not, unless ``always`` and the model runs
+        at one size only)."""
         used = self.side(resolution)
-        if used == int(resolution):
+        if used == int(resolution) and not (always and self.embedded):
             return ""
         if self.embedded:
             return f"{self.spec.key} runs at {used} px only (the size it was trained at), whatever short side is set."

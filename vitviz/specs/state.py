@@ -308,11 +308,19 @@ class Settled:
     bounds: dict[str, int] = field(default_factory=dict)
     """The largest value a setting could take for this answer (its ``follows`` range: the picture's grid, the
     model's layers and heads), for controls that narrow to it."""
+    fixed: dict[str, str] = field(default_factory=dict)
+    """Settings that had only one possible value for this answer (a model that runs at one size), and why: a
+    control shows the value used, with the reason, and cannot be moved."""
 
     def within(self, name: str, hi: int, why: str, lo: int = 0) -> int:
         """Use setting ``name`` brought into [lo, hi] (recording ``hi`` as its bound) with the reason if it moved."""
         self.bounds[name] = int(hi)
         return self.use(name, clamp(self.values[name], hi, lo), why)
+
+    def only(self, name: str, value: Any, why: str) -> Any:
+        """Use ``value`` for setting ``name``, the only value it can have here (recorded in :attr:`fixed`)."""
+        self.fixed[name] = why
+        return self.use(name, value, why)
 
     def use(self, name: str, value: Any, why: str) -> Any:
         """Record that ``name`` is used as ``value`` (with the reason) when that differs from what was asked."""

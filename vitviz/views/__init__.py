@@ -73,7 +73,8 @@ def plain(value: Any) -> Any:
 
 _MODULES = {"patches": "patches", "toy": "patches", "patch_filters": "patches", "windows": "windows",
             "position_embeddings": "posembed", "rotary": "posembed", "relative_bias": "posembed",
-            "attention": "attention", "registers": "attention", "timeline": "attention", "compare_models": "attention",
+            "attention": "attention", "explorer": "attention", "registers": "attention", "timeline": "attention",
+            "compare_models": "attention",
             "inside_head": "heads", "feature_pca": "features",
             "classify": "classify", "relevance": "classify", "shuffle": "classify", "patch_size_tradeoff": "classify",
             "receptive_field": "compare", "translation": "compare", "data_efficiency": "compare",

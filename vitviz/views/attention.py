@@ -225,8 +225,12 @@ def compare_registers(rgb: np.ndarray, resolution: int, cmap: str = "inferno", a
                       progress=None) -> tuple[str, Image.Image | None]:
     """The registers comparison of :data:`REGISTER_PAIR` on ``rgb``, or (why not, None) without both real models.
 
-    A stand-in cannot demonstrate registers, so nothing is drawn when either model is unavailable.
+    A stand-in cannot demonstrate registers, so nothing is drawn when either model is unavailable; when that is
+    known beforehand (offline, nothing in the cache) nothing is loaded or announced either.
     """
+    available = models.available_now()
+    if not all(available.get(key, False) for key in REGISTER_PAIR):
+        return REGISTERS_UNAVAILABLE, None
     pair = [models.get_model(key, progress) for key in REGISTER_PAIR]
     if any(loaded.notice for loaded in pair):
         return REGISTERS_UNAVAILABLE, None
@@ -308,7 +312,10 @@ def analysis_for(rgb: np.ndarray, values: dict, progress=None) -> tuple[Analysis
     """The analysis the Attention view's settings ask for, and the settings as used (side, layer, head, query)."""
     runner = models.get_model(values["model"], progress)
     s = settle(values)
-    s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
+    if runner.embedded:  # trained at one size: the short side is that size, whatever was asked
+        s.only("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"], always=True))
+    else:
+        s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
     a = analyse(runner, rgb, values["resolution"])
     maps = a.maps
     if "layer" in values:
@@ -338,6 +345,20 @@ def show_attention(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                                                for layer, head, d in distance_table(a)]}
     texts = {"info": _model_line(a), "table": heads.table}
     return Shown(figures, texts, numbers_, s, a.runner.spec.key, a.runner.notice)
+
+
+def show_explorer(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """What the attention explorer draws in the browser (``data["explorer"]``: sent once per picture), with the
+    model shown, the settings as used and the notice; no server figure is drawn."""
+    from vitviz.render import browser
+    from vitviz.specs.views import ATTENTION
+
+    a, s = analysis_for(rgb, values, progress)
+    held = {n: ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
+    data = {"explorer": browser.attention_payload(a, s.values, held)}
+    return Shown({}, {"info": _model_line(a)}, {"model": a.runner.spec.key, "grid": list(a.maps.grid),
+                                                 "layers": a.maps.layers, "heads": a.maps.heads},
+                 s, a.runner.spec.key, a.runner.notice, data)
 
 
 def show_registers(rgb: np.ndarray, values: dict, progress=None) -> Shown:

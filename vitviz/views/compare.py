@@ -93,8 +93,12 @@ def show_receptive_field(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     erf, run = compare.receptive_fields(cnn, rgb, side)
     a = analyse(vit, rgb, side)
     reasons = " ".join(dict.fromkeys(r.side_reason(side) for r in (vit, cnn) if r.side_reason(side)))
-    if reasons:  # one value used when both models agree on it; otherwise each one's, said in the note
+    if vit.embedded and cnn.embedded and a.resolution == run.resolution:  # both run at one size only
+        s.only("resolution", a.resolution, " ".join(dict.fromkeys(r.side_reason(side, always=True)
+                                                                  for r in (vit, cnn))))
+    elif reasons:  # one value used when both models agree on it; otherwise each one's, said in the note
         s.use("resolution", a.resolution if a.resolution == run.resolution else side, reasons)
+    if reasons:
         s.notes["resolution"] = reasons
     cnn_side, vit_side = run.fitted.image.shape[:2], a.fitted.image.shape[:2]
     vit_distance = a.maps.distance.mean(1)

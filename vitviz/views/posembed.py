@@ -9,7 +9,7 @@ from PIL import Image
 
 from vitviz.core import posembed
 from vitviz.models import cache as models
-from vitviz.render import plotting
+from vitviz.render import browser, plotting
 from vitviz.specs.state import settle
 from vitviz.specs.views import LEARNED, RPB_FORMULA, SINUSOIDAL, TIMELINE, relative_bias_sources
 from vitviz.views import Shown
@@ -199,7 +199,8 @@ def show_position_embeddings(_rgb: None, values: dict, progress=None) -> Shown:
     numbers = {"name": name, "notice": notice, "grid": [r, c], "dim": d, "similarity": values["kind"],
                "neighbourhood": posembed.neighbourhood(grid)}
     figures = {"mosaic": v.mosaic, "tile": tile, "matrix": v.matrix, "similarity": v.sim, "resampled": v.resampled}
-    return Shown(figures, {"summary": v.summary}, numbers, s, None, notice)
+    data = {"similarity_map": browser.posembed_payload(grid, values["kind"], name, values["cmap"])}
+    return Shown(figures, {"summary": v.summary}, numbers, s, None, notice, data)
 
 
 def show_rotary(_rgb: None, values: dict, progress=None) -> Shown:

@@ -208,7 +208,7 @@ function publish(quiet) {  // the link and the carrier follow the explorer (the 
   if (text === S.published) return;
   S.published = text;
   if (!quiet) root.dataset.published = (Number(root.dataset.published) || 0) + 1;
-  window.vitvizLink?.settings(S.p.fields, values);
+  if (!quiet) window.vitvizLink?.settings(S.p.fields, values);  // what a person changed; not what the answer used
   window.vitvizState?.set("attention", values, { quiet });
 }
 
@@ -347,14 +347,19 @@ element.addEventListener("keydown", (ev) => {
   update(ev);
 });
 
-// The big map takes the width it is given, but no more than lets the bar, the map and the layer strip fit the
-// window's height together (a projector at 1280×720 shows them at once); redone when the window or box changes.
+// The big map takes the width it is given, but no more than fits the window's height: on the first screen, below
+// what the page shows above it (a large screen sees the whole map without scrolling), or, when that would leave it
+// small, with the bar and the layer strip once the explorer is scrolled to the top (a projector at 1280×720 shows
+// them at once); redone when the window or box changes.
 function layout() {
   const big = root.querySelector(".vx-big canvas");
   if (!S.p || !big) return;
   const [gh, gw] = S.p.grid, avail = root.querySelector(".vx-big").clientWidth;
-  const reserve = $(".vx-bar").offsetHeight + $(".vx-strip").offsetHeight + $(".vx-big figcaption").offsetHeight + 40;
-  const width = Math.min(avail, Math.max(240, window.innerHeight - reserve) * gw / gh);
+  const caption = $(".vx-big figcaption").offsetHeight;
+  const scrolled = window.innerHeight - ($(".vx-bar").offsetHeight + $(".vx-strip").offsetHeight + caption + 40);
+  const onLoad = window.innerHeight - (big.getBoundingClientRect().top + window.scrollY) - caption - 16;
+  const fits = !document.fullscreenElement && onLoad >= 0.6 * scrolled ? onLoad : scrolled;
+  const width = Math.min(avail, Math.max(240, fits) * gw / gh);
   if (width > 0) big.style.width = Math.floor(width) + "px";
   // the heads beside the map: as few columns as keep them within its height (more, smaller, when needed)
   const heads = $(".vx-heads"), n = S.p.heads + 1, tall = big.offsetHeight + $(".vx-big figcaption").offsetHeight;

@@ -1,12 +1,19 @@
 // vitviz page script (given to launch(js=...)): the permalink helpers and projector mode. Light mode needs no
 // reload: the theme's dark palette is the light one (the theme made light-only on the server), and the class is dropped here too.
 () => {
+  const TAB_KEYS = /*TAB-KEYS*/{};  // each setting's link key -> its tab (filled in by the server)
+  const held = {};  // every tab's settings, by link key (the address shows the open tab's)
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
     set(values) {
       const url = new URL(window.location.href);
       for (const [k, v] of Object.entries(values)) v === null || v === undefined || v === "" ? url.searchParams.delete(k) : url.searchParams.set(k, v);
       if (url.href !== window.location.href) history.replaceState(history.state, "", url.href);
+    },
+    show() {  // the address holds the open tab's settings only (and the page's own: tab, picture, modes)
+      const open = link.get("tab") || "patches", values = {};
+      for (const [key, tab] of Object.entries(TAB_KEYS)) values[key] = tab === open && key in held ? held[key] : null;
+      link.set(values);
     },
     projector(on) {  // large page text (theme.css's body.vx-projector rules); remembered in the link
       document.body.classList.toggle("vx-projector", !!on);
@@ -15,7 +22,8 @@
     setting(key, value, fallback) {  // one declared setting: left out of the link while it is the default
       const text = value === null || value === undefined ? "" : typeof value === "boolean" ? (value ? "1" : "0")
         : Array.isArray(value) ? value.join(",") : String(value);
-      link.set({ [key]: text === String(fallback ?? "") ? null : text });
+      if (text === String(fallback ?? "") || text === "") delete held[key]; else held[key] = text;
+      link.show();
     },
     settings(fields, values) {  // several, as vitviz/render/browser.py describes them (link key, default, words)
       const word = (f, v) => (Object.entries(f.words || {}).find(([, x]) => x === v) || [v])[0];
@@ -25,7 +33,13 @@
     },
     images: {},  // tab -> image key ("cat" for an example, "upload-<hash>" for an upload)
     image(tab, key) { link.images[tab] = key || null; if (link.get("tab") === tab) link.set({ image: key || null }); },
-    tab(name) { link.set({ tab: name, image: link.images[name] || null }); },
+    tab(name) { link.set({ tab: name, image: link.images[name] || null }); link.show(); },
+    restore(text) {  // settings set back by the server (a refused value): {"keys": {link key: text or null}}
+      let got = {};
+      try { got = JSON.parse(text || "{}").keys || {}; } catch (e) { return; }
+      for (const [key, value] of Object.entries(got)) { if (value === null) delete held[key]; else held[key] = String(value); }
+      link.show();
+    },
     reveal(selector) {  // on a narrow screen, bring a result into view after the control that asked for it
       if (window.innerWidth > 760) return;
       const el = document.querySelector(selector);
@@ -36,7 +50,9 @@
     document.body.classList.toggle("vx-contrast", !!on);
     link.set({ contrast: on ? "1" : null });
   };
+  for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }  // the link opened
   window.vitvizLink = link;
+  link.show();
   document.body.classList.remove("dark");
   link.projector(link.get("projector") === "1");
   link.contrast(link.get("contrast") === "1");
@@ -70,4 +86,15 @@
   }).observe(document.body, { childList: true, subtree: true });
   window.addEventListener("resize", name);
   name();
+
+  // A model list opened by tabbing into it closes when focus moves on (gradio's keeps it open over the next label).
+  document.addEventListener("focusout", (ev) => {
+    const input = ev.target;
+    if (!(input instanceof HTMLInputElement) || input.getAttribute("role") !== "combobox") return;
+    setTimeout(() => {
+      const wrap = input.closest(".wrap");
+      if (wrap && wrap.contains(document.activeElement)) return;
+      input.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    }, 0);
+  }, true);
 }
