@@ -98,3 +98,17 @@ def test_the_distance_chart_starts_at_zero(rgb_cat):
     finally:
         plotting.to_image = real
     assert seen["ylim"][0] == 0 and seen["ylim"][1] >= a.maps.distance.max()
+
+
+def test_a_newcomer_meets_the_two_commands_and_the_cpu_variant_on_the_first_screen():
+    """Within the first 50 lines (the Space's header included): the run command, the test command and the CPU-only
+    install, whose versions are the pinned ones."""
+    lines = README.read_text().splitlines()
+    first = "\n".join(lines[:50])
+    assert "pip install -r requirements.txt -e . && python app.py" in first
+    assert "pip install -r requirements-dev.txt -e . && python -m pytest" in first
+    pins = dict(line.split("==") for line in (README.parent / "requirements.txt").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    cpu = f"pip install torch=={pins['torch']} torchvision=={pins['torchvision']} --index-url " \
+          "https://download.pytorch.org/whl/cpu"
+    assert cpu in first
