@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -153,37 +152,6 @@ def test_the_ten_to_one_picture_at_the_largest_side_gets_the_budget_message(app_
     assert "64×640 = 40,960 patches for DINO ViT-S/8" in str(err.value) and "smaller short side" in str(err.value)
     r = client.predict(handle_file(str(path)), "DINO ViT-S/8", 64, api_name="/attention")
     assert r["model"] == "DINO ViT-S/8" and "Showing" not in r["notice"]  # answered by the real model
-
-
-def test_identical_figures_written_at_once_are_never_read_half_written(app_url):
-    """Many requests giving the same picture at once: a reader sees the whole file or none, never part of it."""
-    from gradio import processing_utils
-
-    from vitviz.app import serving
-
-    assert processing_utils.save_pil_to_cache is serving._save_pil_atomically  # build_demo installed it
-    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (300, 300, 3), dtype=np.uint8))
-    cache = tempfile.mkdtemp()
-    whole = len(processing_utils.encode_pil_to_bytes(img, "webp"))
-    path = processing_utils.save_pil_to_cache(img, cache)
-    sizes: list[int] = []
-    stop = threading.Event()
-
-    def read() -> None:
-        while not stop.is_set():
-            with open(path, "rb") as f:
-                sizes.append(len(f.read()))
-
-    readers = [threading.Thread(target=read) for _ in range(4)]
-    for t in readers:
-        t.start()
-    with ThreadPoolExecutor(8) as pool:
-        assert set(pool.map(lambda _: processing_utils.save_pil_to_cache(img, cache), range(400))) == {path}
-    stop.set()
-    for t in readers:
-        t.join()
-    assert len(sizes) > 100 and set(sizes) == {whole}
-    assert sorted(os.listdir(os.path.dirname(path))) == ["image.webp"]  # no temporary files left
 
 
 def test_a_full_queue_says_try_again_and_the_app_keeps_serving(monkeypatch):

@@ -74,7 +74,7 @@ def test_a_link_to_an_upload_says_the_picture_cannot_travel(page, app_url):
     page.locator("#classify-maps img").wait_for(state="visible", timeout=120_000)  # the rest still opens
 
 
-def test_a_bad_upload_is_cleared_with_a_message(page, app_url, tmp_path):
+def test_a_bad_upload_is_refused_with_a_message_and_the_picture_before_it_stays(page, app_url, tmp_path):
     junk = tmp_path / "notes.png"
     junk.write_bytes(b"this is not a picture")
     page.goto(f"{app_url}?tab=patches")
@@ -85,9 +85,10 @@ def test_a_bad_upload_is_cleared_with_a_message(page, app_url, tmp_path):
     sync_api.expect(page.locator(".toast-body").first).to_contain_text("not", timeout=30_000)
     idle(page)
     picture = page.locator(".tabitem:visible").first.locator("[data-testid=image]").first
-    assert picture.locator("img").count() == 0  # no broken picture left behind
+    assert picture.locator("img").count() == 1  # the picture before it, beside its answers: no broken picture
+    assert "notes" not in (picture.locator("img").get_attribute("src") or "")
     assert page.locator(".tabitem:visible .error").count() == 0  # and no "Error" badge
-    assert "image=" not in page.url
+    assert "image=cat" in page.url
 
 
 def test_on_a_phone_the_result_comes_into_view(browser, app_url):
