@@ -92,8 +92,8 @@ def test_learned_position_embeddings_of_the_embedded_model(client):
 
 
 def test_attention_offline_says_which_model_and_what_was_used(client):
-    r = client.predict(picture("scene_star.png"), "DINO ViT-S/8", 224, 12, -1, 0.6, 0.6, "inferno", None, "mean",
-                       0.0, api_name="/attention")
+    r = client.predict(picture("scene_star.png"), "DINO ViT-S/8", 224, 12, -1, 0.6, 0.6, "inferno", None,
+                       api_name="/attention")
     assert r["model"] == registry.OFFLINE_KEY
     assert "Showing vitviz tiny" in r["notice"] and "not DINO ViT-S/8" in r["notice"]
     assert r["settings"]["resolution"] == 64 and r["settings"]["layer"] == 4  # what was used, not what was asked
@@ -102,13 +102,19 @@ def test_attention_offline_says_which_model_and_what_was_used(client):
     table = r["texts"]["table"]
     assert "mass kept" in table and table.count("| head ") == heads + 1 and "layer 4 of 4" in table
     assert r["numbers"]["layer"] == 4 and len(r["numbers"]["maps"]) == heads + 1
-    projector_sized(r["figures"]["distance"])
+    assert set(r["figures"]) == {"heads", "box", "crop"}  # one fused forward: nothing that needs every row
+    projector_sized(r["figures"]["heads"])
+    d = client.predict(picture("scene_star.png"), "DINO ViT-S/8", 224, api_name="/attention_distance")
+    assert d["model"] == registry.OFFLINE_KEY and len(d["numbers"]["mean_attention_distance_px"]) == 4 * heads
+    projector_sized(d["figures"]["distance"])
 
 
 def test_attention_with_a_pinned_patch_draws_its_maps(client):
-    r = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, 2, 1, 0.5, 0.6, "magma", "3,4", "max",
-                       0.3, api_name="/attention")
-    assert r["settings"]["query"] == [3, 4] and set(r["figures"]) >= {"query", "heads", "rollout", "box", "crop"}
+    r = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, 2, 1, 0.5, 0.6, "magma", "3,4",
+                       api_name="/attention")
+    assert r["settings"]["query"] == [3, 4] and set(r["figures"]) == {"query", "heads", "box", "crop"}
+    roll = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, "max", 0.3, api_name="/rollout")
+    assert roll["settings"]["fusion"] == "max" and len(roll["numbers"]["rollout"]) == 8 and "rollout" in roll["figures"]
     far = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, query="40,40", api_name="/attention")
     assert far["settings"]["query"] == [7, 7] and "8×8 patches" in far["adjusted"]["query"]["why"]
 
@@ -407,15 +413,21 @@ def test_the_explorer_endpoint_stands_alone_and_its_parts_are_served_with_a_long
     p = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, api_name="/explorer")
     assert p["model"] == registry.OFFLINE_KEY and p["grid"] == [8, 8] and p["layers"] == 4
     assert p["first"] == [0, 1, 2, 3] and sorted(p["data"]) == sorted(
-        ["cls.f4", "rollout.f4", "image.png"] + [f"keys-{i}.f4" for i in range(4)])
+        ["cls.f4", "image.png"] + [f"keys-{i}.f4" for i in range(4)])  # the rollout: computed when fetched
     for name in ("cls.f4", "keys-2.f4"):
         r = httpx.get(f"{app_url}{p['base']}{name}")
         assert r.status_code == 200 and r.headers["cache-control"] == "public, max-age=31536000, immutable"
         assert r.content == base64.b64decode(p["data"][name])  # the same bytes, inline or fetched
     cls = np.frombuffer(base64.b64decode(p["data"]["cls.f4"]), "<f4").reshape(4, p["heads"] + 1, 64)
     assert np.allclose(cls[:, -1], cls[:, :-1].mean(1), atol=1e-7)  # the head mean travels with the heads
-    assert p["bytes"] == cls.nbytes + 64 * 4 + len(base64.b64decode(p["data"]["image.png"].split(",")[1])) + 4 * (
+    assert p["bytes"] == cls.nbytes + len(base64.b64decode(p["data"]["image.png"].split(",")[1])) + 4 * (
         2 * p["heads"] * p["tokens"] * p["head_dim"] * 4)
+    roll = httpx.get(f"{app_url}{p['base']}rollout.f4")  # computed from the kept keys when first asked for
+    from vitviz.analyses.attention import find
+
+    a = find(p["token"])  # the app runs in this process: the analysis it keeps
+    assert roll.status_code == 200 and np.array_equal(np.frombuffer(roll.content, "<f4"),
+                                                      a.maps.rollout("mean").astype(np.float32).ravel())
     gone = httpx.get(f"{app_url}vitviz/explorer/{'0' * 16}/cls.f4")
     assert gone.status_code == 404 and gone.headers["cache-control"] == "no-store"
     assert httpx.get(f"{app_url}vitviz/explorer/{p['token']}/..%2Fsecret").status_code == 404

@@ -11,6 +11,7 @@ from vitviz.analyses import attention as analysis
 from vitviz.core import attention as att
 from vitviz.models import hooks, loaders, runner
 from vitviz.render import plotting
+from vitviz.specs import registry
 from vitviz.views import attention as view
 
 
@@ -27,53 +28,120 @@ def dino(dino_s8_dir):
     return loaded
 
 
-def test_hf_hooked_attention_equals_recomputation(dino):
+def eager(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """The model's own (H, T, T) attention of every layer, on its eager path (the reference)."""
+    kept: dict[int, torch.Tensor] = {}
+    with hooks.record_attention(model, lambda i, a: kept.__setitem__(i, a[0].detach().clone())), \
+            torch.inference_mode():
+        model(pixel_values=x, interpolate_pos_encoding=True) if hasattr(model, "config") else model(x)
+    return [kept[i] for i in range(len(kept))]
+
+
+def reference_distance(full: torch.Tensor, grid: tuple[int, int], patch: int, prefix: int) -> np.ndarray:
+    """(H,) mean attention distance from one layer's eager matrices, every patch query, in float64."""
+    pp = full.double()[:, prefix:, prefix:]
+    d = att.patch_distances(*grid, patch).double()
+    return ((pp / pp.sum(-1, keepdim=True)) * d).sum(-1).mean(-1).numpy()
+
+
+def fused_only(model: torch.nn.Module):
+    """A context that fails the test if any eager attention runs: transformers' eager function raises, and timm's
+    eager path (the softmax handed to attn_drop) is watched; counts the fused calls."""
+    import contextlib
+    from unittest import mock
+
+    from transformers.models.dinov2_with_registers import modeling_dinov2_with_registers as hf_reg
+    from transformers.models.vit import modeling_vit as hf_vit
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an eager attention function ran")
+
+    fused = {"calls": 0}
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        fused["calls"] += 1
+        return real(*args, **kwargs)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(hf_vit, "eager_attention_forward", refuse))
+    stack.enter_context(mock.patch.object(hf_reg, "eager_attention_forward", refuse, create=True))
+    stack.enter_context(mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", counting))
+    for mod in hooks.attention_modules(model):
+        if hasattr(mod, "attn_drop"):
+            stack.callback(mod.attn_drop.register_forward_hook(lambda *a: refuse()).remove)
+    return stack, fused
+
+
+def check_against_eager(runner_, x: torch.Tensor, grid: tuple[int, int], patch: int, prefix: int) -> None:
+    """The fused analysis of ``x`` against the eager reference: the class token's rows and their masks (1e-5), every
+    layer's rows from the kept q and k (within their stated error), rollout (1e-5, every fusion, with a discard) and
+    the mean distance (1e-4 relative), the latter two computed later without a second forward."""
+    model = module_of(runner_)
+    stack, fused = fused_only(model)
+    calls = []
+    with stack:
+        maps = runner_.run(analysis.AttentionProbe(patch, prefix), x)
+        handle = model.register_forward_hook(lambda *a: calls.append(1))
+        try:
+            rollouts = {(f, d): maps.rollout(f, d) for f in att.FUSIONS for d in (0.0, 0.3)}
+            distance = maps.distance()
+            query = maps.query_maps(1, 2, 0)
+        finally:
+            handle.remove()
+    assert fused["calls"] == maps.layers and calls == []  # one fused forward; the panels ran no forward at all
+    full = eager(model, x)
+    n = grid[0] * grid[1]
+    assert maps.cls.shape == (len(full), full[0].shape[0], n)
+    for i, a in enumerate(full):
+        np.testing.assert_allclose(maps.cls[i], a[:, 0, prefix:].numpy(), atol=1e-5)
+        for h in range(a.shape[0]):
+            mask, _, _ = att.mass_mask(a[h, 0, prefix:].numpy(), 0.6)
+            mine, _, _ = att.mass_mask(maps.cls[i, h], 0.6)
+            assert (mask == mine).all()
+        rows = maps.keys[i].rows()
+        assert np.abs(rows - a.double().numpy()).max() <= maps.keys[i].error + 1e-5
+        np.testing.assert_allclose(distance[i], reference_distance(a, grid, patch, prefix), rtol=1e-4)
+    np.testing.assert_allclose(query[1], full[0][:, prefix + grid[1] + 2, prefix:].reshape(-1, *grid).numpy(),
+                               atol=1e-5)
+    from_keys = [torch.from_numpy(k.rows()).float() for k in maps.keys]
+    for (fusion, discard), mine in rollouts.items():
+        if discard == 0:  # the model's own matrices
+            want = att.rollout_cls([att.fuse_heads(a, fusion) for a in full])[prefix:].reshape(grid)
+            np.testing.assert_allclose(mine, want, atol=1e-5, err_msg=fusion)
+        # discarding the weakest 30% cuts through near-equal entries (random weights: nearly flat rows), where
+        # rounding decides which side of the cut an entry falls; against the rows of the kept keys it is exact
+        want = att.rollout_cls([att.fuse_heads(a, fusion) for a in from_keys], discard)[prefix:].reshape(grid)
+        np.testing.assert_allclose(mine, want, atol=1e-5, err_msg=f"{fusion} {discard}")
+
+
+def test_hf_fused_analysis_equals_the_eager_computation(dino):
     torch.manual_seed(1)
     baseline = all_hooks(module_of(dino))  # transformers keeps hooks of its own for output capturing
-    x = torch.randn(1, 3, 32, 48)  # 4×6 patches of 8 px, T = 25
-    maps = dino.run(analysis.AttentionProbe(8, 1), x)
-    assert maps.cls.shape == (12, 6, 24) and len(maps.full) == 12
-    with torch.inference_mode():
-        out = module_of(dino)(pixel_values=x, output_hidden_states=True, output_attentions=True,
-                         interpolate_pos_encoding=True)
-    for i, layer in enumerate(module_of(dino).layers):
-        with torch.inference_mode():
-            h = layer.layernorm_before(out.hidden_states[i])
-            q = layer.attention.q_proj(h).view(1, 25, 6, 64).transpose(1, 2)
-            k = layer.attention.k_proj(h).view(1, 25, 6, 64).transpose(1, 2)
-            mine = torch.softmax(q @ k.transpose(-1, -2) / 8.0, dim=-1)[0]
-        torch.testing.assert_close(maps.full[i].float(), mine, atol=1e-5, rtol=0)
-        torch.testing.assert_close(maps.full[i].float(), out.attentions[i][0], atol=1e-5, rtol=0)
-        np.testing.assert_allclose(maps.cls[i], mine[:, 0, 1:].numpy(), atol=1e-5)
-    rows = maps.full[11].float().sum(-1)
-    torch.testing.assert_close(rows, torch.ones_like(rows), atol=1e-5, rtol=0)
+    check_against_eager(dino, torch.randn(1, 3, 32, 48), (4, 6), 8, 1)
     assert all_hooks(module_of(dino)) == baseline
-    # mean attention distance, recomputed from the stored matrices (all 24 queries are used here)
-    pp = maps.full[3].float()[:, 1:, 1:]
-    d = att.patch_distances(4, 6, 8)
-    expected = ((pp / pp.sum(-1, keepdim=True)) * d).sum(-1).mean(-1)
-    np.testing.assert_allclose(maps.distance[3], expected.numpy(), rtol=2e-3)
+    assert module_of(dino).config._attn_implementation == "sdpa"  # the eager reference switched it back
 
 
-def test_timm_hooked_attention_equals_recomputation_and_fused_flag_restored():
+def test_hf_with_registers_fused_analysis_equals_the_eager_computation(dinov2_reg_dir):
+    loaded = loaders.load_hf(dinov2_reg_dir)
+    assert loaded.spec.prefix == 5 and loaded.spec.patch == 14
+    torch.manual_seed(2)
+    check_against_eager(loaded, torch.randn(1, 3, 56, 84), (4, 6), 14, 5)
+
+
+@pytest.mark.parametrize("reg_tokens", [0, 4])
+def test_timm_fused_analysis_equals_the_eager_computation(reg_tokens):
     import timm
 
     torch.manual_seed(0)
-    m = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, patch_size=8, depth=3).eval()
-    assert all(b.attn.fused_attn for b in m.blocks)  # hooks on this path would see nothing
-    x = torch.randn(1, 3, 64, 64)
-    with torch.inference_mode():
-        maps = analysis.collect(m, x, lambda x: (m(x), None), 8, 1)
+    m = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, patch_size=8, depth=3,
+                          reg_tokens=reg_tokens, dynamic_img_size=True).eval()
+    loaded = runner.Runner(registry.REGISTRY["vitviz tiny (shapes only)"], m, loaders._timm_forward(m),
+                           mean=(0.5,) * 3, std=(0.5,) * 3, resolution=64, origin="test")
+    assert all(b.attn.fused_attn for b in m.blocks)
+    check_against_eager(loaded, torch.randn(1, 3, 64, 48), (8, 6), 8, 1 + reg_tokens)
     assert all(b.attn.fused_attn for b in m.blocks) and all_hooks(m) == 0
-    with torch.inference_mode():
-        t = m.norm_pre(m._pos_embed(m.patch_embed(x)))
-        for i, blk in enumerate(m.blocks):
-            h = blk.norm1(t)
-            qkv = blk.attn.qkv(h).reshape(1, 65, 3, 3, 64).permute(2, 0, 3, 1, 4)
-            q, k = qkv[0], qkv[1]
-            mine = torch.softmax(q @ k.transpose(-1, -2) * 64 ** -0.5, dim=-1)[0]
-            torch.testing.assert_close(maps.full[i].float(), mine, atol=1e-5, rtol=0)
-            t = blk(t)
 
 
 def test_hooks_removed_after_an_exception(dino):
@@ -91,26 +159,20 @@ def test_hooks_removed_after_an_exception(dino):
     assert calls == list(range(12)) and all_hooks(module_of(dino)) == baseline
 
 
-def test_sdpa_model_is_refused_not_silently_empty(dino_s8_dir):
+def test_eager_attention_is_switched_on_for_a_block_and_back_even_on_error(dino_s8_dir):
+    """A view that needs the matrices themselves gets them from an SDPA model, and the model is fused again after."""
     from transformers import AutoModel
 
     m = AutoModel.from_pretrained(dino_s8_dir, attn_implementation="sdpa", add_pooling_layer=False).eval()
     baseline = all_hooks(m)
-    with pytest.raises(RuntimeError, match="eager"):
-        with hooks.record_attention(m, lambda *a: None), torch.inference_mode():
+    seen = []
+    with pytest.raises(KeyError):
+        with hooks.record_attention(m, lambda i, a: seen.append(a.shape)), torch.inference_mode():
+            assert m.config._attn_implementation == "eager"
             m(pixel_values=torch.randn(1, 3, 16, 16), interpolate_pos_encoding=True)
-    assert all_hooks(m) == baseline
-
-
-def test_registers_are_dropped_from_the_grid(dinov2_reg_dir):
-    loaded = loaders.load_hf(dinov2_reg_dir)
-    assert loaded.spec.prefix == 5 and loaded.spec.patch == 14
-    x = torch.randn(1, 3, 56, 84)
-    maps = loaded.run(analysis.AttentionProbe(14, 5), x)
-    assert maps.cls.shape == (2, 4, 24) and maps.cls_map(1).shape == (4, 6)
-    assert maps.norms.shape == (29,)
-    full = maps.full[1].float()
-    np.testing.assert_allclose(maps.cls[1], full[:, 0, 5:].numpy(), atol=1e-6)
+            raise KeyError("boom")
+    assert len(seen) == 12 and seen[0] == (1, 6, 5, 5)
+    assert m.config._attn_implementation == "sdpa" and all_hooks(m) == baseline
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -156,31 +218,18 @@ def test_rollout_discard_drops_smallest_but_not_cls():
     np.testing.assert_allclose(with_discard, r[0], atol=1e-6)
 
 
-def test_memory_aware_mode_keeps_little_and_agrees(dino):
+def test_what_an_analysis_keeps_is_linear_in_the_tokens(dino):
+    """No (H, T, T) matrix is kept: the class token's rows and each layer's queries and keys (2·H·T·d numbers)."""
     torch.manual_seed(2)
-    x = torch.randn(1, 3, 48, 48)
-    full = dino.run(analysis.AttentionProbe(8, 1), x)
-    lean = dino.run(analysis.AttentionProbe(8, 1, full_budget=0, fused_budget=0), x)
-    mid = dino.run(analysis.AttentionProbe(8, 1, full_budget=0), x)
-    assert set(mid.full) == {11} and mid.fusions() == ("mean", "max", "min")
-    for fusion in ("mean", "max", "min"):
-        np.testing.assert_allclose(mid.rollout(fusion, 0.3), full.rollout(fusion, 0.3), atol=1e-3)
-    assert set(full.full) == set(range(12)) and not full.fused
-    assert set(lean.full) == {11} and set(lean.fused) == {"mean"} and lean.fusions() == ("mean",)
-    assert full.fusions() == ("mean", "max", "min")
-    np.testing.assert_allclose(lean.cls, full.cls)
-    np.testing.assert_allclose(lean.distance, full.distance, rtol=1e-6)
-    for discard in (0.0, 0.3):
-        np.testing.assert_allclose(lean.rollout("mean", discard), full.rollout("mean", discard), atol=1e-3)
-    with pytest.raises(ValueError, match="lower the resolution"):
-        lean.rollout("max")
-    assert full.rollout("max").shape == full.rollout("min").shape == (6, 6)
-    # the fast head-mean path equals the general one on explicitly fused matrices
-    fused = [att.fuse_heads(full.full[i], "mean") for i in range(12)]
-    np.testing.assert_allclose(att.rollout_cls_mean([full.full[i] for i in range(12)]), att.rollout_cls(fused),
-                               atol=1e-6)
-    used, q = lean.query_maps(2, 3, layer=4)
-    assert used == 11 and q.shape == (6, 6, 6)
+    maps = dino.run(analysis.AttentionProbe(8, 1), torch.randn(1, 3, 48, 48))
+    t = 37
+    assert all(k.q.shape == k.k.shape == (6, t, 64) for k in maps.keys)
+    assert maps.nbytes == maps.cls.nbytes + sum(k.nbytes for k in maps.keys) <= 12 * 2 * t * 384 * 4 + maps.cls.nbytes
+    assert maps.fusions() == ("mean", "max", "min") and maps.rollout("max").shape == (6, 6)
+    # the fast head-mean path equals the general one on fused matrices built from the same keys
+    np.testing.assert_allclose(att.rollout_from_keys(maps.keys, "mean"),
+                               att.rollout_cls([att.fuse_heads(torch.from_numpy(k.rows()).float(), "mean")
+                                                for k in maps.keys]), atol=1e-6)
 
 
 def test_attention_distance_by_hand():
@@ -190,19 +239,22 @@ def test_attention_distance_by_hand():
 
 
 def test_mean_attention_distance_is_exact_over_every_query(dino):
-    """16×16 = 256 patches (the old estimate sampled 128 queries): equal to a plain loop over all of them."""
+    """16×16 = 256 patches: the distance computed from the kept keys, a chunk of rows at a time, equals a plain loop
+    over every query of the model's own eager matrices."""
     torch.manual_seed(3)
-    maps = dino.run(analysis.AttentionProbe(8, 1), torch.randn(1, 3, 128, 128))
-    assert len(maps.full) == maps.layers  # every layer kept at this size
+    x = torch.randn(1, 3, 128, 128)
+    maps = dino.run(analysis.AttentionProbe(8, 1), x)
+    full = eager(module_of(dino), x)
     centres = np.array([(r * 8, c * 8) for r in range(16) for c in range(16)], dtype=np.float64)
+    distance = maps.distance()
     for layer in (0, 5, 11):
-        a = maps.full[layer].double().numpy()[:, 1:, 1:]  # (H, N, N) patch queries to patch keys
+        a = full[layer].double().numpy()[:, 1:, 1:]  # (H, N, N) patch queries to patch keys
         for h in range(a.shape[0]):
             per_query = []
             for q in range(256):
                 w = a[h, q] / a[h, q].sum()
                 per_query.append(sum(w[k] * np.hypot(*(centres[q] - centres[k])) for k in range(256)))
-            assert maps.distance[layer, h] == pytest.approx(np.mean(per_query), rel=1e-5)
+            assert distance[layer, h] == pytest.approx(np.mean(per_query), rel=1e-5)
 
 
 def test_one_forward_per_model_image_resolution(dino, rgb_cat):
@@ -275,3 +327,9 @@ def test_distance_chart_is_kept_per_analysis_and_style(rgb_cat):
     assert compact is not first and compact.info["vitviz:text_px"] != first.info["vitviz:text_px"]
     with plotting.keep_vectors():
         assert "pdf" in view.render_distance(a).info and "pdf" not in first.info
+
+
+def test_the_fusions_offered_are_the_ones_the_maths_knows():
+    from vitviz.specs import views as spec
+
+    assert spec.ROLLOUT["fusion"].options() == att.FUSIONS  # declared as data (specs) and known to the maths (core)

@@ -25,13 +25,14 @@ S8 = registry.REGISTRY["DINO ViT-S/8"]
 
 
 def test_attention_bytes_by_hand():
-    """DINO ViT-S/8 at 224 px: 785 tokens, all 12 layers' matrices fit the keep-all budget; every layer's q and k
-    are kept as float16 (2·785·384 float32 bytes each is over 512 KiB)."""
+    """DINO ViT-S/8 at 224 px, 785 tokens: a fused forward (24 float32 (T, D) tensors at its peak, no (H, T, T)
+    matrix), every layer's q and k in float32 while they are packed (twice: the model's and the packed copy), and the
+    class token's rows (12 layers × 6 heads × 784 patches)."""
     t, n = 785, 784
-    layer = 6 * t * t * 4
-    keys = 12 * 2 * t * 384 * 2
-    expected = 2 * layer + 12 * layer + 2 * n * n * 4 + 12 * t * 384 * 4 + keys
+    keys = 12 * 2 * t * 384 * 4
+    expected = 24 * t * 384 * 4 + 2 * keys + 12 * 6 * n * 4
     assert attention_bytes(S8, t) == expected
+    assert budget.eager_bytes(S8, t) == 24 * t * 384 * 4 + 2 * 6 * t * t * 4  # a view that needs the matrices
 
 
 def test_token_limits_follow_the_heads():

@@ -32,7 +32,7 @@ def test_registry_has_what_the_tabs_need():
 
 def test_load_hf_reads_the_checkpoint_config(dino_s8_dir):
     loaded = loaders.load_hf(dino_s8_dir)
-    assert module_of(loaded).config._attn_implementation == "eager"
+    assert module_of(loaded).config._attn_implementation == "sdpa"  # fused; eager only for a view that asks
     assert loaded.spec.patch == 8 and loaded.spec.prefix == 1 and loaded.resolution == 224
     assert loaded.mean == pytest.approx((0.485, 0.456, 0.406)) and loaded.std == pytest.approx((0.229, 0.224, 0.225))
     assert "local checkpoint" in loaded.origin and not module_of(loaded).training

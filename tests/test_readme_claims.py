@@ -97,7 +97,7 @@ def test_the_distance_chart_starts_at_zero(rgb_cat):
         view._draw_distance(a)
     finally:
         plotting.to_image = real
-    assert seen["ylim"][0] == 0 and seen["ylim"][1] >= a.maps.distance.max()
+    assert seen["ylim"][0] == 0 and seen["ylim"][1] >= a.maps.distance().max()
 
 
 def test_a_newcomer_meets_the_two_commands_and_the_cpu_variant_on_the_first_screen():

@@ -3,6 +3,12 @@
 :class:`AttentionProbe` is what the forward is asked to record (through :meth:`vitviz.models.runner.Runner.analyse`:
 fitted, budget-checked, under the model's lock, kept in the one cache of results), and :func:`analyse` the call
 everything else makes: moving a slider redraws from the kept result without a forward.
+
+The forward runs on the model's fused attention path (it never builds an (H, T, T) matrix). Hooks on the query and
+key projections record each layer's q and k; the class token's rows (one per head) are computed from them at once.
+Everything that needs every row (rollout, the mean attention distance) is computed from the kept q and k when a
+view asks for it (:func:`rollout`, :func:`distance`), a chunk of rows at a time, within the server's budget, and
+kept with the analysis: a panel opened later runs no second forward.
 """
 
 from __future__ import annotations
@@ -12,99 +18,53 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vitviz.core.attention import FUSIONS, AttentionMaps, LayerKeys, fuse_heads, patch_distances
+from vitviz.core.attention import AttentionMaps, LayerKeys, class_rows
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
 from vitviz.models.runner import find as find_run
 from vitviz.specs.registry import ModelSpec
 
-FULL_BUDGET_BYTES = 192 * 2**20
-"""Keep every layer's full per-head float32 matrices only while they fit in this (DINO ViT-S/8 at 224 px does)."""
-FUSED_BUDGET_BYTES = 256 * 2**20
-"""Otherwise keep head-fused float16 matrices for rollout: mean, max and min while they fit, else mean only."""
-KEYS_EXACT_BYTES = 512 * 2**10
-"""A layer's queries and keys under this many float32 bytes are kept (and travel) as float32; above, float16."""
-
 
 def keys_bytes(spec: ModelSpec, tokens: int) -> int:
-    """Bytes of every layer's queries and keys as :func:`collect` keeps them (float32 while small, else float16)."""
-    layer = 2 * tokens * spec.dim * 4
-    return spec.depth * (layer if layer <= KEYS_EXACT_BYTES else layer // 2)
-
-
-def kept_bytes(spec: ModelSpec, tokens: int) -> int:
-    """Bytes :func:`collect` keeps for ``tokens`` tokens of ``spec`` (every layer while they fit, else the last
-    layer plus head-fused float16 matrices), plus the (N, N) patch-distance matrix and one head's product with it."""
-    t, n = tokens, tokens - spec.prefix
-    layer = spec.heads * t * t * 4
-    full = spec.depth * layer
-    fused = 3 * spec.depth * t * t * 2
-    fused = fused if fused <= FUSED_BUDGET_BYTES else fused // 3
-    kept = full if full <= FULL_BUDGET_BYTES else layer + fused
-    return kept + 2 * n * n * 4 + keys_bytes(spec, tokens)
+    """Bytes of every layer's queries and keys as :func:`collect` may keep them (float32: the most)."""
+    return spec.depth * 2 * tokens * spec.dim * 4
 
 
 def attention_bytes(spec: ModelSpec, tokens: int) -> int:
-    """Estimated peak bytes of one forward of ``spec`` over ``tokens`` tokens with every layer's attention recorded."""
-    return budget.forward_bytes(spec, tokens) + kept_bytes(spec, tokens)
+    """Estimated peak bytes of one recorded forward of ``spec`` over ``tokens`` tokens: the fused forward, every
+    layer's float32 queries and keys while they are packed, and what is kept."""
+    n = tokens - spec.prefix
+    return budget.forward_bytes(spec, tokens) + 2 * keys_bytes(spec, tokens) + spec.depth * spec.heads * n * 4
 
 
-def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: int, prefix: int,
-            full_budget: int = FULL_BUDGET_BYTES, fused_budget: int = FUSED_BUDGET_BYTES) -> AttentionMaps:
-    """Run ``forward(x)`` once (x: (1, 3, H, W)) and keep what the views need.
+def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: int, prefix: int) -> AttentionMaps:
+    """Run ``forward(x)`` once (x: (1, 3, H, W)) on the fused path and keep what the views need: every layer's
+    queries and keys (:class:`~vitviz.core.attention.LayerKeys`) and the class token's rows computed from them.
 
-    ``forward`` returns (logits or None, last-layer tokens (T, D)). Every layer's queries and keys are kept as
-    :class:`~vitviz.core.attention.LayerKeys` (what the explorer computes any row from). Full (H, T, T) matrices of
-    every layer are
-    kept (the model's own float32 tensors, by reference) when they fit in ``full_budget`` bytes; otherwise only
-    the last layer's, plus head-fused float16 matrices for rollout (mean, max and min while they fit in
-    ``fused_budget``, else the mean only). Nothing of size L·H·T² is held in that case.
+    ``forward`` returns (logits or None, last-layer tokens (T, D)).
     """
     gh, gw = x.shape[-2] // patch, x.shape[-1] // patch
-    n = gh * gw
-    t = n + prefix
+    t = gh * gw + prefix
     layers = len(hooks.attention_modules(model))
-    dist = patch_distances(gh, gw, patch)  # (N, N) pixels; exact mean distance needs every query
     cls_rows: dict[int, torch.Tensor] = {}
-    distance: dict[int, torch.Tensor] = {}
-    full: dict[int, torch.Tensor] = {}
-    fused: dict[str, torch.Tensor] = {}
-    plan: dict[str, bool] = {}
     keys: dict[int, LayerKeys] = {}
 
     def on_qk(layer: int, q: torch.Tensor, k: torch.Tensor, scale: float) -> None:
-        keys[layer] = LayerKeys.pack(q.detach(), k.detach(), scale, KEYS_EXACT_BYTES)
+        q, k = q[0].detach(), k[0].detach()  # (H, T, d), the first image
+        if q.shape[1] != t:
+            raise RuntimeError(f"expected {t} tokens, the model used {q.shape[1]}")
+        cls_rows[layer] = class_rows(q, k, scale, prefix)
+        keys[layer] = LayerKeys.pack(q, k, scale)
 
-    def on_attention(layer: int, attn: torch.Tensor) -> None:
-        a = attn[0].detach()  # (H, T, T), float32
-        if a.shape[-1] != t:
-            raise RuntimeError(f"expected {t} tokens, the model used {a.shape[-1]}")
-        if not plan:  # the first layer shows the real head count: choose what to keep
-            plan["all"] = layers * a.shape[0] * t * t * 4 <= full_budget
-            if not plan["all"]:
-                kept = FUSIONS if 3 * layers * t * t * 2 <= fused_budget else ("mean",)
-                fused.update({f: torch.empty(layers, t, t, dtype=torch.float16) for f in kept})
-        cls_rows[layer] = a[:, 0, prefix:].clone()
-        pp = a[:, prefix:, prefix:]  # (H, N, N) patch queries to patch keys, a view
-        per_query = torch.einsum("hqk,qk->hq", pp, dist) / pp.sum(-1).clamp_min(1e-12)  # no (H, N, N) temporary
-        distance[layer] = per_query.mean(-1)
-        if plan["all"] or layer == layers - 1:
-            full[layer] = a  # the model never writes to it again: a reference, not a copy
-        for f, buf in fused.items():
-            buf[layer] = fuse_heads(a, f)
-
-    with hooks.record_attention(model, on_attention), hooks.record_keys(model, on_qk):
+    with hooks.record_keys(model, on_qk):
         logits, tokens = forward(x)
-    if len(cls_rows) != layers:
-        raise RuntimeError(f"recorded {len(cls_rows)} of {layers} attention layers")
+    if len(keys) != layers:
+        raise RuntimeError(f"recorded {len(keys)} of {layers} attention layers")
     return AttentionMaps(
         grid=(gh, gw), patch=patch, prefix=prefix,
         cls=torch.stack([cls_rows[i] for i in range(layers)]).numpy(),
-        distance=torch.stack([distance[i] for i in range(layers)]).numpy(),
-        full=full,
-        fused=fused,
-        keys=[keys[i] for i in range(layers)] if len(keys) == layers else [],
+        keys=[keys[i] for i in range(layers)],
         norms=None if tokens is None else tokens.float().norm(dim=-1).numpy(),
         logits=None if logits is None else logits.float().numpy(),
     )
@@ -112,7 +72,7 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
 
 @dataclass(frozen=True)
 class AttentionProbe:
-    """Every layer's attention of one forward (:func:`collect`), for :meth:`Runner.analyse`.
+    """Every layer's queries and keys of one fused forward (:func:`collect`), for :meth:`Runner.analyse`.
 
     ``checkpoint_input`` fits the picture with the checkpoint's own preprocessing (the classifier's resize and
     crop) instead of the Attention tab's aspect-keeping fit.
@@ -121,26 +81,24 @@ class AttentionProbe:
     patch: int
     prefix: int
     checkpoint_input: bool = False
-    full_budget: int = FULL_BUDGET_BYTES
-    fused_budget: int = FUSED_BUDGET_BYTES
     grad: bool = False
 
     @property
     def key(self) -> tuple:
-        return ("attention", self.checkpoint_input, self.full_budget, self.fused_budget)
+        return ("attention", self.checkpoint_input)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return attention_bytes(spec, tokens)
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> AttentionMaps:
-        return collect(model, x, forward, self.patch, self.prefix, self.full_budget, self.fused_budget)
+        return collect(model, x, forward, self.patch, self.prefix)
 
     def nbytes(self, maps: AttentionMaps) -> int:
         return maps.nbytes
 
 
-def probe_for(runner: Runner, checkpoint_input: bool = False, **budgets: int) -> AttentionProbe:
-    return AttentionProbe(runner.spec.patch, runner.spec.prefix, checkpoint_input, **budgets)
+def probe_for(runner: Runner, checkpoint_input: bool = False) -> AttentionProbe:
+    return AttentionProbe(runner.spec.patch, runner.spec.prefix, checkpoint_input)
 
 
 @dataclass
@@ -164,8 +122,8 @@ class Analysis:
     seconds: float = 0.0
 
 
-def analyse(runner: Runner, rgb: np.ndarray, resolution: int | None = None, checkpoint_input: bool = False,
-            **budgets: int) -> Analysis:
+def analyse(runner: Runner, rgb: np.ndarray, resolution: int | None = None,
+            checkpoint_input: bool = False) -> Analysis:
     """Every layer's attention of one forward of ``rgb`` (short side ``resolution``, aspect kept), kept.
 
     The embedded model always runs at its own 64 px: it was trained at that size only. With
@@ -175,7 +133,7 @@ def analyse(runner: Runner, rgb: np.ndarray, resolution: int | None = None, chec
         ValueError: when the fitted picture would be over the model's token budget (checked from the shapes
             alone, before resizing or any forward).
     """
-    run = runner.analyse(probe_for(runner, checkpoint_input, **budgets), rgb, resolution)
+    run = runner.analyse(probe_for(runner, checkpoint_input), rgb, resolution)
     return Analysis(run.runner, run.fitted, run.value, run.resolution, run.token, run.seconds)
 
 
@@ -186,3 +144,17 @@ def find(token: str) -> Analysis | None:
         return None
     return Analysis(run.runner, run.fitted, run.value, run.resolution, run.token, run.seconds)
 
+
+
+def distance(a: Analysis) -> np.ndarray:
+    """(L, H) mean attention distance in pixels of every head of every layer, computed from the kept queries and
+    keys the first time it is asked for (within the server's budget) and kept with the analysis."""
+    with budget.reserve(a.maps.every_row_bytes(), "the mean attention distance over every query"):
+        return a.maps.distance()
+
+
+def rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
+    """(gh, gw) attention rollout, computed from the kept queries and keys the first time it is asked for with
+    this fusion and discard ratio (within the server's budget) and kept with the analysis."""
+    with budget.reserve(a.maps.every_row_bytes(), "attention rollout through every layer"):
+        return a.maps.rollout(fusion, discard)

@@ -22,7 +22,8 @@ from vitviz.specs.registry import ModelSpec
 
 @dataclass(frozen=True)
 class ClassTokenProbe:
-    """The last layer's head-mean class-token attention over patches, (B, N) float32, for a batch."""
+    """The last layer's head-mean class-token attention over patches, (B, N) float32, for a batch: one fused
+    forward, the class token's row of each picture computed from the last layer's queries and keys."""
 
     prefix: int
     grad: bool = False
@@ -30,17 +31,20 @@ class ClassTokenProbe:
     key: tuple = ("class-token rows",)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        return budget.forward_bytes(spec, tokens) + spec.heads * tokens * tokens * 4
+        return budget.forward_bytes(spec, tokens) + 2 * tokens * spec.dim * 4
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> torch.Tensor:
         rows: dict[int, torch.Tensor] = {}
+        last = len(hooks.attention_modules(model)) - 1
 
-        def keep(layer: int, attn: torch.Tensor) -> None:  # attn (B, H, T, T)
-            rows[layer] = attn[:, :, 0, self.prefix:].mean(1).detach().float().clone()
+        def keep(layer: int, q: torch.Tensor, k: torch.Tensor, scale: float) -> None:  # q, k (B, H, T, d)
+            if layer == last:
+                rows[layer] = torch.stack([att.class_rows(qb, kb, scale, self.prefix).mean(0)
+                                           for qb, kb in zip(q.detach(), k.detach())])
 
-        with hooks.record_attention(model, keep) as layers:
+        with hooks.record_keys(model, keep):
             forward(x)
-        return rows[layers - 1]
+        return rows[last]
 
     def nbytes(self, rows: torch.Tensor) -> int:
         return rows.numel() * 4

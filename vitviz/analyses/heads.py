@@ -96,7 +96,7 @@ class LayerProbe:
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         """The forward, the layer's (H, T, T) attention kept, and q, k, v and the heads' output (4 × (T, D))."""
-        return budget.forward_bytes(spec, tokens) + spec.heads * tokens * tokens * 4 + 4 * tokens * spec.dim * 4
+        return budget.eager_bytes(spec, tokens) + spec.heads * tokens * tokens * 4 + 4 * tokens * spec.dim * 4
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> LayerRecord:
         parts = hooks.attention_parts(model, self.layer)

@@ -59,7 +59,7 @@ class RelevanceProbe:
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         """Every layer's attention and its gradient, on top of the forward."""
-        return budget.forward_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+        return budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Relevance:
         attns: list[torch.Tensor] = []

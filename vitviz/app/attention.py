@@ -22,7 +22,6 @@ from vitviz.app.components import (
     examples,
     explain,
     figure,
-    figure_value,
 )
 from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
 from vitviz.app.tab import Tab, signed
@@ -72,15 +71,22 @@ def build(gr_tab: gr.Tab) -> Tab:
                     box = figure("attn-box", "Box around the head-mean mask")
                 with gr.Column(min_width=200):
                     crop = figure("attn-crop", "Free crop from attention")
-            dist = figure("attn-distance")
     with gr.Accordion("Figures drawn on the server, for the explorer's layer, threshold and colormap (to "
-                      "download, and what the /attention API returns)", open=False):
-        with gr.Row():
-            form.add(A["fusion"]), form.add(A["discard"])
+                      "download, and what the /attention API returns)", open=False) as figs_box:
         heads = figure("attn-heads")
         table = gr.Markdown(elem_classes="vx-table")
-        roll = figure("attn-rollout")
         query = figure("attn-query", "The pinned patch as the query, per head (pin a patch in the explorer)")
+    with gr.Accordion("Rollout: attention followed through every layer", open=False) as roll_box:
+        explain("Rollout follows the class token's attention back through every layer, counting the skip "
+                "connections too. It needs every row of every layer's attention, so it is computed (from the "
+                "queries and keys the explorer already has) when you open this panel.")
+        with gr.Row():
+            fusion, discard = form.add(spec.ROLLOUT["fusion"]), form.add(spec.ROLLOUT["discard"])
+        roll_note = gr.Markdown()
+        roll = figure("attn-rollout")
+    with gr.Accordion("Mean attention distance per head", open=False) as dist_box:
+        dist_note = gr.Markdown()
+        dist = figure("attn-distance")
     with gr.Accordion("Registers: DINOv2 with and without", open=False) as reg_box:
         with gr.Row():  # the note wraps under the button on a narrow screen (never squeezed beside it)
             reg_btn = gr.Button("Compare on this image", scale=0, min_width=260)
@@ -132,16 +138,18 @@ def build(gr_tab: gr.Tab) -> Tab:
 
     # the public API
     endpoint(A, lambda pic, v: answer(show("attention", uploads.picture(pic), v)),
-             doc="The Attention view: per-head class-token maps with DINO's threshold, rollout, box, crop, the "
-                 "pinned patch's maps and the mean attention distance, for the given layer, head, threshold, "
-                 "opacity, colormap and query.")
+             doc="The Attention view: per-head class-token maps with DINO's threshold, box, crop and the pinned "
+                 "patch's maps, for the given layer, head, threshold, opacity, colormap and query (one fused "
+                 "forward; rollout and the mean attention distance are /rollout and /attention_distance).")
     endpoint(A, lambda pic, v: explorer_payload(pic, v, inline=True), name="explorer",
              doc="What the attention explorer draws in the browser, for the same settings (data): the class token's "
-                 "maps, the rollout, the fitted picture and the queries and keys of the layer asked for (of every "
-                 "layer when small), base64, with their shapes; each further layer's under 'base' + its part name.")
+                 "maps, the fitted picture and the queries and keys of the layer asked for (of every layer when "
+                 "small), base64, with their shapes; each further layer's (and the rollout) under 'base' + its part "
+                 "name.")
     endpoint(A, lambda pic, v: bundle_file("attention", v, uploads.picture(pic)), name="bundle_attention",
              doc="The Attention view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
-    for view, name in ((spec.REGISTERS, "registers"), (spec.TIMELINE_VIEW, "timeline"),
+    for view, name in ((spec.ROLLOUT, "rollout"), (spec.DISTANCE, "attention_distance"),
+                       (spec.REGISTERS, "registers"), (spec.TIMELINE_VIEW, "timeline"),
                        (spec.INSIDE_HEAD, "inside_head"), (spec.FEATURE_PCA, "feature_pca"),
                        (spec.COMPARE, "compare_models")):
         endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
@@ -152,13 +160,12 @@ def build(gr_tab: gr.Tab) -> Tab:
     first = tab.event(A, lambda sh: (sh.data["explorer"], tab.note_text(sh) + sh.texts["info"],
                                      tab.used(A["resolution"], sh), *_limits(sh)),
                       [explorer, note, side] + inside + [pca_layer], shows="explorer")
-    figures = tab.event(A, lambda sh: (sh.figures["heads"], sh.texts["table"], sh.figures["rollout"], sh.figures["box"],
-                                       sh.figures["crop"], sh.figures["distance"],
-                                       figure_value(sh.figures.get("query"))),
-                        [heads, table, roll, box, crop, dist, query])
+    # what the first screen shows besides the explorer: the box and the crop (nothing else is drawn)
+    screen = tab.event(A, lambda sh: (sh.figures["box"], sh.figures["crop"]), [box, crop],
+                       only=frozenset(("box", "crop")))
     shown = on(tab.answer_triggers([go.click, model.change, side.release]), first, first.inputs, first.outputs,
                trigger_mode="always_last", **MODEL)
-    on(shown.success, figures, figures.inputs, figures.outputs, **MODEL)
+    on(shown.success, screen, screen.inputs, screen.outputs, **MODEL)
     shown.then(None, None, None, js=tab.reveal("#attention-notice"))
     # the server no longer holds the explorer's analysis (a restart, another process): the picture comes back from
     # the browser, through the queue like every request, and the explorer continues where it was
@@ -167,11 +174,16 @@ def build(gr_tab: gr.Tab) -> Tab:
     resend = signed(len(settings) + 1, lambda *args: _payload_again(form, inputs.index(src), *args),
                     "explorer_again", progress=True)
     on(again.change, resend, [again] + settings, explorer, trigger_mode="always_last", **MODEL)
-    # the explorer moved (a burst of changes ends): the server's figures follow what is on screen
-    on([carrier.change, form[A["fusion"]].change, form[A["discard"]].release], figures, figures.inputs,
-       figures.outputs, trigger_mode="always_last", **MODEL)
+    # the explorer moved (a burst of changes ends): the server's figures follow what is on screen (the panels'
+    # only while open)
+    on(carrier.change, screen, screen.inputs, screen.outputs, trigger_mode="always_last", **MODEL)
     tab.download(A, dl_button, dl_file, **MODEL)
 
+    tab.accordion(A, figs_box, [carrier.change], [("heads", heads), ("query", query)], texts=[("table", table)],
+                  only=frozenset(("heads", "query")), **MODEL)
+    tab.accordion(spec.ROLLOUT, roll_box, [fusion.change, discard.release, carrier.change], [("rollout", roll)],
+                  ("text", roll_note), **MODEL)
+    tab.accordion(spec.DISTANCE, dist_box, [], [("distance", dist)], ("text", dist_note), **MODEL)
     tab.accordion(spec.REGISTERS, reg_box, [reg_btn.click], [("registers", reg_img)], ("note", reg_note), **MODEL)
     tab.accordion(spec.TIMELINE_VIEW, tl_box, [tl_step.release], [("strip", tl_strip), ("heads", tl_heads)], **MODEL)
     tab.accordion(spec.INSIDE_HEAD, head_box, [c.input for c in inside], [("inside_head", in_fig)], ("text", in_note),

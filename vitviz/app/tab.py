@@ -106,7 +106,8 @@ class Tab:
             self.key.change(None, self.key, None, js=f"(k) => window.vitvizLink?.image({name!r}, k)")
 
     def event(self, view: View, render: Callable[[Shown], tuple], outputs: list,
-              needs_picture: bool = True, shows: str | None = None) -> Callable:
+              needs_picture: bool = True, shows: str | None = None, only: frozenset[str] | None = None,
+              gate: gr.State | None = None) -> Callable:
         """A private page event for ``view``: the form's values, checked, shown (by the view function ``shows``,
         the view's own by default); ``render(shown)`` gives the values of ``outputs``. The returned function keeps
         what it reads and writes: ``inputs`` (the form's controls for the view, then ``last``), ``outputs``
@@ -116,7 +117,10 @@ class Tab:
 
         A value vitviz refuses (a setting out of what the picture allows, a picture it cannot use) gets one warning,
         and the view stays consistent: its answers untouched, and its controls set back to the values of the answer
-        on screen (no error badges, no summary left from one setting beside a control showing another)."""
+        on screen (no error badges, no summary left from one setting beside a control showing another).
+
+        ``only`` names the figures wanted (the view skips the rest); with ``gate`` (a state, read after ``last``)
+        the event does nothing while it is false (a closed panel)."""
         last = gr.State(None)
         form_inputs = self.form.inputs(view)
         controls = [c for c in form_inputs if c is not self.form.carrier]
@@ -125,6 +129,10 @@ class Tab:
 
         def run(*args: Any):
             *given, kept, request, progress = args
+            if gate is not None:
+                kept, is_open = given.pop(), kept
+                if not is_open:  # a closed panel draws nothing
+                    return tuple(gr.skip() for _ in every)
             page = getattr(request, "session_hash", None)
             previous = (kept or {}).get("given")  # the inputs of the answer on screen
             picture, raw = self.form.values(view, tuple(given))
@@ -132,7 +140,8 @@ class Tab:
                 return tuple(gr.skip() for _ in every)
             def answer(raw: dict):
                 rgb = uploads.picture(picture) if needs_picture else None
-                return show(shows or view.name, rgb, view.check(raw), progress=lambda f, msg: progress(f, desc=msg))
+                return show(shows or view.name, rgb, view.check(raw), progress=lambda f, msg: progress(f, desc=msg),
+                            only=only)
 
             reset = None
             try:
@@ -164,8 +173,9 @@ class Tab:
                                    for c in extra) + (relink, {"given": list(given), "refused": refused_now})
             return out + tuple(gr.skip() for _ in extra) + (gr.skip(), {"given": list(given)})
 
-        fn = signed(len(form_inputs) + 1, run, f"show_{shows or view.name}", progress=True, request=True)
-        fn.inputs, fn.outputs, fn.last = form_inputs + [last], every, last
+        extra_in = [last] + ([gate] if gate is not None else [])
+        fn = signed(len(form_inputs) + len(extra_in), run, f"show_{shows or view.name}", progress=True, request=True)
+        fn.inputs, fn.outputs, fn.last = form_inputs + extra_in, every, last
         return fn
 
     def refused(self, err: ValueError, previous: list | None, form_inputs: list, every: list,
@@ -222,26 +232,35 @@ class Tab:
         return friendly(call)
 
     def accordion(self, view: View, box: gr.Accordion, triggers: list, figures: list[tuple[str, Any]] = (),
-                  note: tuple[str, Any] | None = None, browser: list[tuple[str, Any]] = (), **kwargs: Any) -> None:
-        """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and when one of
-        ``triggers`` fires. ``figures`` and ``note`` pair a name in the view's answer with its component: the figures,
-        and the text shown after the notice and the reasons for changed settings; ``browser`` pairs a name in the
-        answer's ``data`` with the browser view that draws it."""
+                  note: tuple[str, Any] | None = None, browser: list[tuple[str, Any]] = (),
+                  texts: list[tuple[str, Any]] = (), only: frozenset[str] | None = None, **kwargs: Any) -> None:
+        """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and, while it
+        is open, when one of ``triggers`` fires (a closed panel costs nothing). ``figures`` and ``note`` pair a
+        name in the view's answer with its component: the figures, and the text shown after the notice and the
+        reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
+        answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw."""
         narrowed = [f for f in view.fields if f.follows and isinstance(self.form.controls.get(f), gr.Slider)]
         outputs = ([c for _, c in browser] + [c for _, c in figures] + ([note[1]] if note is not None else [])
-                   + [self.form[f] for f in narrowed])
+                   + [c for _, c in texts] + [self.form[f] for f in narrowed])
 
         def render(sh: Shown) -> tuple:
             out = [sh.data.get(name) for name, _ in browser]
             out += [figure_value(sh.figures.get(name)) for name, _ in figures]
             if note is not None:
                 out.append(self.note_text(sh) + sh.texts.get(note[0], ""))
+            out += [sh.texts.get(name, "") for name, _ in texts]
             out += [narrow(f, sh) for f in narrowed]
             return tuple(out)
 
-        event = self.event(view, render, outputs, needs_picture=any(f.kind == "image" for f in view.fields))
+        is_open = gr.State(False)
+        event = self.event(view, render, outputs, needs_picture=any(f.kind == "image" for f in view.fields),
+                           only=only, gate=is_open)
         kwargs.setdefault("trigger_mode", "always_last")
-        on([box.expand] + triggers, event, event.inputs, event.outputs, **kwargs)
+        box.expand(lambda: True, None, is_open, queue=False, api_visibility="private").then(
+            event, event.inputs, event.outputs, api_visibility="private", preprocess=False, **kwargs)
+        box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
+        if triggers:
+            on(triggers, event, event.inputs, event.outputs, **kwargs)
 
     def answer_triggers(self, triggers: list) -> list:
         """``triggers`` and the picture's arrival (after it was checked: the link's name for it changes), for one

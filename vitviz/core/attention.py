@@ -1,19 +1,33 @@
-"""The maths of attention maps: what one forward left behind, rollout, DINO's mass threshold, boxes.
+"""The maths of attention maps: rows from queries and keys, rollout, mean attention distance, DINO's mass threshold,
+boxes.
 
 Shapes: B images, H heads, L layers, T tokens = prefix + N patches (prefix: the class token plus any
-distillation or register tokens), patch grid (gh, gw) with N = gh·gw. One attention matrix is (H, T, T), rows
-are queries, and each row sums to 1 (post-softmax). Recording the matrices is :mod:`vitviz.models.hooks` and
-:mod:`vitviz.analyses.attention`; nothing here touches a model.
+distillation or register tokens), patch grid (gh, gw) with N = gh·gw, d = D / H per head. One attention matrix is
+(H, T, T), rows are queries, and each row sums to 1 (post-softmax). A forward on the fused path never builds those
+matrices; it leaves each layer's queries and keys (:class:`LayerKeys`, recorded by :mod:`vitviz.models.hooks`),
+from which any row is softmax(q_i · Kᵀ): one row per head for the class token's maps at once, every row, a chunk
+of queries at a time, only when a view asks for them (rollout, the mean attention distance). Nothing here touches
+a model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from vitviz.specs.views import FUSIONS
+FUSIONS = ("mean", "max", "min")
+"""Ways to fuse the heads of a layer for rollout."""
+EXACT_BYTES = 512 * 2**10
+"""A layer whose queries and keys together are under this many float32 bytes is kept as float32 whatever its
+rows (a small model's: nothing to save)."""
+F16_TOLERANCE = 2e-5
+"""A layer's queries and keys are kept as float16 only when the attention rows they give differ from the float32
+ones by at most this much (measured on sampled rows when packed); sharp heads (weights near 1) need float32."""
+CHUNK_BYTES = 64 * 2**20
+"""Rows computed at once for every-row work (rollout, distance): (H, chunk, T) float32 within this many bytes."""
 
 
 def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
@@ -24,7 +38,7 @@ def patch_distances(gh: int, gw: int, patch: int) -> torch.Tensor:
 
 
 def fuse_heads(attn: torch.Tensor, fusion: str) -> torch.Tensor:
-    """(H, T, T) -> (T, T) by mean, max or min over heads."""
+    """(H, ..., T) -> (..., T) by mean, max or min over heads."""
     if fusion == "mean":
         return attn.mean(0)
     if fusion == "max":
@@ -34,9 +48,14 @@ def fuse_heads(attn: torch.Tensor, fusion: str) -> torch.Tensor:
     raise ValueError(f"Unknown head fusion {fusion!r}; choose from {FUSIONS}.")
 
 
+def _softmax_rows(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(H, Q, d) queries (already scaled), (H, T, d) keys -> (H, Q, T) float32 softmax rows."""
+    return torch.softmax(q.float() @ k.float().transpose(1, 2), -1)
+
+
 @dataclass(frozen=True)
 class LayerKeys:
-    """One layer's queries and keys, as compact as the rows they give stay accurate (the explorer's data).
+    """One layer's queries and keys, as compact as the rows they give stay accurate (what every row is made from).
 
     Attributes:
         q: (H, T, d) queries, multiplied by the layer's scale (1/√d unless the model says otherwise).
@@ -44,6 +63,8 @@ class LayerKeys:
             when the same number is added to all its scores, and q·(k_j − k̄) = q·k_j − q·k̄ for every j: the
             rows are the model's, and the centred keys are smaller, so float16 rounds them less.
         scale: the scale already applied to ``q``.
+        error: the largest difference between rows from these (float16) numbers and from float32 ones, on the
+            sampled rows measured when packed (0 when kept as float32).
 
     Row i of head h is softmax_j(q[h, i] · k[h, j]) over all T tokens (:meth:`rows`).
     """
@@ -51,19 +72,37 @@ class LayerKeys:
     q: np.ndarray
     k: np.ndarray
     scale: float
+    error: float = 0.0
 
     @classmethod
-    def pack(cls, q: torch.Tensor, k: torch.Tensor, scale: float, exact_bytes: int) -> LayerKeys:
-        """From the model's (H, T, d) q and k: float32 when both together are under ``exact_bytes`` in float32,
-        else float16."""
-        q32, k32 = (q.float() * scale), k.float()
+    def pack(cls, q: torch.Tensor, k: torch.Tensor, scale: float, tolerance: float = F16_TOLERANCE,
+             samples: int = 64, exact_bytes: int = EXACT_BYTES) -> LayerKeys:
+        """From the model's (H, T, d) q and k: float32 under ``exact_bytes``; else float16 when rows from float16
+        differ from rows from float32 by at most ``tolerance`` on ``samples`` query rows spread over the tokens (the
+        class token first), else float32."""
+        q32, k32 = q.float() * scale, k.float()
         k32 = k32 - k32.mean(1, keepdim=True)
-        dtype = np.float32 if 2 * q.numel() * 4 <= exact_bytes else np.float16
-        return cls(q32.numpy().astype(dtype), k32.numpy().astype(dtype), float(scale))
+        if 2 * q32.numel() * 4 <= exact_bytes:
+            return cls(q32.numpy(), k32.numpy(), float(scale), 0.0)
+        q16, k16 = q32.half(), k32.half()
+        t = q32.shape[1]
+        pick = torch.unique(torch.linspace(0, t - 1, min(samples, t)).round().long())
+        err = float((_softmax_rows(q16[:, pick], k16) - _softmax_rows(q32[:, pick], k32)).abs().max())
+        if err <= tolerance and bool(torch.isfinite(q16).all() and torch.isfinite(k16).all()):
+            return cls(q16.numpy(), k16.numpy(), float(scale), err)
+        return cls(q32.numpy(), k32.numpy(), float(scale), 0.0)
 
     @property
     def nbytes(self) -> int:
         return self.q.nbytes + self.k.nbytes
+
+    @property
+    def heads(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def tokens(self) -> int:
+        return self.q.shape[1]
 
     def rows(self, queries: np.ndarray | slice = slice(None)) -> np.ndarray:
         """(H, Q, T) float64 attention rows of the token indices ``queries``, computed from the kept q and k."""
@@ -72,6 +111,77 @@ class LayerKeys:
         s -= s.max(-1, keepdims=True)
         e = np.exp(s)
         return e / e.sum(-1, keepdims=True)
+
+    def row_chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[slice, torch.Tensor]]:
+        """Every row, a chunk of queries at a time: (the query slice, (H, chunk, T) float32 rows)."""
+        h, t = self.heads, self.tokens
+        step = max(1, int(chunk_bytes // (4 * h * t * 3)))  # the scores, their softmax and a product alive at once
+        q, k = torch.from_numpy(self.q), torch.from_numpy(self.k)
+        for start in range(0, t, step):
+            part = slice(start, min(start + step, t))
+            yield part, _softmax_rows(q[:, part], k)
+
+
+def class_rows(q: torch.Tensor, k: torch.Tensor, scale: float, prefix: int) -> torch.Tensor:
+    """(H, N) float32: the class token's attention to the patches (prefix keys dropped, rows not renormalised),
+    from one layer's (H, T, d) queries and keys, exactly as the model's softmax of its scores."""
+    return _softmax_rows(q[:, :1].float() * scale, k.float())[:, 0, prefix:]
+
+
+def mean_distance(keys: LayerKeys, dist: torch.Tensor, prefix: int) -> np.ndarray:
+    """(H,) mean attention distance of one layer in pixels: over every patch query, the attention-weighted distance
+    to the patch keys (each row renormalised over them). ``dist`` is the (N, N) patch distance matrix."""
+    total = torch.zeros(keys.heads, dtype=torch.float64)
+    for part, rows in keys.row_chunks():
+        lo = max(part.start, prefix)
+        if lo >= part.stop:
+            continue
+        pp = rows[:, lo - part.start:, prefix:]  # (H, c, N) patch queries to patch keys
+        d = dist[lo - prefix:part.stop - prefix]  # (c, N)
+        total += (torch.einsum("hqk,qk->hq", pp, d) / pp.sum(-1).clamp_min(1e-12)).double().sum(-1)
+    return (total / dist.shape[0]).numpy()
+
+
+def rollout_from_keys(keys: list[LayerKeys], fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
+    """(T,) class-token row of attention rollout through every layer, computed from each layer's queries and keys a
+    chunk of rows at a time (never L·H·T² numbers at once; at most one (T, T) fused matrix, when discarding).
+
+    Head-mean fusion without discarding needs no matrix at all: rows sum to 1, so one step is
+    v ← (mean_h(v·A_h) + v) / 2. Otherwise each layer's head-fused (T, T) matrix is built and handed to
+    :func:`rollout_cls`'s step.
+    """
+    if fusion not in FUSIONS:
+        raise ValueError(f"Unknown head fusion {fusion!r}; choose from {FUSIONS}.")
+    if not 0.0 <= discard < 1.0:
+        raise ValueError("The discard ratio must be at least 0 and below 1.")
+    t = keys[0].tokens
+    v = torch.zeros(t)
+    v[0] = 1.0
+    for layer in reversed(keys):
+        if fusion == "mean" and discard == 0:
+            acc = torch.zeros(t)
+            for part, rows in layer.row_chunks():
+                acc += torch.einsum("c,hct->t", v[part], rows) / layer.heads
+            v = 0.5 * (acc + v)
+            continue
+        fused = torch.empty(t, t)
+        for part, rows in layer.row_chunks():
+            fused[part] = fuse_heads(rows, fusion)
+        v = _rollout_step(v, fused, discard)
+    return v.numpy()
+
+
+def _rollout_step(v: torch.Tensor, a: torch.Tensor, discard: float) -> torch.Tensor:
+    """One step of :func:`rollout_cls` (right to left): v · Â for a head-fused (T, T) matrix A (modified in place
+    when discarding: pass a matrix of your own)."""
+    if discard > 0:
+        flat = a.view(-1)
+        k = int(flat.numel() * discard)
+        if k:
+            idx = flat.topk(k, largest=False).indices
+            flat[idx[idx != 0]] = 0
+    w = v / (a.sum(-1) + 1.0).clamp_min(1e-12)
+    return w @ a + w
 
 
 @dataclass
@@ -82,44 +192,42 @@ class AttentionMaps:
         grid: (gh, gw) patch grid; N = gh·gw.
         patch: patch size in pixels.
         prefix: number of non-patch tokens at the start of the sequence.
-        cls: (L, H, N) class-token attention to the patches (prefix keys dropped, not renormalised).
-        distance: (L, H) mean attention distance in pixels: over every patch query, the
-            attention-weighted distance to the patch keys (each row renormalised over them).
-        full: layer -> (H, T, T) post-softmax matrices for the layers whose full matrices were kept
-            (the model's own tensors, kept by reference: no copy).
-        fused: fusion -> (L, T, T) float16 head-fused matrices, kept for rollout when ``full`` is not
-            complete; for very long sequences only "mean" (max / min then need a lower resolution).
-        keys: per layer, its queries and keys (:class:`LayerKeys`): any row of any head, for the explorer.
+        cls: (L, H, N) class-token attention to the patches (prefix keys dropped, not renormalised), computed when
+            recorded, in float32, from the model's own queries and keys.
+        keys: per layer, its queries and keys (:class:`LayerKeys`): any row of any head.
         norms: (T,) output-token norms of the last layer, or None.
         logits: (classes,) model output for classifiers, or None.
+
+    Every-row results (the mean attention distance, rollout) are computed from ``keys`` when first asked for
+    (:meth:`distance`, :meth:`rollout`) and kept with the maps.
     """
 
     grid: tuple[int, int]
     patch: int
     prefix: int
     cls: np.ndarray
-    distance: np.ndarray
-    full: dict[int, torch.Tensor] = field(default_factory=dict)
-    fused: dict[str, torch.Tensor] = field(default_factory=dict)
     keys: list[LayerKeys] = field(default_factory=list)
     norms: np.ndarray | None = None
     logits: np.ndarray | None = None
-    _rollouts: dict = field(default_factory=dict, repr=False)
+    _kept: dict = field(default_factory=dict, repr=False)
 
     @property
     def layers(self) -> int:
         return self.cls.shape[0]
 
     @property
-    def nbytes(self) -> int:
-        """Memory held by the stored matrices."""
-        tensors = list(self.full.values()) + list(self.fused.values())
-        return (self.cls.nbytes + sum(t.numel() * t.element_size() for t in tensors)
-                + sum(k.nbytes for k in self.keys))
-
-    @property
     def heads(self) -> int:
         return self.cls.shape[1]
+
+    @property
+    def tokens(self) -> int:
+        return self.prefix + self.cls.shape[-1]
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held: the class token's rows, every layer's queries and keys, what was computed from them."""
+        return (self.cls.nbytes + sum(k.nbytes for k in self.keys)
+                + sum(getattr(v, "nbytes", 0) for v in self._kept.values()))
 
     def cls_map(self, layer: int, head: int | None = None) -> np.ndarray:
         """(gh, gw) class-token attention of one head, or the head mean when ``head`` is None."""
@@ -128,63 +236,50 @@ class AttentionMaps:
         return a.reshape(self.grid)
 
     def query_maps(self, row: int, col: int, layer: int | None = None) -> tuple[int, np.ndarray]:
-        """(layer used, (H, gh, gw)): where patch (row, col), as the query, looks, per head.
-
-        Uses ``layer`` if its full matrices were kept, else the last layer.
-        """
-        layer = self.layers - 1 if layer is None else layer
-        if layer not in self.full:
-            layer = max(self.full)
+        """(layer, (H, gh, gw)): where patch (row, col), as the query, looks in each head of ``layer`` (the last
+        by default): its row, prefix keys dropped, not renormalised (like ``cls``)."""
+        layer = self.layers - 1 if layer is None else int(layer)
         q = self.prefix + row * self.grid[1] + col
-        rows = self.full[layer][:, q, self.prefix:].float().numpy()
-        return layer, rows.reshape(-1, *self.grid)
-
-    def query_rows(self, layer: int) -> np.ndarray | None:
-        """(H + 1, N, N) float32: every patch as the query, to every patch key, per head and (last) the head mean.
-
-        From the full matrices of ``layer`` when they were kept; else (1, N, N), the head mean from the
-        fused float16 matrices; else None. Prefix keys dropped, rows not renormalised (like ``cls``).
-        """
-        p = self.prefix
-        if layer in self.full:
-            rows = self.full[layer][:, p:, p:].float().numpy()
-            return np.concatenate([rows, rows.mean(0, keepdims=True)])
-        if "mean" in self.fused:
-            return self.fused["mean"][layer, p:, p:].float().numpy()[None]
-        return None
+        rows = self.keys[layer].rows(np.array([q]))[:, 0, self.prefix:]
+        return layer, rows.astype(np.float32).reshape(-1, *self.grid)
 
     def fusions(self) -> tuple[str, ...]:
-        """Head fusions available for rollout with what was kept."""
-        return FUSIONS if len(self.full) == self.layers else tuple(self.fused)
+        """Head fusions rollout can use (all of them: every row can be made from the keys)."""
+        return FUSIONS
 
-    def _fused_layers(self, fusion: str) -> list[torch.Tensor]:
-        if fusion in self.fused:
-            return list(self.fused[fusion])
-        if len(self.full) != self.layers:
-            raise ValueError(f"At this resolution ({self.cls.shape[-1]:,} patches) only the head mean is kept "
-                             f"for rollout, to save memory; lower the resolution for {fusion} fusion.")
-        return [fuse_heads(self.full[i].float(), fusion) for i in range(self.layers)]
+    def remembered(self, key: tuple, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """``make()``'s result, computed once and kept with the maps under ``key``."""
+        if key not in self._kept:
+            self._kept[key] = make()
+        return self._kept[key]
+
+    def distance(self) -> np.ndarray:
+        """(L, H) mean attention distance in pixels (:func:`mean_distance`, every layer), computed once."""
+        def make() -> np.ndarray:
+            dist = patch_distances(*self.grid, self.patch)
+            return np.stack([mean_distance(k, dist, self.prefix) for k in self.keys])
+        return self.remembered(("distance",), make)
 
     def rollout(self, fusion: str = "mean", discard: float = 0.0) -> np.ndarray:
-        """(gh, gw) class-token row of attention rollout (memoised per fusion and discard ratio)."""
-        key = (fusion, round(float(discard), 4))
-        if key not in self._rollouts:
-            if fusion == "mean" and discard == 0 and len(self.full) == self.layers:
-                cls_row = rollout_cls_mean([self.full[i] for i in range(self.layers)])
-            else:
-                cls_row = rollout_cls(self._fused_layers(fusion), discard)
-            self._rollouts[key] = cls_row[self.prefix:].reshape(self.grid)
-        return self._rollouts[key]
+        """(gh, gw) class-token row of attention rollout (:func:`rollout_from_keys`), computed once per fusion
+        and discard ratio."""
+        key = ("rollout", fusion, round(float(discard), 4))
+        return self.remembered(key, lambda: rollout_from_keys(self.keys, fusion, discard)[self.prefix:]
+                               .reshape(self.grid))
+
+    def every_row_bytes(self) -> int:
+        """Peak bytes of an every-row computation (rollout with a fused matrix, or the distance) on these maps."""
+        t, n = self.tokens, self.cls.shape[-1]
+        return CHUNK_BYTES + max(4 * t * t, 4 * n * n)
 
 
 def rollout_cls(fused: list[torch.Tensor], discard: float = 0.0) -> np.ndarray:
-    """Class-token row of attention rollout, (T,).
+    """Class-token row of attention rollout, (T,), from every layer's head-fused (T, T) matrix (first layer first).
 
-    For each layer's head-fused (T, T) matrix A (first layer first): optionally zero
-    the ``discard`` fraction of smallest entries (never the class token's own
-    entry), take Â = (A + I) / 2 and renormalise its rows; the rollout is
-    Â_L ··· Â_1 and we return its row 0, computed right to left as a row vector.
-    I is never built: v·Â = w·A + w with w = v / s and s the row sums of A + I.
+    For each layer's matrix A: optionally zero the ``discard`` fraction of smallest entries (never the class
+    token's own entry), take Â = (A + I) / 2 and renormalise its rows; the rollout is Â_L ··· Â_1 and we return
+    its row 0, computed right to left as a row vector. I is never built: v·Â = w·A + w with w = v / s and s the
+    row sums of A + I.
     """
     if not 0.0 <= discard < 1.0:
         raise ValueError("The discard ratio must be at least 0 and below 1.")
@@ -192,15 +287,7 @@ def rollout_cls(fused: list[torch.Tensor], discard: float = 0.0) -> np.ndarray:
     v = torch.zeros(t)
     v[0] = 1.0
     for a in reversed(fused):
-        a = a.to(torch.float32, copy=discard > 0)  # never modify the caller's matrices
-        if discard > 0:
-            flat = a.view(-1)
-            k = int(flat.numel() * discard)
-            if k:
-                idx = flat.topk(k, largest=False).indices
-                flat[idx[idx != 0]] = 0
-        w = v / (a.sum(-1) + 1.0).clamp_min(1e-12)
-        v = w @ a + w
+        v = _rollout_step(v, a.to(torch.float32, copy=discard > 0), discard)  # never the caller's matrices
     return v.numpy()
 
 

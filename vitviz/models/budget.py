@@ -33,8 +33,10 @@ WAIT_SECONDS = float(os.environ.get("VITVIZ_MEMORY_WAIT", "120"))
 REQUEST_BYTES = min(2 * 2**30, SERVER_BYTES)
 """Peak memory one forward may take (estimate, checked before the forward); never more than the server's budget."""
 ATTENTION_COPIES = 2
-"""(H, T, T) float32 matrices alive at once inside one eager attention layer (scores and softmax). With it the
-estimate is 1.41 GB for DINO ViT-S/8 at 3,601 tokens, where ``benchmarks/bench.py`` measured 1.00 GB."""
+"""(H, T, T) float32 matrices alive at once inside one eager attention layer (scores and softmax)."""
+FUSED_ACTIVATIONS = 24
+"""(T, D) float32 tensors a fused forward holds at its peak: 111 MiB measured for DINO ViT-S/8 at 3,601 tokens
+(resource.getrusage, the forward alone), where 24 such tensors are 127 MiB; no (H, T, T) matrix is ever built."""
 MAX_GRID_PATCHES = 25_600
 """The Patches tab's largest grid: 160×160 (4-pixel patches on a 640-pixel square)."""
 log = logging.getLogger("vitviz")
@@ -44,12 +46,16 @@ Estimate = Callable[[ModelSpec, int], int]
 
 
 def forward_bytes(spec: ModelSpec, tokens: int) -> int:
-    """Peak bytes every recorded forward of ``spec`` over ``tokens`` tokens needs, whatever it keeps.
+    """Peak bytes of one forward of ``spec`` over ``tokens`` tokens on its fused attention path, whatever a probe
+    keeps: :data:`FUSED_ACTIVATIONS` float32 (T, D) token tensors (linear in the tokens)."""
+    return FUSED_ACTIVATIONS * tokens * spec.dim * 4
 
-    ``ATTENTION_COPIES`` (H, T, T) float32 matrices in the layer being computed, and the token activations
-    (12 float32 (T, D) tensors is generous for a block with a 4·D MLP).
-    """
-    return ATTENTION_COPIES * spec.heads * tokens * tokens * 4 + 12 * tokens * spec.dim * 4
+
+def eager_bytes(spec: ModelSpec, tokens: int) -> int:
+    """Peak bytes of one forward on the eager attention path (a probe that needs the (H, T, T) matrices, e.g. a
+    backward through them): :func:`forward_bytes` plus :data:`ATTENTION_COPIES` (H, T, T) float32 matrices in the
+    layer being computed."""
+    return forward_bytes(spec, tokens) + ATTENTION_COPIES * spec.heads * tokens * tokens * 4
 
 
 def mib(n: float) -> str:

@@ -1,10 +1,13 @@
 """Hooks: reading what a model computes during one forward, always removed afterwards.
 
-``record_attention`` hands every layer's post-softmax attention to a callback (switching timm's fused attention
-off for the duration, because a hook on a fused ``scaled_dot_product_attention`` path sees nothing; transformers
-models must be loaded with ``attn_implementation="eager"``, and we say so instead of showing nothing).
-``capture`` records named modules' inputs or outputs. ``attention_parts`` names the pieces of one attention layer
-of a timm or transformers ViT (projections, head count, scale) and ``blocks`` lists the transformer blocks.
+Models run their fused attention (timm's ``fused_attn``, transformers' SDPA): it never builds an H·T·T matrix.
+``record_keys`` reads each layer's projected queries and keys on that fused path (hooks on the projections), which
+is all an attention row needs. ``record_attention`` hands every layer's post-softmax attention to a callback; it
+needs the eager path, which :func:`eager_attention` switches on for the length of one forward (timm's flags,
+transformers' implementation) and always switches back: only the views that need the matrices themselves (a
+backward through them, the model's own row to check ours against) pay for it. ``capture`` records named modules'
+inputs or outputs. ``attention_parts`` names the pieces of one attention layer of a timm or transformers ViT
+(projections, head count, scale) and ``blocks`` lists the transformer blocks.
 
 Every hook lives in a context manager that removes it on exit, also when the forward raises. A hook sees every
 forward that runs while it is in place, so these run only inside :meth:`vitviz.models.runner.Runner.run`, under
@@ -33,39 +36,60 @@ def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 @contextmanager
-def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.Tensor], None]) -> Iterator[int]:
-    """Call ``on_attention(layer, attn)`` with post-softmax attn (B, H, T, T) for each layer in each forward.
+def eager_attention(model: torch.nn.Module) -> Iterator[None]:
+    """Inside this block ``model`` computes attention the eager way (every layer's (B, H, T, T) softmax is a tensor
+    hooks can see): timm's ``fused_attn`` flags off, transformers' implementation "eager". Restored on exit, also
+    when the body raises. Run only under the model's lock (another request's forward would see the switch)."""
+    flags: list[tuple[torch.nn.Module, bool]] = []
+    configs: list[tuple[object, str | None]] = []
+    try:
+        for mod in attention_modules(model):
+            if hasattr(mod, "fused_attn"):  # timm
+                flags.append((mod, mod.fused_attn))
+                mod.fused_attn = False
+        for sub in model.modules():
+            cfg = getattr(sub, "config", None)
+            if cfg is not None and hasattr(cfg, "_attn_implementation") and all(cfg is not c for c, _ in configs):
+                configs.append((cfg, cfg._attn_implementation))
+                cfg._attn_implementation = "eager"
+        yield
+    finally:
+        for mod, flag in flags:
+            mod.fused_attn = flag
+        for cfg, impl in configs:
+            cfg._attn_implementation = impl
 
-    Yields the number of layers. All hooks are removed and timm's ``fused_attn``
-    flags restored on exit, also when the body raises.
+
+@contextmanager
+def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.Tensor], None]) -> Iterator[int]:
+    """Call ``on_attention(layer, attn)`` with post-softmax attn (B, H, T, T) for each layer in each forward (the
+    eager path, :func:`eager_attention`, for the length of the block).
+
+    Yields the number of layers. All hooks are removed and the fused paths restored on exit, also when the body
+    raises.
     """
     handles: list[torch.utils.hooks.RemovableHandle] = []
-    fused: list[tuple[torch.nn.Module, bool]] = []
 
     def hf_hook(layer: int):
         def hook(_mod, _inp, out):
             weights = out[1] if isinstance(out, tuple) and len(out) > 1 else None
             if weights is None:
-                raise RuntimeError("This model returned no attention weights; load it with "
-                                   "attn_implementation='eager'.")
+                raise RuntimeError("This model returned no attention weights on its eager path.")
             on_attention(layer, weights)
         return hook
 
-    try:
-        for layer, mod in enumerate(attention_modules(model)):
-            if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm
-                fused.append((mod, mod.fused_attn))
-                mod.fused_attn = False
-                handles.append(mod.attn_drop.register_forward_hook(
-                    lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
-            else:  # transformers: forward returns (output, attention weights)
-                handles.append(mod.register_forward_hook(hf_hook(layer)))
-        yield len(handles)
-    finally:
-        for h in handles:
-            h.remove()
-        for mod, flag in fused:
-            mod.fused_attn = flag
+    with eager_attention(model):
+        try:
+            for layer, mod in enumerate(attention_modules(model)):
+                if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm: the softmax enters attn_drop
+                    handles.append(mod.attn_drop.register_forward_hook(
+                        lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
+                else:  # transformers: forward returns (output, attention weights)
+                    handles.append(mod.register_forward_hook(hf_hook(layer)))
+            yield len(handles)
+        finally:
+            for h in handles:
+                h.remove()
 
 
 @contextmanager
@@ -115,17 +139,27 @@ class AttentionParts:
 
     def split(self, seen: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(q, k, v), each (H, T, d), for the first image of the captured forward (timm's q/k norms applied)."""
+        q, k, v = self.split_batch(seen)
+        return q[0], k[0], v[0]
+
+    def split_batch(self, seen: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(q, k, v), each (B, H, T, d), for every image of the captured forward (timm's q/k norms applied)."""
         h, d = self.heads, self.head_dim
         if self.joint_qkv:
-            qkv = seen["qkv"][0]
-            t = qkv.shape[0]
-            q, k, v = qkv.reshape(t, 3, h, d).permute(1, 2, 0, 3)
+            qkv = seen["qkv"]
+            b, t = qkv.shape[:2]
+            q, k, v = qkv.reshape(b, t, 3, h, d).permute(2, 0, 3, 1, 4)
             return self.module.q_norm(q), self.module.k_norm(k), v
-        return tuple(self.heads_of(seen[n]) for n in ("q", "k", "v"))  # type: ignore[return-value]
+        return tuple(self.heads_of_batch(seen[n]) for n in ("q", "k", "v"))  # type: ignore[return-value]
 
     def heads_of(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, H·d) -> (H, T, d), the first image, one head per row."""
-        return x[0].reshape(x.shape[1], self.heads, self.head_dim).transpose(0, 1)
+        return self.heads_of_batch(x)[0]
+
+    def heads_of_batch(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, H·d) -> (B, H, T, d)."""
+        b, t = x.shape[:2]
+        return x.reshape(b, t, self.heads, self.head_dim).transpose(1, 2)
 
 
 def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
@@ -149,9 +183,10 @@ def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
 @contextmanager
 def record_keys(model: torch.nn.Module,
                 on_qk: Callable[[int, torch.Tensor, torch.Tensor, float], None]) -> Iterator[int]:
-    """Call ``on_qk(layer, q, k, scale)`` with each layer's projected queries and keys, each (H, T, d), of the first
+    """Call ``on_qk(layer, q, k, scale)`` with each layer's projected queries and keys, each (B, H, T, d), of every
     image of each forward (timm's q/k norms applied: what the model's own scores use) and the layer's score scale,
-    as soon as they are computed (nothing of the forward is held for later).
+    as soon as they are computed (nothing of the forward is held for later). Works on the fused path: the hooks sit
+    on the projections, which every path runs.
 
     Yields the number of layers; every hook is removed on exit, also when the body raises.
     """
@@ -162,7 +197,7 @@ def record_keys(model: torch.nn.Module,
             parts = attention_parts(model, layer)
             if parts.joint_qkv:
                 def joint(_m, _inp, out, layer=layer, parts=parts):
-                    q, k, _ = parts.split({"qkv": out})
+                    q, k, _ = parts.split_batch({"qkv": out})
                     on_qk(layer, q, k, parts.scale)
                 handles.append(parts.targets["qkv"][0].register_forward_hook(joint))
                 continue
@@ -170,7 +205,7 @@ def record_keys(model: torch.nn.Module,
 
             def one(name, layer=layer, parts=parts, seen=seen):
                 def hook(_m, _inp, out):
-                    seen[name] = parts.heads_of(out)
+                    seen[name] = parts.heads_of_batch(out)
                     if len(seen) == 2:
                         on_qk(layer, seen.pop("q"), seen.pop("k"), parts.scale)
                 return hook

@@ -87,7 +87,8 @@ def _hf_forward(model: torch.nn.Module) -> Callable:
 
 
 def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None = None) -> Runner:
-    """Load a transformers ViT / DINOv2 with eager attention, from a repo id or a local folder.
+    """Load a transformers ViT / DINOv2 with its fused attention (SDPA), from a repo id or a local folder (a view
+    that needs the attention matrices themselves switches to eager for its forward: ``hooks.eager_attention``).
 
     Raises ``OSError`` when the weights are not available (offline and not cached).
     """
@@ -96,7 +97,7 @@ def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None
     kw = dict(local_files_only=local_only, trust_remote_code=False)
     config = AutoConfig.from_pretrained(str(source), **kw)
     extra = {"add_pooling_layer": False} if config.model_type == "vit" else {}  # DINO ships no pooler
-    model = AutoModel.from_pretrained(str(source), config=config, attn_implementation="eager", **kw, **extra).eval()
+    model = AutoModel.from_pretrained(str(source), config=config, attn_implementation="sdpa", **kw, **extra).eval()
     proc = AutoImageProcessor.from_pretrained(str(source), **kw)
     crop = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
     res = int(crop.get("height") or crop.get("shortest_edge") or model.config.image_size)

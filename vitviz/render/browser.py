@@ -8,11 +8,14 @@ The attention explorer (``web/explorer.js``) draws every map, contour and percen
 at a patch or moving a slider needs no server call. What it receives for one analysis:
 
 - the class token's maps, (L, H + 1, N) float32 with the head mean computed here, so the browser's
-  "% of mass / % of patches" are :func:`vitviz.core.attention.mass_mask`'s digit for digit; the head-mean
-  rollout, (N,) float32; the fitted picture as a PNG;
+  "% of mass / % of patches" are :func:`vitviz.core.attention.mass_mask`'s digit for digit; the fitted picture
+  as a PNG;
 - per layer, its queries and keys (:class:`vitviz.core.attention.LayerKeys`, 2·H·T·d values: linear in the
   number of patches): the browser computes any patch's row, softmax(q_i·Kᵀ), for every head at pointing time.
-  float32 while small, else float16 (rows then agree with the model's to about 1e-3; the tests state it).
+  float16 where rows from float16 stay within :data:`vitviz.core.attention.F16_TOLERANCE` of the float32 ones
+  (measured when the layer is kept), float32 for sharp layers;
+- the head-mean rollout, (N,) float32, only when asked for (it needs every row of every layer: computed from the
+  kept queries and keys when its part is first fetched).
 
 The JSON answer is small: names of these parts, served by :func:`explorer_part` under ``/vitviz/explorer/<token>/``
 with a long-lived cache (the token names the model's weights, the picture and the short side: a part never
@@ -33,7 +36,7 @@ import matplotlib
 import numpy as np
 from PIL import Image
 
-from vitviz.analyses.attention import Analysis, find
+from vitviz.analyses.attention import Analysis, find, rollout
 from vitviz.core import posembed
 from vitviz.core.images import Fitted
 from vitviz.core.lru import LRU
@@ -86,16 +89,22 @@ def key_parts(a: Analysis) -> list[str]:
     return [f"keys-{i}.{_dt(k.q)}" for i, k in enumerate(a.maps.keys)]
 
 
-def keys_bytes(a: Analysis) -> int:
+def layer_bytes(a: Analysis, layer: int) -> int:
     """Bytes of one layer's queries and keys as they travel."""
-    return a.maps.keys[0].nbytes if a.maps.keys else 0
+    return a.maps.keys[layer].nbytes if a.maps.keys else 0
+
+
+def keys_bytes(a: Analysis) -> int:
+    """Bytes of the largest layer's queries and keys as they travel."""
+    return max((k.nbytes for k in a.maps.keys), default=0)
 
 
 def first_layers(a: Analysis, start: int) -> list[int]:
     """The layers (from 0) whose keys the first answer brings: all of them when within :data:`FIRST_KEYS_BYTES`."""
     if not a.maps.keys:
         return []
-    return list(range(a.maps.layers)) if keys_bytes(a) * a.maps.layers <= FIRST_KEYS_BYTES else [start]
+    whole = sum(k.nbytes for k in a.maps.keys)
+    return list(range(a.maps.layers)) if whole <= FIRST_KEYS_BYTES else [start]
 
 
 def attention_payload(a: Analysis, values: dict, fields: dict, inline: bool = False) -> dict:
@@ -104,12 +113,14 @@ def attention_payload(a: Analysis, values: dict, fields: dict, inline: bool = Fa
     Keys: token, model, grid (gh, gw), patch, layers, heads, prefix, tokens (T), head_dim (d); ``parts``: the
     names of the data (cls: (L, H + 1, N) float32, the last of the H + 1 being the head mean; rollout: (N,) float32;
     image: the fitted picture, PNG; keys: per layer, q then k, each (H, T, d), float32 or float16 as the name says,
-    q already scaled); ``first``: the layers whose keys come with the first map; ``base``: where the parts are
+    q already scaled; rollout: computed when first fetched); ``first``: the layers whose keys come with the first
+    map; ``base``: where the parts are
     served (``ROUTE/<token>/``); ``state`` (the settings the explorer holds: layer counted from 1, head with -1 for
     the mean, keep, alpha, cmap, query as [row, col] or None); ``fields`` (for each of them its link key, and for
     numbers their range and step: the declaration, so the browser offers the same range as everything else);
     colormaps; ``bytes``: what the first map needs, in bytes. With ``inline`` (the API's answer) ``data`` also
-    holds those parts, base64 (the image as a data URL), so the answer stands alone.
+    holds those parts (the class token's maps, the picture and the first layers' keys), base64 (the image as a
+    data URL), so the answer stands alone.
     """
     maps = a.maps
     start = int(np.clip(int(values["layer"]), 1, maps.layers)) - 1
@@ -146,10 +157,10 @@ def _payload(a: Analysis, values: dict, fields: dict, start: int, first: list[in
         "colormaps": colormaps(),
     }
     n = maps.cls.shape[-1]
-    out["bytes"] = (maps.layers * (maps.heads + 1) * n * 4 + n * 4 + len(_png(a.token, a.fitted.image))
-                    + len(first) * keys_bytes(a))
+    out["bytes"] = (maps.layers * (maps.heads + 1) * n * 4 + len(_png(a.token, a.fitted.image))
+                    + sum(layer_bytes(a, i) for i in first))
     if inline:
-        data = {name: b64(np.frombuffer(part(a, name), np.uint8)) for name in ("cls.f4", "rollout.f4")}
+        data = {"cls.f4": b64(np.frombuffer(part(a, "cls.f4"), np.uint8))}
         data |= {key_parts(a)[i]: b64(np.frombuffer(part(a, key_parts(a)[i]), np.uint8)) for i in first}
         data["image.png"] = "data:image/png;base64," + base64.b64encode(_png(a.token, a.fitted.image)).decode()
         out["data"] = data
@@ -166,7 +177,7 @@ def part(a: Analysis, name: str) -> bytes:
     if name == "image.png":
         return _png(a.token, a.fitted.image)
     if name == "rollout.f4":
-        return raw(maps.rollout("mean").astype(np.float32).ravel())
+        return raw(rollout(a, "mean").astype(np.float32).ravel())
     if name == "cls.f4":
         means = np.stack([maps.cls_map(i).ravel() for i in range(maps.layers)])[:, None]  # the library's head mean
         return raw(np.concatenate([maps.cls, means], axis=1).astype(np.float32))

@@ -126,9 +126,13 @@ ATTENTION = View("attention", "Attention", (
     Field("head", "int", -1, "head (or the head mean)", 0, MAX_HEADS - 1, 1, link="head", words={"mean": -1},
           follows="heads"),
     KEEP, ALPHA, CMAP,
-    Field("query", "cell", None, "pinned query patch (none: the class token)", link="query"),
+    Field("query", "cell", None, "pinned query patch (none: the class token)", link="query")))
+ROLLOUT = View("rollout", "attention rollout", (
+    IMAGE, ATT_MODEL, SIDE,
     Field("fusion", "choice", "mean", "rollout: fuse heads by", choices=FUSIONS, link="fusion"),
-    Field("discard", "float", 0.0, "rollout: discard weakest share", 0.0, 0.9, 0.1, link="discard")))
+    Field("discard", "float", 0.0, "rollout: discard weakest share", 0.0, 0.9, 0.1, link="discard"),
+    ALPHA, CMAP))
+DISTANCE = View("attention_distance", "mean attention distance", (IMAGE, ATT_MODEL, SIDE))
 REGISTERS = View("registers", "registers", (IMAGE, SIDE, ALPHA, CMAP))
 TIMELINE_VIEW = View("timeline", "training timeline", (
     IMAGE, Field("step", "int", max(len(STEPS) - 1, 0), "checkpoint", 0, max(len(STEPS) - 1, 0), 1, link="tl",
@@ -188,7 +192,7 @@ HYBRID_STAGES = View("hybrid_stages", "hybrid stages", (
 TABS: dict[str, tuple[View, ...]] = {
     "patches": (PATCHES, TOY, FILTERS, WINDOWS),
     "positions": (POSITIONS, ROTARY, RELATIVE_BIAS),
-    "attention": (ATTENTION, REGISTERS, TIMELINE_VIEW, INSIDE_HEAD, FEATURE_PCA, COMPARE),
+    "attention": (ATTENTION, ROLLOUT, DISTANCE, REGISTERS, TIMELINE_VIEW, INSIDE_HEAD, FEATURE_PCA, COMPARE),
     "classify": (CLASSIFY, RELEVANCE, SHUFFLE, TRADEOFF),
     "vitcnn": (RECEPTIVE_FIELD, TRANSLATION, DATA_EFFICIENCY, HYBRID_STAGES),
 }

@@ -168,6 +168,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from vitviz.views.attention import analysis_for
 
     values = checked(spec.ATTENTION, args)
+    rolled = checked(spec.ROLLOUT, args)  # the same model, side and colours; its fusion and discard
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     skipped, told = [], set()
@@ -187,7 +188,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
         name = Path(path).name  # the whole name: a.jpg and a.png never write the same files
         used = shown.settled.values
         shown.figures["heads"].save(out / f"{name}.heads.png")
-        shown.figures["rollout"].save(out / f"{name}.rollout.png")
+        show("rollout", rgb, rolled).figures["rollout"].save(out / f"{name}.rollout.png")  # the same forward
         a, _ = analysis_for(rgb, values)  # kept from the view's forward: no second forward
         mask = att.mass_mask(a.maps.cls_map(used["layer"] - 1), used["keep"])[0]
         big = np.kron(mask, np.ones((a.maps.patch, a.maps.patch), bool))
@@ -384,6 +385,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("attention", help="class-token attention per head, rollout and mask, with its numbers")
     p.add_argument("images", nargs="+", help="one or more pictures")
     settings_flags(p, spec.ATTENTION)
+    settings_flags(p, spec.ROLLOUT, ("fusion", "discard"))
     p.add_argument("--out", required=True, help="a folder for each picture's NAME.heads.png, NAME.rollout.png, "
                                                 "NAME.mask.png and NAME.json")
     p.set_defaults(run=cmd_attention, view=spec.ATTENTION, only=None)

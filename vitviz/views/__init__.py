@@ -73,7 +73,8 @@ def plain(value: Any) -> Any:
 
 _MODULES = {"patches": "patches", "toy": "patches", "patch_filters": "patches", "windows": "windows",
             "position_embeddings": "posembed", "rotary": "posembed", "relative_bias": "posembed",
-            "attention": "attention", "explorer": "attention", "registers": "attention", "timeline": "attention",
+            "attention": "attention", "explorer": "attention", "rollout": "attention",
+            "attention_distance": "attention", "registers": "attention", "timeline": "attention",
             "compare_models": "attention",
             "inside_head": "heads", "feature_pca": "features",
             "classify": "classify", "relevance": "classify", "shuffle": "classify", "patch_size_tradeoff": "classify",
@@ -89,11 +90,14 @@ def shower(view: str) -> Callable[..., Shown]:
     return getattr(import_module(f"vitviz.views.{_MODULES[view]}"), f"show_{view}")
 
 
-def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable | None = None) -> Shown:
+def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable | None = None,
+         only: frozenset[str] | None = None) -> Shown:
     """What view ``view`` shows for ``picture`` (None for views without one) and checked settings ``values``;
-    ``progress(fraction, message)`` hears about slow steps (a model loading). When the model that answered knows
-    only vitviz's generated shapes and the picture is not one of its example scenes, the answer says so."""
-    shown = shower(view)(picture, values, progress=progress)
+    ``progress(fraction, message)`` hears about slow steps (a model loading); ``only`` names the figures wanted
+    when not all of them are (a view that can skip work skips the rest). When the model that answered knows only
+    vitviz's generated shapes and the picture is not one of its example scenes, the answer says so."""
+    kwargs = {"progress": progress} | ({"only": only} if only is not None else {})
+    shown = shower(view)(picture, values, **kwargs)
     settled = shown.settled
     if settled is not None and shown.model and settled.values.get("model") not in (None, shown.model):
         settled.use("model", shown.model, f"{settled.values['model']} cannot be loaded here.")  # the model used

@@ -13,7 +13,8 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from vitviz import assets
-from vitviz.analyses.attention import Analysis, analyse
+from vitviz.analyses.attention import Analysis, analyse, distance
+from vitviz.analyses.attention import rollout as attention_rollout
 from vitviz.core import attention as att
 from vitviz.core.lru import LRU
 from vitviz.models import cache as models
@@ -41,14 +42,16 @@ def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitl
 
 @dataclass
 class HeadsView:
-    heads: Image.Image
+    heads: Image.Image | None
     table: str
     box: Image.Image
     crop: Image.Image
 
 
-def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "inferno", alpha: float = 0.6) -> HeadsView:
-    """Per-head class-token attention of layer number ``layer`` (plus head mean), with DINO's mass threshold."""
+def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "inferno", alpha: float = 0.6,
+                 grid: bool = True) -> HeadsView:
+    """Per-head class-token attention of layer number ``layer`` (plus head mean), with DINO's mass threshold, and
+    the box around the head mean's mask; without ``grid`` the per-head figure is not drawn (``heads`` None)."""
     maps = a.maps
     layer = layer_index(a, layer)
     rgb = a.fitted.image
@@ -64,7 +67,8 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
     table = (f"Class-token attention, layer {layer + 1} of {maps.layers}. The contour keeps the fewest patches "
              f"holding {keep:.0%} of each map's attention mass.\n\n"
              "| map | mass kept | patches kept | patches |\n|---|---|---|---|\n" + "\n".join(rows))
-    heads = map_grid(rgb, panels, titles, f"{a.runner.spec.key}: [CLS] attention per head, layer {layer + 1}", cmap, alpha, masks)
+    heads = (map_grid(rgb, panels, titles, f"{a.runner.spec.key}: [CLS] attention per head, layer {layer + 1}", cmap,
+                      alpha, masks) if grid else None)
     k = box_scale(a)
     boxed = plotting.upscale(rgb, k)
     crop = boxed
@@ -102,12 +106,8 @@ def box_scale(a: Analysis) -> int:
 def render_rollout(a: Analysis, fusion: str = "mean", discard: float = 0.0, cmap: str = "inferno",
                    alpha: float = 0.6) -> Image.Image:
     """Attention rollout through all layers (compare with the last layer's head mean in the heads view)."""
-    maps = a.maps
-    note = ""
-    if fusion not in maps.fusions():  # long sequences keep only the head mean (memory)
-        note, fusion = f"; {fusion} fusion needs a lower resolution", "mean"
-    roll = maps.rollout(fusion, discard)
-    return map_grid(a.fitted.image, [roll], [f"heads fused by {fusion}, discard {discard:.0%}{note}"],
+    roll = attention_rollout(a, fusion, discard)
+    return map_grid(a.fitted.image, [roll], [f"heads fused by {fusion}, discard {discard:.0%}"],
                     f"{a.runner.spec.key}: attention rollout through all layers", cmap, alpha)
 
 
@@ -120,14 +120,13 @@ def render_query(a: Analysis, row: int, col: int, layer: int, cmap: str = "infer
     p = a.maps.patch
     rgb = a.fitted.image.copy()
     rgb[row * p:(row + 1) * p, col * p:(col + 1) * p] = (0, 229, 255)
-    note = "" if used == layer else f" (layer {layer + 1} not kept at this size: showing the last layer)"
     return map_grid(rgb, list(maps), [f"head {h}" for h in range(len(maps))],
-                    f"{a.runner.spec.key}: patch ({row}, {col}) as the query, layer {used + 1}{note}", cmap, alpha)
+                    f"{a.runner.spec.key}: patch ({row}, {col}) as the query, layer {used + 1}", cmap, alpha)
 
 
 def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
     """(layer, head, mean attention distance in pixels) rows, layers counted from 1 (the ViT paper's scatter)."""
-    d = a.maps.distance
+    d = distance(a)
     return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
 
 
@@ -148,7 +147,7 @@ def render_distance(a: Analysis) -> Image.Image:
 
 
 def _draw_distance(a: Analysis) -> Image.Image:
-    d = a.maps.distance  # (layers, heads)
+    d = distance(a)  # (layers, heads)
     layers = np.arange(1, d.shape[0] + 1)
     colours = ["#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#f0e442", "#000000"]
     markers = "osD^v<>p"
@@ -329,22 +328,55 @@ def analysis_for(rgb: np.ndarray, values: dict, progress=None) -> tuple[Analysis
     return a, s
 
 
-def show_attention(rgb: np.ndarray, values: dict, progress=None) -> Shown:
-    """The Attention view: per-head class-token maps with DINO's threshold, rollout, box and crop, the pinned
-    query's maps, and the mean attention distance, for the explorer's layer, head, threshold, opacity and colormap."""
+def show_attention(rgb: np.ndarray, values: dict, progress=None, only: frozenset[str] | None = None) -> Shown:
+    """The Attention view: per-head class-token maps with DINO's threshold, box and crop, and the pinned query's
+    maps, for the explorer's layer, head, threshold, opacity and colormap: all from the class token's rows and the
+    kept queries and keys (no every-row work: rollout and the mean distance are views of their own). ``only``
+    names the figures to draw (the page's first screen shows the box and the crop)."""
     a, s = analysis_for(rgb, values, progress)
     v = s.values
-    heads = render_heads(a, v["layer"], v["keep"], v["cmap"], v["alpha"])
-    figures = {"heads": heads.heads, "rollout": render_rollout(a, v["fusion"], v["discard"], v["cmap"], v["alpha"]),
-               "box": heads.box, "crop": heads.crop, "distance": render_distance(a)}
-    if v["query"] is not None:
+    wanted = only if only is not None else frozenset(("heads", "box", "crop", "query"))
+    heads = render_heads(a, v["layer"], v["keep"], v["cmap"], v["alpha"], grid="heads" in wanted)
+    figures = {name: fig for name, fig in (("heads", heads.heads), ("box", heads.box), ("crop", heads.crop))
+               if name in wanted and fig is not None}
+    if v["query"] is not None and "query" in wanted:
         figures["query"] = render_query(a, *v["query"], v["layer"], v["cmap"], v["alpha"])
     numbers_ = {"model": a.runner.spec.key, "notice": a.runner.notice, "input": a.fitted.note,
-                **numbers(a, v["layer"], v["keep"]),
-                "mean_attention_distance_px": [{"layer": layer, "head": head, "distance": d}
-                                               for layer, head, d in distance_table(a)]}
+                **numbers(a, v["layer"], v["keep"])}
     texts = {"info": _model_line(a), "table": heads.table}
     return Shown(figures, texts, numbers_, s, a.runner.spec.key, a.runner.notice)
+
+
+def show_rollout(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """Attention rollout through every layer, with the chosen head fusion and discard ratio: every row of every
+    layer, computed from the kept queries and keys of the Attention view's forward (no second forward)."""
+    a, s = analysis_for(rgb, values, progress)
+    v = s.values
+    figure = render_rollout(a, v["fusion"], v["discard"], v["cmap"], v["alpha"])
+    roll = attention_rollout(a, v["fusion"], v["discard"])
+    peak = np.unravel_index(int(np.argmax(roll)), roll.shape)
+    text = (f"Rollout multiplies every layer's attention (each averaged with the identity for the skip connection) "
+            f"from the last layer down: where the class token's information came from, through all "
+            f"{a.maps.layers} layers. Heads fused by {v['fusion']}, the weakest {v['discard']:.0%} of each layer's "
+            f"entries discarded. Its largest share, {roll.max() / max(roll.sum(), 1e-12):.1%}, is on patch "
+            f"({peak[0]}, {peak[1]}).")
+    numbers_ = {"model": a.runner.spec.key, "grid": list(a.maps.grid), "fusion": v["fusion"],
+                "discard": v["discard"], "rollout": roll}
+    return Shown({"rollout": figure}, {"text": text}, numbers_, s, a.runner.spec.key, a.runner.notice)
+
+
+def show_attention_distance(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The mean attention distance of every head in every layer (the ViT paper's scatter), in pixels: every row of
+    every layer, computed from the kept queries and keys of the Attention view's forward (no second forward)."""
+    a, s = analysis_for(rgb, values, progress)
+    d = distance(a)
+    text = (f"For every patch as the query, the attention-weighted distance in pixels to the patches it attends "
+            f"to (each row renormalised over the patches), averaged over all {a.maps.cls.shape[-1]:,} queries. The "
+            f"head mean runs from {d[0].mean():.1f} px in layer 1 to {d[-1].mean():.1f} px in layer {d.shape[0]}; "
+            "a head that looks far in an early layer is something a convolution cannot do.")
+    numbers_ = {"model": a.runner.spec.key, "mean_attention_distance_px": [
+        {"layer": layer, "head": head, "distance": dist} for layer, head, dist in distance_table(a)]}
+    return Shown({"distance": render_distance(a)}, {"text": text}, numbers_, s, a.runner.spec.key, a.runner.notice)
 
 
 def show_explorer(rgb: np.ndarray, values: dict, progress=None) -> Shown:

@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from vitviz.analyses import classify
-from vitviz.analyses.attention import analyse
+from vitviz.analyses.attention import analyse, rollout
 from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
@@ -31,7 +31,7 @@ def render(loaded: Runner, rgb: np.ndarray, cmap: str = "inferno", alpha: float 
     grid = maps.grid
     top5 = classify.top_k(maps.logits[0], loaded.labels)
     best = next(iter(top5))
-    last, roll = maps.cls_map(maps.layers - 1), maps.rollout("mean")
+    last, roll = maps.cls_map(maps.layers - 1), rollout(a, "mean")
     img = map_grid(picture, [last, roll],
                    ["last layer, head mean", "rollout (mean)"], f"Where [CLS] looked for “{best}”", cmap, alpha)
     peak = np.unravel_index(int(np.argmax(last)), last.shape)

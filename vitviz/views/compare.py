@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 
 from vitviz import assets
 from vitviz.analyses import compare, efficiency
-from vitviz.analyses.attention import analyse
+from vitviz.analyses.attention import analyse, distance
 from vitviz.core import stages
 from vitviz.core.lru import LRU
 from vitviz.models import cache as models
@@ -101,7 +101,7 @@ def show_receptive_field(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     if reasons:
         s.notes["resolution"] = reasons
     cnn_side, vit_side = run.fitted.image.shape[:2], a.fitted.image.shape[:2]
-    vit_distance = a.maps.distance.mean(1)
+    vit_distance = distance(a).mean(1)  # every query of every layer, from the kept queries and keys
     reach, unit = render_reach(erf, vit_distance, cnn_side, vit_side, vit.spec.key, cnn.spec.key)
     maps = render_erf_maps(erf, run.fitted.image, cnn.spec.key)
     widths = erf.width(0.9)

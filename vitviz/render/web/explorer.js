@@ -184,12 +184,12 @@ function draw() {
     cap.innerHTML = `${h < 0 ? "mean" : "head " + h}<br>${m ? percent(m.frac, 0) : "—"}`;
     cap.title = m ? `${name(h)}: the contour holds ${pct(m.mass)} of its attention in ${pct(m.frac)} of the patches` : "";
   });
-  const strip = [S.alpha, S.cmap].join();  // the strip does not depend on the query: repainted only when it changes
+  const strip = [S.alpha, S.cmap, !!S.roll].join();  // the strip does not depend on the query: repainted only when it changes
   root.querySelectorAll(".vx-step").forEach((fig) => {
     const l = Number(fig.dataset.l);
     fig.classList.toggle("vx-on", l === L);
     if (S.strip === strip) return;
-    const a = l < 0 ? S.roll : S.cls.subarray((l * (H + 1) + H) * S.n, (l * (H + 1) + H + 1) * S.n);
+    const a = l < 0 ? S.roll : S.cls.subarray((l * (H + 1) + H) * S.n, (l * (H + 1) + H + 1) * S.n);  // rollout: once fetched
     const q = S.query; S.query = null; paint(fig.querySelector("canvas"), a, false); S.query = q;
   });
   S.strip = strip;
@@ -227,6 +227,17 @@ function update(ev) {  // a pointer or key event draws at once (Chrome hands poi
   S.raf = requestAnimationFrame(() => { S.raf = null; draw(); publish(false); });
 }
 
+function fetchRollout(fig) {  // the rollout needs every row of every layer: the server computes it when asked, once
+  if (S.roll || S.rollPending || !S.p) return;
+  const token = S.p.token, cap = fig.querySelector("figcaption");
+  S.rollPending = true; cap.textContent = "computing…";
+  fetchPart(S.p.parts.rollout).then((buf) => {
+    if (!S.p || S.p.token !== token) return;
+    S.roll = floats(buf); cap.textContent = "rollout"; update();
+  }).catch((err) => { cap.textContent = err.gone ? "rollout: click" : "rollout: try again"; if (err.gone) sendBack(); })
+    .finally(() => { S.rollPending = false; });
+}
+
 function setLayer(l, ev) {
   S.layer = Math.max(0, Math.min(S.p.layers - 1, l));
   $(".vx-layer").value = S.layer + 1;
@@ -251,7 +262,7 @@ function build(p) {
   if (!p || !p.parts) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
   const st = p.state, clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
-  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, keys: {}, pending: {}, rowCache: new Map(), strip: null,
+  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, keys: {}, pending: {}, rowCache: new Map(), strip: null,
                      img: null, png: null, status: "", layer: clamp(st.layer - 1, 0, p.layers - 1),
                      head: clamp(st.head, -1, p.heads - 1), query: st.query, pinned: !!st.query, keep: st.keep,
                      alpha: st.alpha, cmap: st.cmap, published: null });
@@ -290,11 +301,12 @@ function build(p) {
   for (let l = 0; l <= p.layers; l++) {
     const fig = document.createElement("figure"), id = l === p.layers ? -1 : l;
     fig.className = "vx-step"; fig.dataset.l = id;
-    fig.innerHTML = `<figcaption>${id < 0 ? "roll&shy;out" : l + 1}</figcaption>`;
-    fig.title = id < 0 ? "rollout through every layer" : `layer ${l + 1}`;
+    fig.innerHTML = `<figcaption>${id < 0 ? "roll&shy;out: click" : l + 1}</figcaption>`;
+    fig.title = id < 0 ? "rollout through every layer (computed on the server when you click: it needs every row of every layer)" : `layer ${l + 1}`;
     hiDpiCanvas(fig, tw, th);
     const pick = (ev) => { if (id >= 0 && (ev.type === "click" || ev.buttons === 1) && id !== S.layer) setLayer(id, ev); };
-    fig.addEventListener("click", pick); fig.addEventListener("pointermove", pick);
+    if (id < 0) fig.addEventListener("click", () => fetchRollout(fig));
+    else { fig.addEventListener("click", pick); fig.addEventListener("pointermove", pick); }
     $(".vx-strip").append(fig);
   }
   $(".vx-layer").addEventListener("input", (ev) => setLayer(Number(ev.target.value) - 1, ev));
@@ -321,9 +333,9 @@ function build(p) {
     img.onload = () => { if (mine()) { S.img = img; update(); } };
     img.src = URL.createObjectURL(new Blob([buf], { type: "image/png" }));
   }).catch(failed);
-  Promise.all([fetchPart(p.parts.cls), fetchPart(p.parts.rollout)]).then(([c, r]) => {
+  fetchPart(p.parts.cls).then((c) => {
     if (!mine()) return;
-    S.cls = floats(c); S.roll = floats(r);
+    S.cls = floats(c);
     if (S.cls.length !== L * (H + 1) * n) { S.cls = null; S.status = "the attention maps arrived damaged"; }
     update();
   }).catch(failed);
