@@ -109,9 +109,7 @@ def one(kind: str, size: int, ckpt: str) -> dict:
         def request():
             clear_results()
             a = analysis.analyse(loaded, rgb, size)
-            view.render_heads(a, 12, 0.6)
-            view.render_rollout(a, "mean", 0.0)
-            view.distance_table(a)
+            view.render_heads(a, 12, 0.6)  # the first answer's figure; rollout and distance wait for their panels
             return a
         def bare():
             loaded.run(plain, x)
@@ -128,7 +126,7 @@ def one(kind: str, size: int, ckpt: str) -> dict:
         for i in range(reps):  # what moving the layer / threshold / opacity / colormap controls costs
             view.render_heads(analysis.analyse(loaded, rgb, size), 11 - i, 0.5 + 0.05 * i, "viridis", 0.5)
         out["rerender_seconds"] = (time.perf_counter() - t0) / reps
-        out["kept_full_layers"] = len(a.maps.full)
+        out["kept_mb"] = a.maps.nbytes / 2**20
     out["peak_mb"] = mem.delta / 2**20
     return out
 

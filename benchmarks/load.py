@@ -103,8 +103,8 @@ class Server:
 
 # ---- the requests ------------------------------------------------------------------------------
 
-def pictures(folder: Path) -> list[str]:
-    """16 different pictures, four aspect ratios: generated scenes and cuts of the example photos."""
+def pictures(folder: Path, count: int = 16) -> list[str]:
+    """``count`` different pictures, four aspect ratios: generated scenes and cuts of the example photos."""
     from PIL import Image
 
     from vitviz import assets
@@ -113,9 +113,9 @@ def pictures(folder: Path) -> list[str]:
     photos = [Image.open(assets.EXAMPLES / n).convert("RGB") for n in ("cat.png", "coffee.png")]
     shapes = [(64, 64), (64, 96), (96, 64), (80, 120)]
     paths = []
-    for i in range(16):
+    for i in range(count):
         h, w = shapes[i % 4]
-        if i < 12:
+        if i < count - 4:
             img = Image.fromarray(scenes.make_scene(200 + i).image).resize((w, h), Image.BICUBIC)
         else:
             img = photos[i % 2].resize((w * 4, h * 4), Image.BICUBIC)
@@ -130,7 +130,7 @@ def request(k: int, pics: list[str]) -> tuple[str, list]:
 
     pic, api = pics[k % len(pics)], ENDPOINTS[(k // len(pics) + k) % 4]
     if api == "/attention":
-        return api, [pic, "DINO ViT-S/8", 64, 4 - k % 4, -1, 0.6, 0.6, "inferno", None, "mean", 0.0]
+        return api, [pic, "DINO ViT-S/8", 64, 4 - k % 4, -1, 0.6, 0.6, "inferno", None]
     if api == "/classify":
         return api, [pic, OFFLINE_KEY]
     if api == "/shuffle":
@@ -178,18 +178,42 @@ def first_difference(a, b, where: str = "") -> str:
     return f"{where}: {str(a)[:160]!r} alone, {str(b)[:160]!r} in the crowd"
 
 
+def explorer_parts(client, args: list) -> list[str]:
+    """What a student's page fetches after an attention answer: the explorer's answer for the same settings, and
+    the paths of its parts (the class token's maps, the picture, each layer's keys) as the page asks for them
+    (the page's own answer names them; the API's carries the first ones inline, so they are asked for again)."""
+    got = call(client, "/explorer", args)
+    names = [got["parts"]["cls"], got["parts"]["image"], *got["parts"]["keys"]]
+    return [got["base"].lstrip("/") + n for n in names]
+
+
+def fetch_part(url: str, path: str) -> int:
+    import httpx
+
+    return httpx.get(url + path, timeout=120).status_code
+
+
 def run(url: str, clients: int, per_client: int, pics: list[str], reference: dict) -> dict:
-    """``clients`` threads, each its own gradio_client, ``per_client`` requests each, started together."""
+    """``clients`` threads, each its own gradio_client, ``per_client`` requests each, started together. After
+    each /attention answer the client asks for the explorer's data too, and before each of its next requests
+    fetches one of those parts (a student moving to another layer while others work): ``parts`` counts the
+    fetches and their 404s (the server no longer holding that analysis)."""
     from gradio_client import Client
 
     conns = [Client(url, verbose=False) for _ in range(clients)]
     barrier = threading.Barrier(clients)
     latencies: dict[str, list[float]] = {api: [] for api in ENDPOINTS}
     errors, wrong = [], []
+    parts = {"fetched": 0, "missing": 0}
 
     def one_client(i: int) -> None:
         barrier.wait()
+        pending: list[str] = []
         for j in range(per_client):
+            if pending:
+                status = fetch_part(url, pending.pop(0))
+                parts["fetched"] += 1
+                parts["missing"] += status == 404
             api, args = request(i * per_client + j, pics)
             t0 = time.perf_counter()
             try:
@@ -198,6 +222,11 @@ def run(url: str, clients: int, per_client: int, pics: list[str], reference: dic
                 errors.append(f"{api}: {type(err).__name__}: {err}")
                 continue
             latencies[api].append(time.perf_counter() - t0)
+            if api == "/attention":
+                try:
+                    pending += explorer_parts(conns[i], args)
+                except Exception as err:  # noqa: BLE001  (counted and printed)
+                    errors.append(f"/explorer: {type(err).__name__}: {err}")
             alone = reference[(api, json.dumps(args))]
             if digest != alone:
                 wrong.append(f"{api}: {first_difference(alone, digest)}")
@@ -207,7 +236,7 @@ def run(url: str, clients: int, per_client: int, pics: list[str], reference: dic
         list(pool.map(one_client, range(clients)))
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "done": sum(map(len, latencies.values())), "latencies": latencies,
-            "errors": errors, "wrong": wrong}
+            "errors": errors, "wrong": wrong, "parts": parts}
 
 
 def reference_answers(url: str, pics: list[str], total: int) -> tuple[dict, float]:
@@ -232,7 +261,7 @@ def pct(values: list[float], q: float) -> float:
 
 def load_tables(client_counts: list[int], per_client: int, concurrency: list[int]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        pics = pictures(Path(tmp))
+        pics = pictures(Path(tmp), max(16, max(client_counts)))  # a picture of its own for each client
         total = max(client_counts) * per_client
         for conc in concurrency:
             server = Server(conc)
@@ -242,17 +271,20 @@ def load_tables(client_counts: list[int], per_client: int, concurrency: list[int
                 print(f"\nModel concurrency group of {conc}. Sequential (one client, every distinct request "
                       f"once): {seq_rate:.1f} requests/s; server {idle:.0f} MiB idle.\n")
                 print("| clients × requests | requests/s | vs sequential | " +
-                      " | ".join(f"{api} p50 / p95" for api in ENDPOINTS) + " | errors | wrong | server peak RSS |")
-                print("|---|---|---|" + "---|" * len(ENDPOINTS) + "---|---|---|")
+                      " | ".join(f"{api} p50 / p95" for api in ENDPOINTS) + " | errors | wrong | explorer parts 404 | server peak RSS |")
+                print("|---|---|---|" + "---|" * len(ENDPOINTS) + "---|---|---|---|")
                 for n in client_counts:
                     watcher = server.watch()
                     r = run(server.url, n, per_client, pics, ref)
                     server.stop_watching(watcher)
                     rate = r["done"] / r["seconds"]
+                    fetched, missing = r["parts"]["fetched"], r["parts"]["missing"]
+                    share = missing / fetched if fetched else 0.0
                     cells = [f"{pct(v, 50) * 1000:.0f} / {pct(v, 95) * 1000:.0f} ms" if v else "–"
                              for v in r["latencies"].values()]
                     print(f"| {n} × {per_client} | {rate:.1f} | {rate / seq_rate:.0%} | " + " | ".join(cells) +
-                          f" | {len(r['errors'])} | {len(r['wrong'])} | {server.peak_mb:.0f} MiB |")
+                          f" | {len(r['errors'])} | {len(r['wrong'])} | {missing} of {fetched} ({share:.1%}) | "
+                          f"{server.peak_mb:.0f} MiB |")
                     for e in r["errors"][:3]:
                         print(f"  error: {e}")
                     for w in r["wrong"][:3]:

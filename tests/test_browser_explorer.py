@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from browser_support import idle, open_tab, sync_api
 from conftest import EXAMPLES
@@ -54,8 +55,9 @@ def _expected(a, shown: dict, keep: float) -> tuple[float, float, int]:
         m = a.maps.cls_map(layer, None if shown["head"] < 0 else shown["head"])
     else:
         r, c = map(int, shown["query"].split(","))
-        rows = a.maps.query_rows(layer)
-        m = rows[-1 if shown["head"] < 0 else shown["head"], r * a.maps.grid[1] + c]
+        q = a.maps.prefix + r * a.maps.grid[1] + c
+        rows = a.maps.keys[layer].rows(np.array([q]))[:, 0, a.maps.prefix:]  # (H, N), as the browser makes it
+        m = (rows.mean(0) if shown["head"] < 0 else rows[shown["head"]]).reshape(a.maps.grid)
     mask, mass, frac = attention.mass_mask(m, keep)
     return mass, frac, int(mask.sum())
 
@@ -296,7 +298,7 @@ def test_browser_rows_equal_the_librarys_for_every_head_of_two_layers(app_url, b
     """Every head of layers 6 and 12, 30 query patches each: the rows the browser computes from float16 q and k
     equal numpy's from the same numbers (1e-6) and the model's own attention within the stated tolerance."""
     import numpy as np
-    from test_explorer_keys import F16_TOLERANCE
+    from test_explorer_keys import F16_TOLERANCE, true_attention
 
     page = _open_scene(browser, app_url, 3)  # the cross scene
     rgb = images.load_rgb(EXAMPLES / "scene_cross.png", images.INTAKE_SHORT_SIDE)
@@ -312,7 +314,7 @@ def test_browser_rows_equal_the_librarys_for_every_head_of_two_layers(app_url, b
         h, n = a.maps.heads, 784
         got = got.reshape(len(queries), h + 1, n)
         ours = a.maps.keys[layer].rows(np.array(queries) + 1)[:, :, 1:]  # (H, Q, N) from the same float16 numbers
-        model = a.maps.full[layer].double().numpy()[:, np.array(queries) + 1, 1:]
+        model = true_attention(a)[layer][:, np.array(queries) + 1, 1:]  # the model's own, eager
         for head in range(h):
             assert np.abs(got[:, head] - ours[head]).max() < 1e-6, (layer, head)
             assert np.abs(got[:, head] - model[head]).max() < F16_TOLERANCE, (layer, head)

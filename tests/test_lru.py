@@ -21,6 +21,34 @@ def test_evicts_the_oldest_by_count_and_by_bytes_but_keeps_the_newest():
     assert sized.get("x") is None and len(sized) == 1
     sized.put("z", b"3" * 500)  # over the limit alone: the newest always stays
     assert sized.get("z") is not None and len(sized) == 1
+    assert sized.held == 500
+    sized.put("z", b"4" * 30), sized.put("w", b"5" * 30)  # a replaced value is counted once
+    assert sized.held == 60 and len(sized) == 2
+    sized.clear()
+    assert sized.held == 0
+
+
+def test_the_result_store_is_bounded_by_bytes_not_by_a_count_of_analyses():
+    """Forty pictures (a class, each with its own): all forty analyses are kept, where the store once held the
+    newest 24 and the explorer's data of the rest answered 404; a store of a few analyses' bytes keeps only those."""
+    import numpy as np
+
+    from vitviz.analyses import attention as analysis
+    from vitviz.models import cache, runner
+    from vitviz.specs import registry
+
+    tiny_runner = cache.get_model(registry.OFFLINE_KEY)
+    runner.clear_results()
+    rng = np.random.default_rng(0)
+    made = [analysis.analyse(tiny_runner, rng.integers(0, 256, (64, 64, 3), dtype=np.uint8), 64)
+            for _ in range(40)]
+    assert all(runner.find(a.token) is not None for a in made)
+    weight = runner._results.held // 40
+    small = LRU(runner.RESULTS_ITEMS, 5 * weight + 1, lambda r: r.nbytes)
+    for a in made:
+        small.put(a.token, runner.find(a.token))
+    assert len(small) == 5 and small.held <= 5 * weight + 1
+    runner.clear_results()
 
 
 def test_simultaneous_requests_make_once_and_a_failure_is_not_remembered():

@@ -37,6 +37,25 @@ def test_every_figure_of_every_view_keeps_the_readme_limits(view, rgb_cat):
         assert alt and len(alt) > 40 and any(ch.isdigit() for ch in alt), (view, name, alt)
 
 
+def test_the_readmes_token_limits_are_the_codes():
+    """The README's token limits are what the budget computes now (they once lagged behind the code)."""
+    from vitviz.analyses import attention, heads, relevance
+    from vitviz.models import budget
+    from vitviz.specs import registry
+
+    text = " ".join(README.read_text().split())
+    s8, b8 = registry.REGISTRY["DINO ViT-S/8"], registry.REGISTRY["DINO ViT-B/8"]
+
+    def limits(estimate) -> str:
+        return f"{budget.max_tokens(s8, estimate):,} and {budget.max_tokens(b8, estimate):,}"
+
+    att = f"DINO ViT-S/8: {budget.max_tokens(s8, attention.attention_bytes):,} tokens; " \
+          f"ViT-B/8: {budget.max_tokens(b8, attention.attention_bytes):,})"
+    assert att in text
+    assert f"inside one head: {limits(heads.LayerProbe(0, 1, 8).estimate)};" in text
+    assert f"relevance, a backward through every layer: {limits(relevance.RelevanceProbe(None, 1).estimate)})" in text
+
+
 def test_a_bar_chart_labels_its_axis_in_units_not_with_a_multiplier():
     from matplotlib.figure import Figure
 

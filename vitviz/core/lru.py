@@ -21,6 +21,7 @@ class LRU(Generic[V]):
     def __init__(self, items: int, nbytes: int | None = None, size: Callable[[V], int] | None = None) -> None:
         self.items, self.nbytes, self.size = items, nbytes, size
         self._data: OrderedDict[Hashable, V] = OrderedDict()
+        self._held = 0  # bytes of the values held (with ``size``)
         self._lock = threading.Lock()
         self._pending: dict[Hashable, threading.Lock] = {}
 
@@ -33,10 +34,13 @@ class LRU(Generic[V]):
 
     def put(self, key: Hashable, value: V) -> V:
         with self._lock:
+            if key in self._data:
+                self._held -= self._size(self._data[key])
             self._data[key] = value
+            self._held += self._size(value)
             self._data.move_to_end(key)
             while len(self._data) > 1 and (len(self._data) > self.items or self._over_bytes()):
-                self._data.popitem(last=False)
+                self._held -= self._size(self._data.popitem(last=False)[1])
         return value
 
     def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
@@ -63,9 +67,18 @@ class LRU(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._held = 0
 
     def __len__(self) -> int:
         return len(self._data)
 
+    @property
+    def held(self) -> int:
+        """Bytes of the values held (0 without ``size``)."""
+        return self._held
+
+    def _size(self, value: V) -> int:
+        return self.size(value) if self.size is not None else 0
+
     def _over_bytes(self) -> bool:
-        return self.nbytes is not None and self.size is not None and sum(map(self.size, self._data.values())) > self.nbytes
+        return self.nbytes is not None and self._held > self.nbytes

@@ -19,6 +19,7 @@ threads), so two forwards side by side are no faster than one after the other (`
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -81,9 +82,11 @@ class Run(Generic[T]):
     nbytes: int = 0
 
 
-RESULTS_ITEMS = 24
-RESULTS_BYTES = 1536 * 2**20
-"""The one cache of probe results keeps the newest within both limits (the newest one always stays)."""
+RESULTS_BYTES = int(float(os.environ.get("VITVIZ_RESULTS_MB", "1536")) * 2**20)
+RESULTS_ITEMS = 100_000
+"""The one cache of probe results keeps the newest within ``RESULTS_BYTES`` (``VITVIZ_RESULTS_MB``, 1536 MiB by
+default; the newest one always stays): bounded by what the results weigh, not by their number (a class of small
+pictures keeps them all; ``RESULTS_ITEMS`` is only a guard)."""
 _results: LRU[Run] = LRU(RESULTS_ITEMS, RESULTS_BYTES, lambda r: r.nbytes)
 
 
@@ -234,7 +237,7 @@ class Runner:
             shown = fitted if not probe.checkpoint_input else self._checkpoint_fitted(rgb, x)
             named = (self.spec.key, self.weights_id, probe.key, key[2], side)
             token = hashlib.sha1(repr(named).encode()).hexdigest()[:16]
-            return Run(self, shown, side, value, seconds, token, probe.nbytes(value))
+            return Run(self, shown, side, value, seconds, token, probe.nbytes(value) + shown.image.nbytes)
 
         run = _results.get_or_make(key, make)
         return run if run.runner is self else Run(self, run.fitted, run.resolution, run.value, run.seconds, run.token,
