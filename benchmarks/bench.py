@@ -146,10 +146,10 @@ def startup() -> float:
 
 def timed_view(view: str, picture, **settings):
     """A callable showing one declared view as every door does (vitviz.views.show with checked settings)."""
-    from vitviz.specs import views as spec
+    from vitviz.views import VIEWS
     from vitviz.views import show
 
-    values = spec.VIEWS[view].check(settings)
+    values = VIEWS[view].check(settings)
     return lambda: show(view, picture, values)
 
 

@@ -31,8 +31,8 @@ from vitviz.models import cache as models  # noqa: E402
 from vitviz.models import loaders  # noqa: E402
 from vitviz.models.runner import clear_results  # noqa: E402
 from vitviz.specs import registry  # noqa: E402
-from vitviz.specs import views as spec  # noqa: E402
-from vitviz.views import compare, show  # noqa: E402
+from vitviz import views as all_views  # noqa: E402
+from vitviz.views import show, vitcnn as compare  # noqa: E402
 
 VIEWS = ("receptive_field", "translation", "data_efficiency", "hybrid_stages")
 
@@ -43,7 +43,7 @@ def peak_mib() -> float:
 
 def timed(view: str, rgb: np.ndarray | None) -> float:
     t = time.perf_counter()
-    show(view, rgb, spec.VIEWS[view].check({}))
+    show(view, rgb, all_views.VIEWS[view].check({}))
     return time.perf_counter() - t
 
 
@@ -77,7 +77,7 @@ def main() -> None:
     scene = np.asarray(scenes.make_scene(7).image)
     rows = []
     for view in VIEWS:
-        pictured = any(f.kind == "image" for f in spec.VIEWS[view].fields)
+        pictured = any(f.kind == "image" for f in all_views.VIEWS[view].fields)
         for label, rgb in (("cat", cat), ("scene", scene)) if pictured else (("—", None),):
             clear_results(), compare._shift_cache.clear()
             first = timed(view, rgb)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # these machines have no hub; never wait on it
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+import tempfile  # noqa: E402
+
+HF_HOME = Path(tempfile.mkdtemp(prefix="vitviz-tests-hf-"))
+os.environ["HF_HOME"] = str(HF_HOME)  # a private hub cache: what the tests put there, nothing of this machine's
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -76,19 +81,36 @@ def deit_file(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.fixture
-def dino_in_cache(dino_s8_dir):
-    """As if DINO ViT-S/8's weights were in the local Hugging Face cache (the real config, random weights)."""
+@contextmanager
+def in_hub_cache(key: str, files: Path | dict[str, Path]):
+    """Registry model ``key`` in the (private) local Hugging Face cache, laid out as its download (``files``: a
+    transformers folder, or {name in the repo: file} for timm's ``model.safetensors``): the registry loads it
+    through its real loader (yielded). Removed afterwards; what was found unavailable is looked for again."""
+    import shutil
+
+    import timm
+
+    from benchmarks import hubcache
     from vitviz.models import cache as models
-    from vitviz.models import loaders
     from vitviz.specs import registry
 
-    loaded = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
-    with models._cache_lock:
-        models._cache["DINO ViT-S/8"] = loaded
-    yield loaded
-    with models._cache_lock:
-        models._cache.pop("DINO ViT-S/8", None)
+    spec = registry.REGISTRY[key]
+    repo = spec.source if spec.family == "hf" else timm.models.get_pretrained_cfg(spec.source).hf_hub_id
+    snapshot = hubcache.install(HF_HOME, repo, files)
+    models.clear_cache()
+    try:
+        yield models.get_model(key)
+    finally:
+        shutil.rmtree(snapshot.parent.parent)
+        models.clear_cache()
+
+
+@pytest.fixture
+def dino_in_cache(dino_s8_dir):
+    """DINO ViT-S/8 in the local Hugging Face cache, as a download of ``facebook/dino-vits8`` (the real config,
+    random weights), loaded by the registry's real loader."""
+    with in_hub_cache("DINO ViT-S/8", dino_s8_dir) as loaded:
+        yield loaded
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from PIL import Image
 from vitviz import assets
 from vitviz.specs import registry
 from vitviz.specs import views as spec
+from vitviz.views import VIEWS
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +38,11 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
     """view_api() is the declaration: names, types, choices and defaults, for every view (and the bundles)."""
     api = client.view_api(return_format="dict", print_info=False)
     named = api["named_endpoints"]
-    expected = {f"/{name}" for name in spec.VIEWS} | {f"/bundle_{n}" for n in (
+    expected = {f"/{name}" for name in VIEWS} | {f"/bundle_{n}" for n in (
         "patches", "position_embeddings", "attention", "classify", "receptive_field", "translation", "data_efficiency",
         "hybrid_stages")} | {"/explorer"}
     assert set(named) == expected and not api["unnamed_endpoints"]
-    for name, view in spec.VIEWS.items():
+    for name, view in VIEWS.items():
         params = named[f"/{name}"]["parameters"]
         assert [p["parameter_name"] for p in params] == list(view.names)
         for p, f in zip(params, view.fields):

@@ -109,8 +109,9 @@ OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figur
     "patches": (["The 8×8 toy, step by step", "The clicked patch, drawn on the server",
                  "What a trained patch projection learned", "Windowed attention (Swin)"], []),
     "positions": (["Relative positions: 2D rotary encoding", "Relative positions: Swin's relative position bias"], []),
-    "attention": (["Figures drawn on the server", "Training timeline of the offline model", "Inside one head",
-                   "Patch-feature PCA", "Two models side by side"], []),
+    "attention": (["Figures drawn on the server", "Rollout: attention followed", "Mean attention distance per head",
+                   "Training timeline of the offline model", "Inside one head", "Patch-feature PCA",
+                   "Two models side by side"], []),
     "classify": (["Experiment: patch size trade-off", "Class-specific relevance", "Experiment: shuffle the patches"],
                  []),
     "vitcnn": (["Shift the picture", "Data efficiency", "Hybrid stages"], []),
@@ -142,8 +143,8 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
                     "positions": {"pe-rotary", "pe-relative-bias"},
                     "vitcnn": {"vitcnn-reach", "vitcnn-erf", "vitcnn-shift-errors", "vitcnn-shift-stability",
                                "vitcnn-sweep", "vitcnn-stages"},
-                    "attention": {"attn-heads", "attn-rollout", "timeline-strip", "timeline-heads", "inside-head",
-                                  "feature-pca", "attn-pair"}}[tab]
+                    "attention": {"attn-heads", "attn-rollout", "attn-distance", "timeline-strip", "timeline-heads",
+                                  "inside-head", "feature-pca", "attn-pair"}}[tab]
         assert expected <= ids, ids
         if tab == "attention":  # the inside-one-head layer slider follows the model shown (offline: 4 layers)
             assert page.locator("#inside-layer input[type=range]").get_attribute("max") == "4"

@@ -21,10 +21,6 @@ CAPTION = "#attention-explorer .vx-big figcaption"
 SERVER = """
 import sys, time
 from vitviz import app
-from vitviz.models import cache as models, loaders
-from vitviz.specs import registry
-with models._cache_lock:
-    models._cache["DINO ViT-S/8"] = loaders.load_hf(sys.argv[1], spec=registry.REGISTRY["DINO ViT-S/8"])
 demo = app.build_demo()
 kw = app.launch_kwargs()
 kw.update(server_name="127.0.0.1", server_port=int(sys.argv[2]), prevent_thread_lock=True, quiet=True)
@@ -53,7 +49,8 @@ def _try(page, predicate: str) -> bool:
         return False
 
 
-def test_a_layer_switch_after_a_server_restart_sends_the_picture_back_and_continues(browser, dino_s8_dir):
+def test_a_layer_switch_after_a_server_restart_sends_the_picture_back_and_continues(browser, dino_in_cache,
+                                                                                   dino_s8_dir):
     port = free_port()
     url = f"http://127.0.0.1:{port}/?tab=attention&image=cat&model=DINO%20ViT-S%2F8&side=224&layer=12"
     server = start(dino_s8_dir, port)

@@ -230,9 +230,18 @@ def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(
     fields = {n: spec.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
     values = spec.ATTENTION.check({"model": registry.OFFLINE_KEY})
     browser.attention_payload(analysed, values, fields)
+    from contextlib import nullcontext
+
     from vitviz.render import plotting
 
-    plotting.bars({"circle": 0.25, "ring": 0.75}, "a figure drawn with matplotlib", "share")
+    before = plotting.gate_drawing(lambda _n, _what: nullcontext())  # the library alone, as in a notebook (an app
+    try:  # built by an earlier test has set the server's gate)
+        plotting.bars({"circle": 0.25, "ring": 0.75}, "a figure drawn without the server's gate", "share")
+        assert "drawing a figure" not in {what for what, _ in gate.seen}
+        plotting.gate_drawing(budget.reserve)  # what the app does as it starts
+        plotting.bars({"circle": 0.25, "ring": 0.75}, "a figure drawn with matplotlib", "share")
+    finally:
+        plotting.gate_drawing(before)
     whats = {what for what, _ in gate.seen}
     assert {"packing the explorer's data", "drawing a figure"} <= whats
     packed = next(n for what, n in gate.seen if what == "packing the explorer's data")

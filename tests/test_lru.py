@@ -43,7 +43,7 @@ def test_the_result_store_is_bounded_by_bytes_not_by_a_count_of_analyses():
     made = [analysis.analyse(tiny_runner, rng.integers(0, 256, (64, 64, 3), dtype=np.uint8), 64)
             for _ in range(40)]
     assert all(runner.find(a.token) is not None for a in made)
-    weight = runner._results.held // 40
+    weight = runner.results_bytes() // 40
     small = LRU(runner.RESULTS_ITEMS, 5 * weight + 1, lambda r: r.nbytes)
     for a in made:
         small.put(a.token, runner.find(a.token))

@@ -11,7 +11,7 @@ import pytest
 
 from vitviz import views
 from vitviz.render import plotting
-from vitviz.specs.views import VIEWS
+from vitviz.views import VIEWS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 PICTURELESS = {"toy", "patch_filters", "position_embeddings", "rotary", "relative_bias", "registers",
@@ -35,6 +35,14 @@ def test_every_figure_of_every_view_keeps_the_readme_limits(view, rgb_cat):
         assert px is None or px >= 20 - 1e-6, (view, name, px)
         alt = plotting.alt_of(image)  # a text alternative that says what it shows, with its numbers
         assert alt and len(alt) > 40 and any(ch.isdigit() for ch in alt), (view, name, alt)
+
+
+def test_the_readmes_list_of_views_is_made_from_the_records():
+    from vitviz.views import RECORDS, table
+
+    text = README.read_text()
+    assert table() in text
+    assert all(f"`/{name}`" in table() for name, r in RECORDS.items() if r.api)
 
 
 def test_the_readmes_token_limits_are_the_codes():

@@ -277,7 +277,7 @@ def test_a_local_resnet50_loads_through_the_real_loader(tmp_path, rgb_cat, resne
     erf, run = compare.receptive_fields(runner, rgb_cat, 224)
     assert erf.rf == [11, 35, 91, 267, 427] and run.fitted.image.shape[0] == 224
     # ResNet-50's first compared map is after the max pool (stride 4): exact only at shifts 4 divides, and said so
-    from vitviz.views.compare import _first_map_words, shifts_for
+    from vitviz.views.vitcnn import _first_map_words, shifts_for
 
     shifts = list(range(9))
     c = shifts_for(runner, rgb_cat, shifts, vit=False)
@@ -294,7 +294,7 @@ def test_offline_the_resnet_key_falls_back_fast_to_the_small_cnn(monkeypatch):
     from vitviz.models import cache as models
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    models._failures.pop("ResNet-50 (ImageNet-1k)", None)
+    models.clear_cache()  # nothing remembered: the fall-back is timed from a first try
     t0 = time.perf_counter()
     runner = models.get_model("ResNet-50 (ImageNet-1k)")
     assert time.perf_counter() - t0 < 5 and runner.spec.key == registry.CNN_OFFLINE_KEY
@@ -303,22 +303,17 @@ def test_offline_the_resnet_key_falls_back_fast_to_the_small_cnn(monkeypatch):
 
 
 @pytest.mark.slow
-def test_online_models_answer_the_receptive_field_in_pixels(dino_in_cache, resnet50, tmp_path, rgb_cat):
+def test_online_models_answer_the_receptive_field_in_pixels(dino_s8_dir, resnet50, tmp_path, rgb_cat):
     """With DINO ViT-S/8 and ResNet-50 available (real architectures, random weights, through the real loaders),
     both run at 224 px, the chart's axis is pixels and nothing stands in."""
+    from conftest import in_hub_cache
     from safetensors.torch import save_file
-
-    from vitviz.models import cache as models
 
     path = tmp_path / "resnet50.safetensors"
     save_file(resnet50.state_dict(), str(path))
-    with models._cache_lock:
-        models._cache["ResNet-50 (ImageNet-1k)"] = loaders.load_timm("resnet50.a1_in1k", file=path, spec=RESNET)
-    try:
+    with in_hub_cache("ResNet-50 (ImageNet-1k)", {"model.safetensors": path}), \
+            in_hub_cache("DINO ViT-S/8", dino_s8_dir):
         shown = show("receptive_field", rgb_cat, spec.RECEPTIVE_FIELD.check({}))
-    finally:
-        with models._cache_lock:
-            models._cache.pop("ResNet-50 (ImageNet-1k)", None)
     n = shown.numbers
     assert n["vit"] == "DINO ViT-S/8" and n["cnn"] == "ResNet-50 (ImageNet-1k)" and not shown.notice
     assert min(n["cnn_input"]) == min(n["vit_input"]) == 224 and len(n["vit_mean_attention_distance_px"]) == 12
@@ -354,7 +349,7 @@ def test_the_sweep_augments_pictures_as_the_embedded_training_does():
 
 
 def test_the_verdict_names_a_crossover_only_when_the_numbers_show_one():
-    from vitviz.views.compare import verdict
+    from vitviz.views.vitcnn import verdict
 
     def result(pairs):
         runs = [dict(model=m, scenes=n, test_accuracy=a) for n, (c, v) in pairs for m, a in (("cnn", c), ("vit", v))]
@@ -380,7 +375,7 @@ def test_the_cnn_lists_offer_only_cnns():
 
 def test_wilson_intervals_by_hand_and_the_charts_bars_stay_inside_them():
     from vitviz.analyses import efficiency
-    from vitviz.views.compare import interval_bars
+    from vitviz.views.vitcnn import interval_bars
 
     z = efficiency.Z95
     lo, hi = efficiency.wilson(0.5, 10)  # the textbook case: 5 of 10 right

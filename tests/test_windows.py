@@ -116,13 +116,11 @@ def test_relative_position_index_equals_timms_and_the_bias_it_gathers():
 
 @pytest.fixture
 def swin_in_cache(tmp_path):
-    """Swin-T (the real architecture and config, random weights) saved locally, loaded through vitviz's timm
-    loader, and placed in the model cache as if its weights had been downloaded."""
+    """Swin-T (the real architecture and config, random weights) in the local Hugging Face cache, as if its weights
+    had been downloaded, loaded by the registry's real loader."""
     import timm
+    from conftest import in_hub_cache
     from safetensors.torch import save_file
-
-    from vitviz.models import cache as models
-    from vitviz.models import loaders
     from vitviz.specs import registry
 
     key = "Swin-T (ImageNet-1k)"
@@ -130,12 +128,8 @@ def swin_in_cache(tmp_path):
     torch.manual_seed(0)
     path = tmp_path / "swin.safetensors"
     save_file(timm.create_model(spec.source, pretrained=False).state_dict(), str(path))
-    loaded = loaders.load_timm(spec.source, file=path, spec=spec)
-    with models._cache_lock:
-        models._cache[key] = loaded
-    yield loaded
-    with models._cache_lock:
-        models._cache.pop(key, None)
+    with in_hub_cache(key, {"model.safetensors": path}) as loaded:
+        yield loaded
 
 
 def test_swin_tables_are_the_models_own_and_gather_as_it_does(swin_in_cache):

@@ -1,7 +1,7 @@
 """vitviz's web app: how a Vision Transformer sees an image, one tab per idea. The only package that imports gradio.
 
-    patches.py, positions.py, attention.py, classify.py, compare.py   one module per tab (compare.py: ViT vs CNN):
-                    layout, events, its API endpoints
+    patches.py, positions.py, attention.py, classify.py, vitcnn.py    one module per tab (vitcnn.py: ViT vs CNN):
+                    layout and events (its views' endpoints come from their records)
     components.py   one control per declared setting, figures, the browser views
     tab.py          what every tab's events share (settings -> checks -> intake -> view -> components)
     serving.py      the typed API made from the declarations, files handed out, server settings
@@ -20,15 +20,18 @@ import time
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import adapters, attention, classify, compare, files, links, patches, positions, serving, theme
+from vitviz.app import adapters, attention, classify, files, links, patches, positions, serving, theme, vitcnn
 from vitviz.app.tab import Tab
+from vitviz.models import budget
 from vitviz.models import cache as models
+from vitviz.render import plotting
 from vitviz.specs import views as spec
 
 
 def build_demo() -> gr.Blocks:
     """The whole app as a Blocks (no model is loaded here)."""
     serving.return_freed_memory()
+    plotting.gate_drawing(budget.reserve)  # the server's figures share its memory budget (a notebook's do not)
     # gradio removes the files it made for this app 10 minutes after their last use, every 5 minutes; a picture an
     # open page uses is kept alive (vitviz.app.files), and this server's own outputs are swept by it.
     with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, files.PICTURE_SECONDS)) as demo:
@@ -54,7 +57,7 @@ def build_demo() -> gr.Blocks:
             with gr.Tab("Classify", id="classify") as t:
                 tabs["classify"] = classify.build(t)
             with gr.Tab("ViT vs CNN", id="vitcnn") as t:
-                tabs["vitcnn"] = compare.build(t)
+                tabs["vitcnn"] = vitcnn.build(t)
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened,

@@ -136,23 +136,12 @@ def build(gr_tab: gr.Tab) -> Tab:
               model_field=A["model"])
     tab.extras = {"registers": reg_btn, "registers_note": reg_note, "photos_note": photos_note}
 
-    # the public API
-    endpoint(A, lambda pic, v: answer(show("attention", uploads.picture(pic), v)),
-             doc="The Attention view: per-head class-token maps with DINO's threshold, box, crop and the pinned "
-                 "patch's maps, for the given layer, head, threshold, opacity, colormap and query (one fused "
-                 "forward; rollout and the mean attention distance are /rollout and /attention_distance).")
+    # the public API: the views' endpoints come from their records (tab.finish()); the explorer's data is its own
     endpoint(A, lambda pic, v: explorer_payload(pic, v, inline=True), name="explorer",
              doc="What the attention explorer draws in the browser, for the same settings (data): the class token's "
                  "maps, the fitted picture and the queries and keys of the layer asked for (of every layer when "
                  "small), base64, with their shapes; each further layer's (and the rollout) under 'base' + its part "
                  "name.")
-    endpoint(A, lambda pic, v: bundle_file("attention", v, uploads.picture(pic)), name="bundle_attention",
-             doc="The Attention view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
-    for view, name in ((spec.ROLLOUT, "rollout"), (spec.DISTANCE, "attention_distance"),
-                       (spec.REGISTERS, "registers"), (spec.TIMELINE_VIEW, "timeline"),
-                       (spec.INSIDE_HEAD, "inside_head"), (spec.FEATURE_PCA, "feature_pca"),
-                       (spec.COMPARE, "compare_models")):
-        endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
 
     # the page: the explorer first (the main view: its data, the notice first, the short side as used, the ranges
     # of the accordions' sliders), then the server's figures of the same settings (which leave the notice alone:
@@ -191,7 +180,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.accordion(spec.FEATURE_PCA, pca_box, [pca_layer.input], [("feature_pca", pca_fig)], ("text", pca_note),
                   **MODEL)
     tab.accordion(spec.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)
-    tab.remember_in_link(spec.TABS["attention"])
+    tab.finish()
     return tab
 
 

@@ -57,13 +57,6 @@ def build(gr_tab: gr.Tab) -> Tab:
               model_field=C["model"])
     tab.extras = {"photos_note": photos_note}
 
-    endpoint(C, lambda pic, v: answer(show("classify", uploads.picture(pic), v)))
-    endpoint(C, lambda pic, v: bundle_file("classify", v, uploads.picture(pic)), name="bundle_classify",
-             doc="The Classify view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
-    for view, name in ((spec.RELEVANCE, "relevance"), (spec.SHUFFLE, "shuffle")):
-        endpoint(view, lambda pic, v, name=name: answer(show(name, uploads.picture(pic), v)))
-    endpoint(spec.TRADEOFF, lambda _pic, v: answer(show("patch_size_tradeoff", None, v)))
-
     main = tab.event(C, lambda sh: (tab.note_text(sh), sh.numbers["top5"], sh.figures["maps"], sh.texts["facts"]),
                      [note, top5, maps, facts])
     on(tab.answer_triggers([go.click, model.change]), main, main.inputs, main.outputs, trigger_mode="always_last",
@@ -72,5 +65,5 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.accordion(spec.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(spec.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
     tab.accordion(spec.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
-    tab.remember_in_link(spec.TABS["classify"])
+    tab.finish()
     return tab

@@ -18,6 +18,7 @@ from vitviz.app.tab import Tab
 from vitviz.models import cache as models
 from vitviz.specs import registry
 from vitviz.specs import views as spec
+from vitviz import views
 from vitviz.views.attention import REGISTER_PAIR, REGISTERS_UNAVAILABLE
 
 MODEL_LISTS = (("attention", spec.ATTENTION["model"], "attention"), ("classify", spec.CLASSIFY["model"], "classify"),
@@ -32,7 +33,7 @@ def page_script() -> str:
     tab's settings only, and every tab's again when it is opened."""
     from vitviz.app.components import WEB
 
-    tabs = {f.link: tab for tab, views in spec.TABS.items() for view in views for f in view.settings() if f.link}
+    tabs = {f.link: r.tab for r in views.RECORDS.values() for f in r.view.settings() if f.link}
     return (WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
 
 
@@ -55,12 +56,12 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
         """Only the open tab gets its picture now (which starts its work); the others get theirs when first
         opened. Only what the link sets (and the model lists' labels) is returned; the rest keeps its value."""
         q = dict(request.query_params) if request is not None else {}
-        tab = q.get("tab") if q.get("tab") in spec.TABS else "patches"
+        tab = q.get("tab") if q.get("tab") in views.TABS else "patches"
         available = models.available_now()
         out: dict = {}
-        for name, views in spec.TABS.items():
+        for name in views.TABS:
             form, held = tabs[name].form, {}
-            for view in views:
+            for view in views.tab_views(name):
                 for key, value in view.from_link(q).items():
                     field = view[key]
                     if field in form.controls:

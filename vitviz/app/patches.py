@@ -81,15 +81,6 @@ def build(gr_tab: gr.Tab) -> Tab:
         win_cost = figure("swin-cost")
     tab = Tab("patches", form, note, gr_tab, default="cat.png")
 
-    # the public API: every view of the tab, typed from its declaration
-    endpoint(spec.PATCHES, lambda pic, v: answer(show("patches", uploads.picture(pic), v)), runs_model=False)
-    endpoint(spec.TOY, lambda _pic, v: answer(show("toy", None, v)), runs_model=False)
-    endpoint(spec.FILTERS, lambda _pic, v: answer(show("patch_filters", None, v)))
-    endpoint(spec.WINDOWS, lambda pic, v: answer(show("windows", uploads.picture(pic), v)), runs_model=False)
-    endpoint(spec.PATCHES, lambda pic, v: bundle_file("patches", v, uploads.picture(pic)), name="bundle_patches",
-             doc="The Patches view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
-             runs_model=False)
-
     # the page's events: the main answer, then what reads the answer on screen (main.last) and nothing else, so
     # a refused setting (which leaves the answer as it was) leaves them as they were too
     main = tab.event(spec.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
@@ -142,5 +133,5 @@ def build(gr_tab: gr.Tab) -> Tab:
     toy_set = on(toy_setup.click, lambda: (uploads.example("toy_8x8.png"), 4, 8, "stretch"), None,
                  [src, form[spec.PATCH], form[spec.RESOLUTION], form[spec.POLICY]], preprocess=True)
     tab.relink_after(toy_set, [spec.PATCH, spec.RESOLUTION, spec.POLICY])
-    tab.remember_in_link((spec.PATCHES, spec.TOY, spec.FILTERS, spec.WINDOWS))
+    tab.finish()
     return tab

@@ -71,12 +71,6 @@ def build(gr_tab: gr.Tab) -> Tab:
         rpb = figure("pe-relative-bias")
     tab = Tab("positions", form, note, gr_tab)
 
-    endpoint(P, lambda _pic, v: answer(show("position_embeddings", None, v)), runs_model=False)
-    endpoint(spec.ROTARY, lambda _pic, v: answer(show("rotary", None, v)), runs_model=False)
-    endpoint(spec.RELATIVE_BIAS, lambda _pic, v: answer(show("relative_bias", None, v)))
-    endpoint(P, lambda _pic, v: bundle_file("position_embeddings", v, None), name="bundle_position_embeddings",
-             doc="The Position-embeddings view as files: a ZIP of its figures (PNG and PDF), numbers and settings.",
-             runs_model=False)
 
     main = tab.event(P, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["mosaic"], sh.figures["tile"],
                                     sh.figures["matrix"], sh.figures["similarity"], sh.figures["resampled"],
@@ -114,6 +108,6 @@ def build(gr_tab: gr.Tab) -> Tab:
         return gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=not formula)
 
     on(rpb_source.change, rpb_controls, rpb_source, [rpb_m, rpb_heads, rpb_block], queue=False)
-    tab.remember_in_link((P, spec.ROTARY, spec.RELATIVE_BIAS))
+    tab.finish()
     tab.relink_after(shown_examples.load_input_event, [P["source"], P["rows"], P["cols"], P["dim"]])
     return tab

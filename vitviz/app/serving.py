@@ -274,6 +274,29 @@ def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | Non
     gr.api(friendly(call), api_name=name or view.name, **(MODEL if runs_model else {}))
 
 
+def endpoints(records) -> None:
+    """Each record's endpoint ``/<name>`` (its answer: :func:`answer`) and, for a view with a download,
+    ``/bundle_<name>`` (its ZIP): the API is made from the records, nothing else names a view's endpoint."""
+    from vitviz.app import uploads
+    from vitviz.views import show
+
+    for r in records:
+        if not r.api:
+            continue
+
+        def respond(pic, values, r=r):
+            return answer(show(r.name, uploads.picture(pic) if r.needs_picture else None, values))
+
+        def bundle(pic, values, r=r):
+            return bundle_file(r.name, values, uploads.picture(pic) if r.needs_picture else None)
+
+        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model)
+        if r.bundle:
+            endpoint(r.view, bundle, name=f"bundle_{r.name}", runs_model=r.runs_model,
+                     doc=f"The {r.view.title} view as files: a ZIP of its figures (PNG and PDF), numbers and "
+                         "settings.")
+
+
 # ---- the page's own events ------------------------------------------------------------------------------------
 
 def on(triggers, fn: Callable, inputs, outputs, **kwargs):

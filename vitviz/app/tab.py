@@ -17,10 +17,10 @@ import gradio as gr
 from PIL import Image
 
 from vitviz.app import files, uploads
-from vitviz.app.components import Form, figure_value
-from vitviz.app.serving import bundle_file, friendly, on
+from vitviz.app.components import Form, figure, figure_value
+from vitviz.app.serving import MODEL, bundle_file, endpoints, friendly, on
 from vitviz.specs.state import View
-from vitviz.views import Shown, show
+from vitviz.views import Record, Shown, records_of, show
 
 DECODE = dict(concurrency_id="decode", concurrency_limit=2)
 """Decoding uploads shares one small group: a crowd's large pictures are decoded two at a time."""
@@ -88,6 +88,8 @@ class Tab:
         self.default, self.offline_default, self.model_field = default, offline_default, model_field
         self.first = name == "patches"
         """The tab gradio selects by itself as a page mounts."""
+        self.laid_out: set[str] = set()
+        """The views this tab's own layout shows (the others get a panel of their own: :meth:`finish`)."""
         self.extras: dict[str, Any] = {}
         """Components the page itself sets on load (the registers button, say)."""
         self.on_open: Callable | None = None
@@ -121,6 +123,7 @@ class Tab:
 
         ``only`` names the figures wanted (the view skips the rest); with ``gate`` (a state, read after ``last``)
         the event does nothing while it is false (a closed panel)."""
+        self.laid_out.add(shows or view.name)
         last = gr.State(None)
         form_inputs = self.form.inputs(view)
         controls = [c for c in form_inputs if c is not self.form.carrier]
@@ -174,7 +177,7 @@ class Tab:
             return out + tuple(gr.skip() for _ in extra) + (gr.skip(), {"given": list(given)})
 
         extra_in = [last] + ([gate] if gate is not None else [])
-        fn = signed(len(form_inputs) + len(extra_in), run, f"show_{shows or view.name}", progress=True, request=True)
+        fn = signed(len(form_inputs) + len(extra_in), run, f"answer_{shows or view.name}", progress=True, request=True)
         fn.inputs, fn.outputs, fn.last = form_inputs + extra_in, every, last
         return fn
 
@@ -233,15 +236,17 @@ class Tab:
 
     def accordion(self, view: View, box: gr.Accordion, triggers: list, figures: list[tuple[str, Any]] = (),
                   note: tuple[str, Any] | None = None, browser: list[tuple[str, Any]] = (),
-                  texts: list[tuple[str, Any]] = (), only: frozenset[str] | None = None, **kwargs: Any) -> None:
+                  texts: list[tuple[str, Any]] = (), only: frozenset[str] | None = None, gallery: Any = None,
+                  **kwargs: Any) -> None:
         """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and, while it
         is open, when one of ``triggers`` fires (a closed panel costs nothing). ``figures`` and ``note`` pair a
         name in the view's answer with its component: the figures, and the text shown after the notice and the
         reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
-        answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw."""
+        answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw; a ``gallery``
+        shows every figure the view draws."""
         narrowed = [f for f in view.fields if f.follows and isinstance(self.form.controls.get(f), gr.Slider)]
         outputs = ([c for _, c in browser] + [c for _, c in figures] + ([note[1]] if note is not None else [])
-                   + [c for _, c in texts] + [self.form[f] for f in narrowed])
+                   + [c for _, c in texts] + [self.form[f] for f in narrowed] + ([gallery] if gallery else []))
 
         def render(sh: Shown) -> tuple:
             out = [sh.data.get(name) for name, _ in browser]
@@ -250,6 +255,8 @@ class Tab:
                 out.append(self.note_text(sh) + sh.texts.get(note[0], ""))
             out += [sh.texts.get(name, "") for name, _ in texts]
             out += [narrow(f, sh) for f in narrowed]
+            if gallery is not None:
+                out.append([(image, name) for name, image in sh.figures.items()])
             return tuple(out)
 
         is_open = gr.State(False)
@@ -261,6 +268,37 @@ class Tab:
         box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
         if triggers:
             on(triggers, event, event.inputs, event.outputs, **kwargs)
+
+    def finish(self) -> None:
+        """What every tab ends with, from the records of its views (:data:`vitviz.views.RECORDS`): a panel of its
+        own for each view the tab's layout does not show, each view's endpoint (and its bundle's), and every
+        control writing the page's link."""
+        mine = records_of(self.name)
+        for r in mine:
+            if r.name not in self.laid_out:
+                self.panel(r)
+        endpoints(mine)
+        self.remember_in_link(tuple(r.view for r in mine))
+
+    def panel(self, r: Record) -> None:
+        """View ``r`` in an accordion of its own at the end of the tab: its settings' controls (those the tab has
+        not already), a note, and its figures (``r.figures``, or a gallery of whatever it draws)."""
+        with gr.Accordion(r.view.title[:1].upper() + r.view.title[1:], open=False) as box:
+            new = [f for f in r.view.settings() if f not in self.form.controls and f not in self.form.browser]
+            controls = [self.form.add(f) for f in new]
+            note = gr.Markdown(elem_classes="vx-table")
+            if r.figures:
+                figures = [(name, figure(f"{r.name}-{name}")) for name in r.figures]
+            else:
+                figures = []
+                gallery = gr.Gallery(show_label=False, label=r.view.title, elem_id=f"{r.name}-figures",
+                                     columns=1, object_fit="contain", format="png")
+        kwargs = MODEL if r.runs_model else {}
+        triggers = [c.change for c in controls]
+        if r.figures:
+            self.accordion(r.view, box, triggers, figures, ("text", note), **kwargs)
+        else:
+            self.accordion(r.view, box, triggers, [], ("text", note), gallery=gallery, **kwargs)
 
     def answer_triggers(self, triggers: list) -> list:
         """``triggers`` and the picture's arrival (after it was checked: the link's name for it changes), for one
@@ -301,7 +339,7 @@ class Tab:
         if self.form.carrier is not None and self.form.carrier in inputs:  # the settings on screen at the click
             kwargs["js"] = ("(...a) => { const h = window.vitvizState?.get(%r); if (h) a[a.length - 1] = "
                             "JSON.stringify(h); return a; }" % view.name)
-        made = on(button.click, signed(len(inputs), bundle, f"bundle_{view.name}"), inputs, files, **kwargs)
+        made = on(button.click, signed(len(inputs), bundle, f"download_{view.name}"), inputs, files, **kwargs)
         on(made.success, lambda: gr.File(visible=True), None, files)
 
     def note_text(self, shown: Shown) -> str:

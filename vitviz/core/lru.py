@@ -69,6 +69,11 @@ class LRU(Generic[V]):
             self._data.clear()
             self._held = 0
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether ``key`` is held (without making it the newest)."""
+        with self._lock:
+            return key in self._data
+
     def __len__(self) -> int:
         return len(self._data)
 

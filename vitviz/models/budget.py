@@ -143,7 +143,7 @@ class Gate:
                         self.refused += 1
                         log.info("refused %s: %s waited %.0f s for the server's memory", what, mib(n), self.wait)
                         raise ValueError(f"The server is busy: {what} needs about {mib(n)} of its memory and other "
-                                         "students' requests are using it. Please try again in a minute.")
+                                         "work running now is using it. Please try again in a minute.")
                     self._cond.wait(left)
             self.used += n
             self.peak = max(self.peak, self.used)

@@ -90,8 +90,18 @@ pictures keeps them all; ``RESULTS_ITEMS`` is only a guard)."""
 _results: LRU[Run] = LRU(RESULTS_ITEMS, RESULTS_BYTES, lambda r: r.nbytes)
 
 
+_by_token: dict[str, Hashable] = {}
+"""Each run's token -> its key in the result store (the explorer's parts are fetched by token: no scan)."""
+
+
+def results_bytes() -> int:
+    """What the kept results weigh now, in bytes (at most ``RESULTS_BYTES``, but for a single larger one)."""
+    return _results.held
+
+
 def clear_results() -> None:
     _results.clear()
+    _by_token.clear()
 
 
 def image_key(rgb: np.ndarray) -> str:
@@ -101,7 +111,11 @@ def image_key(rgb: np.ndarray) -> str:
 
 def find(token: str) -> Run | None:
     """The kept run named ``token``, or None when it has left the cache."""
-    return next((r for r in _results.values() if r.token == token), None)
+    key = _by_token.get(token)
+    run = _results.get(key) if key is not None else None
+    if run is None:
+        _by_token.pop(token, None)
+    return run
 
 
 class Runner:
@@ -237,6 +251,10 @@ class Runner:
             shown = fitted if not probe.checkpoint_input else self._checkpoint_fitted(rgb, x)
             named = (self.spec.key, self.weights_id, probe.key, key[2], side)
             token = hashlib.sha1(repr(named).encode()).hexdigest()[:16]
+            if len(_by_token) > 4 * len(_results) + 256:  # forget the tokens of runs the store let go
+                for old in [t for t, k in list(_by_token.items()) if k not in _results]:
+                    _by_token.pop(old, None)
+            _by_token[token] = key
             return Run(self, shown, side, value, seconds, token, probe.nbytes(value) + shown.image.nbytes)
 
         run = _results.get_or_make(key, make)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import io
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,10 +28,10 @@ import numpy as np
 from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from matplotlib.ticker import EngFormatter
 from PIL import Image, ImageDraw, ImageFont
 
-from vitviz.models import budget
 
 DIVERGING = "PuOr_r"
 DPI = 100
@@ -161,12 +162,23 @@ def keeping_vectors() -> bool:
     return _vectors.get()
 
 
+_drawing_gate: Callable[[int, str], ContextManager] = lambda _n, _what: nullcontext()
+
+
+def gate_drawing(reserve: Callable[[int, str], ContextManager]) -> Callable[[int, str], ContextManager]:
+    """Make every figure drawn in this process first reserve its estimated bytes with ``reserve(nbytes, what)``:
+    a server's policy (the app passes its memory budget); a notebook draws without one. Returns the gate before."""
+    global _drawing_gate
+    before, _drawing_gate = _drawing_gate, reserve
+    return before
+
+
 def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     """Render a figure to an RGB PIL image (tight bounding box) in the projector style."""
     projector_style(fig)
     w, h = fig.get_size_inches() * dpi
     st = style()
-    with budget.reserve(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
+    with _drawing_gate(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
         fit_tight_box(fig, st.max_width / DPI, st.max_height / DPI)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
@@ -199,9 +211,10 @@ def fit_tight_box(fig: Figure, max_w: float, max_h: float, pad: float = 0.1) -> 
 def words_of(fig: Figure, limit: int = 600) -> str:
     """A text alternative made from what a figure writes: its title, then each panel's title, axis labels, legend
     and the numbers printed on it (repeated words once; tick labels left out), at most ``limit`` characters."""
-    texts = [fig._suptitle] if fig._suptitle is not None else []
+    texts = [t for t in fig.texts if t.get_text() == fig.get_suptitle()][:1]  # the title first (Figure.suptitle)
     for ax in fig.axes:
-        texts += [ax._left_title, ax.title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        texts += [Text(text=ax.get_title(loc)) for loc in ("left", "center", "right")]
+        texts += [ax.xaxis.label, ax.yaxis.label]
         legend = ax.get_legend()
         texts += list(legend.get_texts()) if legend is not None else []
         texts += list(ax.texts)

@@ -3,14 +3,15 @@
 Each tab is one main view (the tab's button, link and download) and the views in its accordions. A field shared
 by several views of a tab (the picture, the model, the colormap) is one object: one control, one link key.
 The app's controls, the link, the API's checks, ``params.json`` and the command line's flags all come from here
-(:mod:`vitviz.specs.state`).
+(:mod:`vitviz.specs.state`); each declaration becomes a view by its record beside its show function
+(:func:`vitviz.views.shown.record`), which places it in a tab.
 """
 
 from __future__ import annotations
 
 from vitviz import assets
 from vitviz.specs import registry
-from vitviz.specs.state import Field, View, link_keys
+from vitviz.specs.state import Field, View
 
 # ---- choice lists (kept here so that nothing heavy is needed to know them) -------------------------------------
 
@@ -188,16 +189,3 @@ DATA_EFFICIENCY = View("data_efficiency", "data efficiency", (
     Field("train", "bool", True, "also show accuracy on the training scenes", link="de_train"),))
 HYBRID_STAGES = View("hybrid_stages", "hybrid stages", (
     Field("side", "int", 224, "input side (pixels, a multiple of 32)", 64, 512, 32, link="hy_side", multiple=32),))
-
-TABS: dict[str, tuple[View, ...]] = {
-    "patches": (PATCHES, TOY, FILTERS, WINDOWS),
-    "positions": (POSITIONS, ROTARY, RELATIVE_BIAS),
-    "attention": (ATTENTION, ROLLOUT, DISTANCE, REGISTERS, TIMELINE_VIEW, INSIDE_HEAD, FEATURE_PCA, COMPARE),
-    "classify": (CLASSIFY, RELEVANCE, SHUFFLE, TRADEOFF),
-    "vitcnn": (RECEPTIVE_FIELD, TRANSLATION, DATA_EFFICIENCY, HYBRID_STAGES),
-}
-"""Each tab's views, its main view first (tab ids as the link names them: ?tab=...)."""
-VIEWS: dict[str, View] = {v.name: v for views in TABS.values() for v in views}
-"""Every view by name (its endpoint is /name)."""
-LINK: dict[str, Field] = link_keys(VIEWS.values())
-"""Every key of the page's link and the one setting it holds (made at import: two settings on one key fail here)."""

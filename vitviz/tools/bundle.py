@@ -22,12 +22,12 @@ from PIL import Image
 
 from vitviz.core import images
 from vitviz.render import plotting
-from vitviz.specs.views import VIEWS
-from vitviz.views import Shown, plain, show
+from vitviz.views import RECORDS, VIEWS, Shown, plain, show
 
-BUNDLED = ("patches", "position_embeddings", "attention", "classify", "receptive_field", "translation",
-           "data_efficiency", "hybrid_stages")
-"""The views with a 'Download this view' button (every declared view can be bundled from Python)."""
+
+def bundled() -> tuple[str, ...]:
+    """The views with a 'Download this view' button, from their records (every view can be bundled from Python)."""
+    return tuple(name for name, r in RECORDS.items() if r.bundle)
 
 
 def make(view: str, values: dict, rgb: np.ndarray | None) -> Shown:

@@ -70,7 +70,9 @@ def checked(view: View, args: argparse.Namespace, only: tuple[str, ...] | None =
 def _flagged(text: str) -> str:
     """A message of the library as the command line says it: a setting's name (`model_size`) as its flag
     (`--model-size`)."""
-    for view in spec.VIEWS.values():
+    from vitviz.views import VIEWS
+
+    for view in VIEWS.values():
         for f in view.settings():
             text = text.replace(f"`{f.name}`", f"`--{f.name.replace('_', '-')}`")
     return text
@@ -293,22 +295,27 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     return DONE
 
 
-# ---- vitviz vitcnn ----------------------------------------------------------------------------------------
+# ---- vitviz view (every view) and vitviz vitcnn (the ViT-vs-CNN tab's) -----------------------------------------
 
-LAB_VIEWS = {"receptive-field": "receptive_field", "translation": "translation",
-             "data-efficiency": "data_efficiency", "hybrid-stages": "hybrid_stages"}
-"""The ViT-vs-CNN tab's views on the command line: ``vitviz vitcnn <view> [IMAGE] --out DIR``."""
+def cmd_views(_args: argparse.Namespace) -> int:
+    from vitviz.views import table
+
+    print(table())
+    return DONE
 
 
-def cmd_vitcnn(args: argparse.Namespace) -> int:
+def cmd_view(args: argparse.Namespace) -> int:
+    """One view's figures (PNG) and numbers (JSON) into ``--out``: ``vitviz view <verb> [IMAGE] --out DIR``, the
+    verb and the flags from the view's record and declaration."""
     from vitviz.tools import bundle
+    from vitviz.views import RECORDS
 
-    name = LAB_VIEWS[args.lab_view]
-    view = spec.VIEWS[name]
+    r = RECORDS[args.record]
+    name, view, command = r.name, r.view, f"vitviz {args.command} {r.verb}"
     values = checked(view, args)
-    needs = any(f.kind == "image" for f in view.fields)
+    needs = r.needs_picture
     if needs and not args.image:
-        _say(f"vitviz vitcnn {args.lab_view} needs a picture: vitviz vitcnn {args.lab_view} IMAGE --out DIR")
+        _say(f"{command} needs a picture: {command} IMAGE --out DIR")
         return USAGE
     rgb = _load(args.image) if needs else None
     shown = bundle.make(name, values, rgb)
@@ -362,12 +369,23 @@ def _positive(text: str) -> int:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
+VIEW_COMMANDS = {"view": ("any view of the page: its figures (PNG) and numbers (JSON)", None),
+                 "vitcnn": ("ViT against a CNN: receptive field, translation, data efficiency, hybrid stages (figures "
+                            "and numbers)", "vitcnn")}
+"""Commands whose verbs are views (from their records): ``vitviz view <verb>``; ``vitviz vitcnn <verb>`` for the
+ViT-vs-CNN tab's."""
+
+
+def parser(verbs: bool = True) -> argparse.ArgumentParser:
+    """The command line. ``verbs``: add the views' verbs under ``view`` and ``vitcnn`` (reading the views' records
+    imports the library; the other commands, and ``--help``, do without)."""
     ap = argparse.ArgumentParser(prog="vitviz", description="How a Vision Transformer sees an image.",
                                  epilog="Exit codes: 0 done, 1 nothing done, 2 wrong usage, 3 done in part.")
     ap.add_argument("-v", "--verbose", action="store_true", help="log what is loaded, fallen back to and refused")
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("models", help="the supported models and which can be had now").set_defaults(run=cmd_models)
+    sub.add_parser("views", help="every view: its endpoint, tab, settings, download and command (Markdown)"
+                   ).set_defaults(run=cmd_views)
 
     p = sub.add_parser("costs", help="multiply-accumulates of one forward pass, per component")
     settings_flags(p, spec.PATCHES, COST_SETTINGS)
@@ -408,19 +426,24 @@ def parser() -> argparse.ArgumentParser:
                    "CPU the cluster has, at most the number of batches)")
     p.set_defaults(run=cmd_crop, view=spec.ATTENTION, only=CROP_SETTINGS)
 
-    p = sub.add_parser("vitcnn", help="ViT against a CNN: receptive field, translation, data efficiency, hybrid "
-                                      "stages (figures and numbers)")
-    lab = p.add_subparsers(dest="lab_view", required=True)
-    for command, name in LAB_VIEWS.items():
-        view = spec.VIEWS[name]
-        q = lab.add_parser(command, help=view.title)
-        if any(f.kind == "image" for f in view.fields):
-            q.add_argument("image", help="the picture")
-        else:
-            q.set_defaults(image=None)
-        settings_flags(q, view)
-        q.add_argument("--out", required=True, help="a folder for the figures (PNG) and the numbers (JSON)")
-        q.set_defaults(run=cmd_vitcnn, view=view, only=None)
+    for command, (what, tab) in VIEW_COMMANDS.items():
+        p = sub.add_parser(command, help=what)
+        if not verbs:
+            continue
+        from vitviz.views import RECORDS
+
+        named = p.add_subparsers(dest="verb", required=True)
+        for r in RECORDS.values():
+            if not r.api or (tab is not None and r.tab != tab):
+                continue
+            q = named.add_parser(r.verb, help=r.view.title)
+            if r.needs_picture:
+                q.add_argument("image", help="the picture")
+            else:
+                q.set_defaults(image=None)
+            settings_flags(q, r.view)
+            q.add_argument("--out", required=True, help="a folder for the figures (PNG) and the numbers (JSON)")
+            q.set_defaults(run=cmd_view, view=r.view, only=None, record=r.name)
 
     p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
     p.add_argument("params", help="a bundle's params.json (its input.png beside it) or the downloaded ZIP")
@@ -434,7 +457,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(verbs=any(a in VIEW_COMMANDS for a in argv[:3])).parse_args(argv)
     # The notices say what a fallback means; the log (-v) says what was loaded, fallen back to and refused.
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
     if getattr(args, "view", None) is not None:  # every setting checked before anything heavy is loaded

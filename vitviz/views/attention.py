@@ -22,7 +22,8 @@ from vitviz.render import plotting
 from vitviz.specs import registry
 from vitviz.specs.state import Settled, clamp, settle
 from vitviz.specs.views import comparison_choices
-from vitviz.views import Shown
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record
 
 
 def layer_index(a: Analysis, layer: int) -> int:
@@ -328,6 +329,12 @@ def analysis_for(rgb: np.ndarray, values: dict, progress=None) -> tuple[Analysis
     return a, s
 
 
+ATTENTION_DOC = ("The Attention view: per-head class-token maps with DINO's threshold, box, crop and the pinned "
+                 "patch's maps, for the given layer, head, threshold, opacity, colormap and query (one fused "
+                 "forward; rollout and the mean attention distance are /rollout and /attention_distance).")
+
+
+@record(declared.ATTENTION, tab="attention", bundle=True, doc=ATTENTION_DOC)
 def show_attention(rgb: np.ndarray, values: dict, progress=None, only: frozenset[str] | None = None) -> Shown:
     """The Attention view: per-head class-token maps with DINO's threshold, box and crop, and the pinned query's
     maps, for the explorer's layer, head, threshold, opacity and colormap: all from the class token's rows and the
@@ -347,6 +354,7 @@ def show_attention(rgb: np.ndarray, values: dict, progress=None, only: frozenset
     return Shown(figures, texts, numbers_, s, a.runner.spec.key, a.runner.notice)
 
 
+@record(declared.ROLLOUT, tab="attention")
 def show_rollout(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Attention rollout through every layer, with the chosen head fusion and discard ratio: every row of every
     layer, computed from the kept queries and keys of the Attention view's forward (no second forward)."""
@@ -365,6 +373,7 @@ def show_rollout(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     return Shown({"rollout": figure}, {"text": text}, numbers_, s, a.runner.spec.key, a.runner.notice)
 
 
+@record(declared.DISTANCE, tab="attention")
 def show_attention_distance(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The mean attention distance of every head in every layer (the ViT paper's scatter), in pixels: every row of
     every layer, computed from the kept queries and keys of the Attention view's forward (no second forward)."""
@@ -379,26 +388,28 @@ def show_attention_distance(rgb: np.ndarray, values: dict, progress=None) -> Sho
     return Shown({"distance": render_distance(a)}, {"text": text}, numbers_, s, a.runner.spec.key, a.runner.notice)
 
 
+@record(declared.ATTENTION, tab="attention", name="explorer", api=False)
 def show_explorer(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """What the attention explorer draws in the browser (``data["explorer"]``: sent once per picture), with the
     model shown, the settings as used and the notice; no server figure is drawn."""
     from vitviz.render import browser
-    from vitviz.specs.views import ATTENTION
 
     a, s = analysis_for(rgb, values, progress)
-    held = {n: ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
+    held = {n: declared.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
     data = {"explorer": browser.attention_payload(a, s.values, held)}
     return Shown({}, {"info": _model_line(a)}, {"model": a.runner.spec.key, "grid": list(a.maps.grid),
                                                  "layers": a.maps.layers, "heads": a.maps.heads},
                  s, a.runner.spec.key, a.runner.notice, data)
 
 
+@record(declared.REGISTERS, tab="attention")
 def show_registers(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """DINOv2 with and without registers on one picture (nothing is drawn without both real models)."""
     note, image = compare_registers(rgb, values["resolution"], values["cmap"], values["alpha"], progress)
     return Shown({} if image is None else {"registers": image}, {"note": note}, {}, settle(values))
 
 
+@record(declared.TIMELINE_VIEW, tab="attention")
 def show_timeline(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The embedded model's last-layer attention at every shipped training step, and one step's heads."""
     steps = assets.tiny_checkpoints()
@@ -409,6 +420,7 @@ def show_timeline(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                  registry.OFFLINE_KEY)
 
 
+@record(declared.COMPARE, tab="attention")
 def show_compare_models(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Two models on the same picture, at the same share of their depth, on one colour scale."""
     pair, notes = [], []

@@ -13,7 +13,8 @@ from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
 from vitviz.specs.state import settle
-from vitviz.views import Shown, shapes_only
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record, shapes_only
 from vitviz.views.attention import map_grid
 
 
@@ -104,6 +105,7 @@ def render_relevance(loaded: Runner, rgb: np.ndarray, rank: int = 1, cmap: str =
 
 # ---- the views of the Classify tab, from their declared settings ----------------------------------------------
 
+@record(declared.CLASSIFY, tab="classify", bundle=True)
 def show_classify(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The top 5, where the class token looked for the best one, and the model's facts."""
     runner = models.get_model(values["model"], progress)
@@ -117,6 +119,7 @@ def show_classify(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     return Shown({"maps": v.maps}, {"facts": v.facts}, numbers, settle(values), runner.spec.key, runner.notice)
 
 
+@record(declared.RELEVANCE, tab="classify")
 def show_relevance(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Class-specific relevance for the class at one place of the top 5, beside plain rollout."""
     runner = models.get_model(values["model"], progress)
@@ -125,6 +128,7 @@ def show_relevance(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                  settle(values), runner.spec.key, runner.notice)
 
 
+@record(declared.SHUFFLE, tab="classify")
 def show_shuffle(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The patches dealt out in a random order: the prediction with and without position embeddings."""
     runner = models.get_model(values["model"], progress)
@@ -140,6 +144,7 @@ def show_shuffle(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                  runner.notice)
 
 
+@record(declared.TRADEOFF, tab="classify")
 def show_patch_size_tradeoff(_rgb: None, values: dict, progress=None) -> Shown:
     """The same ViT-S body with patches of 8, 16 and 32 pixels: tokens, parameters, MACs and time here."""
     rows = classify.patch_size_tradeoff()

@@ -12,7 +12,8 @@ from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
 from vitviz.specs.state import settle
-from vitviz.views import Shown
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record
 
 
 def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) -> tuple[Image.Image, str]:
@@ -47,6 +48,7 @@ def render(loaded: Runner, fitted: Fitted, streams: torch.Tensor, layer: int) ->
     return image, text
 
 
+@record(declared.FEATURE_PCA, tab="attention")
 def show_feature_pca(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """A layer's patch tokens on their first three principal components, as colour, and PC1 as the foreground."""
     runner = models.get_model(values["model"], progress)

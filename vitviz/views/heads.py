@@ -12,7 +12,8 @@ from vitviz.core.images import Fitted
 from vitviz.models import cache as models
 from vitviz.render import browser, plotting
 from vitviz.specs.state import settle
-from vitviz.views import Shown
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record
 
 
 def query_token(record: LayerRecord, row: int, col: int, cls: bool = False) -> tuple[int, tuple[int, int] | None]:
@@ -80,6 +81,7 @@ def render(fitted: Fitted, tr: HeadTrace, where: tuple[int, int] | None, cmap: s
     return image, text
 
 
+@record(declared.INSIDE_HEAD, tab="attention")
 def show_inside_head(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """One head of one layer for one query, with this picture's real numbers, checked against the model's own."""
     runner = models.get_model(values["model"], progress)

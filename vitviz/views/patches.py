@@ -17,7 +17,8 @@ from vitviz.models import cache as models
 from vitviz.render import plotting
 from vitviz.specs import registry
 from vitviz.specs.state import Settled, settle
-from vitviz.views import Shown
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record
 
 EMBED_DIM = 64
 """Width of the illustrative projection on this tab (random weights, seeded)."""
@@ -231,6 +232,7 @@ def fitted_for(rgb: np.ndarray, values: dict) -> tuple[Fitted, Settled]:
     return fit(rgb, used, p, values["policy"]), s
 
 
+@record(declared.PATCHES, tab="patches", bundle=True, runs_model=False)
 def show_patches(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The patch grid, the token counts, the cost table and chart, and flatten + Linear = a stride-P convolution."""
     fitted, s = fitted_for(rgb, values)
@@ -243,6 +245,7 @@ def show_patches(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                                                            "equivalence": v.equivalence}, numbers, s)
 
 
+@record(declared.TOY, tab="patches", runs_model=False)
 def show_toy(_rgb: None, values: dict, progress=None) -> Shown:
     """One step of the 8×8 toy walk-through: its figure and a sentence."""
     figures = toy_figures()
@@ -251,6 +254,7 @@ def show_toy(_rgb: None, values: dict, progress=None) -> Shown:
     return Shown({"toy": image}, {"caption": f"**Step {step} of {len(figures)}.** {caption}"}, {}, settle(values))
 
 
+@record(declared.FILTERS, tab="patches")
 def show_patch_filters(_rgb: None, values: dict, progress=None) -> Shown:
     """The principal components of a model's patch filters (the embedded model's when the asked one is away)."""
     runner = models.get_model(values["model"], progress)

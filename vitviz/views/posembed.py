@@ -12,7 +12,8 @@ from vitviz.models import cache as models
 from vitviz.render import browser, plotting
 from vitviz.specs.state import settle
 from vitviz.specs.views import LEARNED, RPB_FORMULA, SINUSOIDAL, TIMELINE, relative_bias_sources
-from vitviz.views import Shown
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record
 
 
 @dataclass
@@ -185,6 +186,7 @@ def render_relative_bias(table: np.ndarray, m: int, name: str, head: int, row: i
 
 # ---- the views of the Position-embeddings tab, from their declared settings ------------------------------------
 
+@record(declared.POSITIONS, tab="positions", bundle=True, runs_model=False)
 def show_position_embeddings(_rgb: None, values: dict, progress=None) -> Shown:
     """A position table's matrix, similarity, the ViT-paper mosaic, one enlarged tile and the table resampled."""
     grid, name, notice = grid_for(values)
@@ -203,12 +205,14 @@ def show_position_embeddings(_rgb: None, values: dict, progress=None) -> Shown:
     return Shown(figures, {"summary": v.summary}, numbers, s, None, notice, data)
 
 
+@record(declared.ROTARY, tab="positions", runs_model=False)
 def show_rotary(_rgb: None, values: dict, progress=None) -> Shown:
     """How q·k of one vector falls off with the row and column offset under 2D rotary encoding."""
     image = render_rotary(values["dim"], values["reach"], values["base"], values["cmap"])
     return Shown({"rotary": image}, {}, {}, settle(values))
 
 
+@record(declared.RELATIVE_BIAS, tab="positions")
 def show_relative_bias(_rgb: None, values: dict, progress=None) -> Shown:
     """One head of a relative position bias table and the bias one query gives its keys."""
     table, m, name, notice = relative_bias_table(values["source"], values["window"], values["heads"], values["block"])

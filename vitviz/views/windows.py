@@ -9,7 +9,8 @@ from vitviz.core import windows
 from vitviz.core.images import Fitted
 from vitviz.render import plotting
 from vitviz.specs import registry
-from vitviz.views import Shown
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record
 
 SIDES = list(range(64, 1025, 16))
 """Input sides (pixels) of the cost plot."""
@@ -79,6 +80,7 @@ def render_costs(patch: int, dim: int, m: int, side: int) -> Image.Image:
         return plotting.to_image(fig)
 
 
+@record(declared.WINDOWS, tab="patches", runs_model=False)
 def show_windows(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Swin's windows and shifted windows on the fitted picture, and one attention layer's cost against the side."""
     from vitviz.views.patches import fitted_for

@@ -20,7 +20,8 @@ from vitviz.models import cache as models
 from vitviz.models.runner import Runner, image_key
 from vitviz.render import plotting
 from vitviz.specs.state import settle
-from vitviz.views import Shown, shapes_only
+from vitviz.specs import views as declared
+from vitviz.views.shown import Shown, record, shapes_only
 
 VIT_COLOUR, CNN_COLOUR = "#0072b2", "#d55e00"
 STAGE_COLOURS = ("#000000", "#e69f00", "#009e73", "#cc79a7", "#d55e00")
@@ -84,6 +85,7 @@ def render_erf_maps(erf: compare.Erf, picture: np.ndarray, cnn_name: str) -> Ima
                            bar_label="√|gradient| (per stage)", cols=5, panel_px=220)
 
 
+@record(declared.RECEPTIVE_FIELD, tab="vitcnn", bundle=True)
 def show_receptive_field(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The CNN's effective receptive field per stage beside the ViT's mean attention distance per layer."""
     vit = models.get_model(values["vit"], progress)
@@ -217,6 +219,7 @@ def _first_map_words(c: compare.Shifts, shifts: list[int]) -> str:
             f"shifts, {compare.nice(_most(e, shifts, stride, False))} at the others).")
 
 
+@record(declared.TRANSLATION, tab="vitcnn", bundle=True)
 def show_translation(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Shift the picture by 0 … 2P pixels: the CNN's maps move along, the ViT's patch tokens only at multiples of P."""
     vit = models.get_model(values["classifier"], progress)
@@ -346,6 +349,7 @@ def fit_words(res: dict) -> str:
     return " ".join(out)
 
 
+@record(declared.DATA_EFFICIENCY, tab="vitcnn", bundle=True, runs_model=False)
 def show_data_efficiency(_rgb: None, values: dict, progress=None) -> Shown:
     """The shipped sweep: both models' accuracy on new scenes against the number of training scenes."""
     res = assets.sweep_results()
@@ -434,6 +438,7 @@ def _head_words(s: stages.Stage) -> str:
     return "(" + " + ".join(f"{c}" if k == 1 else f"{c} × {k}" for c, k in groups) + ") heads"
 
 
+@record(declared.HYBRID_STAGES, tab="vitcnn", bundle=True, runs_model=False)
 def show_hybrid_stages(_rgb: None, values: dict, progress=None) -> Shown:
     """ViT-B/16, ResNet-50 and CoAtNet-0 stage by stage: grid, tokens, attention-matrix size and MACs."""
     side = values["side"]

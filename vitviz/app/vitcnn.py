@@ -14,23 +14,6 @@ from vitviz.views import show
 R, T, D, H = spec.RECEPTIVE_FIELD, spec.TRANSLATION, spec.DATA_EFFICIENCY, spec.HYBRID_STAGES
 
 
-def _endpoints() -> None:
-    """A named endpoint and a bundle endpoint for each of the tab's four views."""
-    for view in (R, T, D, H):
-        pictured = any(f.kind == "image" for f in view.fields)
-
-        def respond(pic, v, name=view.name, pictured=pictured):
-            return answer(show(name, uploads.picture(pic) if pictured else None, v))
-
-        def bundle(pic, v, name=view.name, pictured=pictured):
-            return bundle_file(name, v, uploads.picture(pic) if pictured else None)
-
-        runs = view in (R, T)  # data efficiency reads the shipped results, hybrid stages is arithmetic
-        endpoint(view, respond, runs_model=runs)
-        endpoint(view, bundle, name=f"bundle_{view.name}", runs_model=runs,
-                 doc=f"The {view.title} view as files: a ZIP of its figures (PNG and PDF), numbers and settings.")
-
-
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("vitcnn")
     with gr.Row():
@@ -76,7 +59,6 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab = Tab("vitcnn", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
               model_field=R["vit"])
     tab.extras = {"photos_note": photos_note}
-    _endpoints()
 
     main = tab.event(R, lambda sh: (tab.note_text(sh), sh.figures["reach"], sh.figures["maps"], sh.texts["text"],
                                     tab.used(R["resolution"], sh)),  # the short side shows the size used
@@ -91,5 +73,5 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.download(D, d_dl, d_file)
     tab.accordion(H, h_box, [h_side.release], [("stages", h_fig)], ("text", h_text))
     tab.download(H, h_dl, h_file)
-    tab.remember_in_link(spec.TABS["vitcnn"])
+    tab.finish()
     return tab
