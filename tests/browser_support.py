@@ -19,7 +19,7 @@ if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
 
 
-OPENS_WITH = {"patches": "#patch-grid img", "positions": "#pe-mosaic img",
+OPENS_WITH = {"patches": "#patch-grid img", "forward": "#forward-diagram details", "positions": "#pe-mosaic img",
               "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img",
               "vitcnn": "#vitcnn-reach img"}
 """What each tab shows once its example is computed."""

@@ -39,7 +39,7 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
     api = client.view_api(return_format="dict", print_info=False)
     named = api["named_endpoints"]
     expected = {f"/{name}" for name in VIEWS} | {f"/bundle_{n}" for n in (
-        "patches", "position_embeddings", "attention", "classify", "receptive_field", "translation", "data_efficiency",
+        "forward_pass", "patches", "position_embeddings", "attention", "classify", "receptive_field", "translation", "data_efficiency",
         "hybrid_stages")} | {"/explorer"}
     assert set(named) == expected and not api["unnamed_endpoints"]
     for name, view in VIEWS.items():

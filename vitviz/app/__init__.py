@@ -1,6 +1,7 @@
 """vitviz's web app: how a Vision Transformer sees an image, one tab per idea. The only package that imports gradio.
 
-    patches.py, positions.py, attention.py, classify.py, vitcnn.py    one module per tab (vitcnn.py: ViT vs CNN):
+    patches.py, forward.py, positions.py, attention.py, classify.py, vitcnn.py   one module per tab (vitcnn.py:
+                    ViT vs CNN):
                     layout and events (its views' endpoints come from their records)
     components.py   one control per declared setting, figures, the browser views
     tab.py          what every tab's events share (settings -> checks -> intake -> view -> components)
@@ -20,7 +21,8 @@ import time
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import adapters, attention, classify, files, links, patches, positions, serving, theme, vitcnn
+from vitviz.app import (adapters, attention, classify, files, forward, lessons, links, patches, positions, serving,
+                        theme, vitcnn)
 from vitviz.app.tab import Tab
 from vitviz.models import budget
 from vitviz.models import cache as models
@@ -46,10 +48,13 @@ def build_demo() -> gr.Blocks:
                                         container=False)
                 contrast = gr.Checkbox(False, label="High contrast", elem_id="contrast", container=False)
         link_notice = gr.Markdown(visible=False, elem_id="link-notice", elem_classes="vx-note")
+        lesson_bar = gr.HTML(visible=False, elem_id="lesson-box")  # a lesson's caption and Back / Next
         tabs: dict[str, Tab] = {}
         with gr.Tabs(overflow_behavior="wrap") as tab_set:
             with gr.Tab("Patches", id="patches") as t:
                 tabs["patches"] = patches.build(t)
+            with gr.Tab("Forward pass", id="forward") as t:
+                tabs["forward"] = forward.build(t)
             with gr.Tab("Position embeddings", id="positions") as t:
                 tabs["positions"] = positions.build(t)
             with gr.Tab("Attention", id="attention") as t:
@@ -58,9 +63,11 @@ def build_demo() -> gr.Blocks:
                 tabs["classify"] = classify.build(t)
             with gr.Tab("ViT vs CNN", id="vitcnn") as t:
                 tabs["vitcnn"] = vitcnn.build(t)
+        with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
+            gr.HTML(lessons.BUILDER)
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
-                "opened": opened,
+                "opened": opened, "lesson": lesson_bar,
                 **tabs["attention"].extras}
         loaded = demo.load(links.opener(tabs, page), None, links.outputs(tabs, page), api_visibility="private")
         tabs["positions"].open_on_load(loaded, opened)

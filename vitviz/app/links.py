@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from vitviz.app import uploads
+from vitviz.app import lessons, uploads
 from vitviz.app.tab import Tab
 from vitviz.models import cache as models
 from vitviz.specs import registry
@@ -21,7 +21,8 @@ from vitviz.specs import views as spec
 from vitviz import views
 from vitviz.views.attention import REGISTER_PAIR, REGISTERS_UNAVAILABLE
 
-MODEL_LISTS = (("attention", spec.ATTENTION["model"], "attention"), ("classify", spec.CLASSIFY["model"], "classify"),
+MODEL_LISTS = (("forward", spec.FORWARD["model"], "forward"),
+               ("attention", spec.ATTENTION["model"], "attention"), ("classify", spec.CLASSIFY["model"], "classify"),
                ("vitcnn", spec.VS_VIT, "attention"), ("vitcnn", spec.VS_CNN, "cnn"),
                ("vitcnn", spec.VS_CLASSIFIER, "classify"))
 """(tab, setting, registry task) of every model list: each offers its task's models and, when its default cannot be
@@ -39,7 +40,8 @@ def page_script() -> str:
 
 def model_choices(task: str) -> list[tuple[str, str]]:
     """(label, key) pairs: a model that cannot be had now says so ('…: needs download'); the value stays the key."""
-    return [(models.choice_label(k), k) for k in registry.keys(task)]
+    keys = spec.FORWARD["model"].options() if task == "forward" else registry.keys(task)  # classifiers and DINOs
+    return [(models.choice_label(k), k) for k in keys]
 
 
 def photos_note(model: str) -> str:
@@ -92,6 +94,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
                         "setting in the link is restored.", visible=True)
         if "tab" in q:
             out[page["tabs"]] = gr.Tabs(selected=tab)
+        if q.get("lesson"):
+            out[page["lesson"]] = gr.HTML(lessons.bar(q), visible=True)
         if q.get("projector") == "1":
             out[page["projector"]] = True
         if q.get("contrast") == "1":
@@ -108,7 +112,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
 
 def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     """Every component :func:`opener` may set."""
-    comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "registers", "registers_note",
+    comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "lesson", "registers", "registers_note",
                                "opened")]
     for tab in tabs.values():
         comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []

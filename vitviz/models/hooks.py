@@ -221,4 +221,5 @@ def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The transformer blocks of a timm or transformers ViT, in order (each one's output is the token stream)."""
     if hasattr(model, "blocks"):
         return list(model.blocks)
-    return list(model.encoder.layer if hasattr(model, "encoder") else model.layers)  # DINOv2 / ViT in transformers 5
+    base = getattr(model, "base_model", model)  # transformers: a model with a head keeps its ViT as base_model
+    return list(base.encoder.layer if hasattr(base, "encoder") else base.layers)  # DINOv2 / ViT in transformers 5

@@ -121,6 +121,14 @@ KEEP = Field("keep", "float", 0.6, "keep this share of attention mass", 0.1, 0.9
              cli=("--threshold",))
 ALPHA = Field("alpha", "float", 0.6, "overlay opacity", 0.0, 1.0, 0.05, link="alpha")
 CMAP = Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="cmap")
+FORWARD = View("forward_pass", "the forward pass", (
+    IMAGE,
+    Field("model", "choice", "ViT-B/16 (ImageNet-1k)", "model", choices=lambda: tuple(dict.fromkeys(
+        registry.keys("classify") + registry.keys("attention"))), link="fp_model"),
+    Field("resolution", "int", 224, "short side (pixels, rounded to the patch size)", 64, 512, 8, link="fp_side",
+          cli=("--size",)),
+    Field("layer", "int", MAX_DEPTH, "layer the lens reads", 1, MAX_DEPTH, 1, link="fp_layer", follows="layers"),
+    Field("cmap", "choice", "viridis", "colormap", choices=COLORMAPS, link="fp_cmap")))
 ATTENTION = View("attention", "Attention", (
     IMAGE, ATT_MODEL, SIDE,
     Field("layer", "int", MAX_DEPTH, "layer (1 = first)", 1, MAX_DEPTH, 1, link="layer", follows="layers"),

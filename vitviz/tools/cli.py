@@ -297,6 +297,41 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
 # ---- vitviz view (every view) and vitviz vitcnn (the ViT-vs-CNN tab's) -----------------------------------------
 
+def _view_parser(q: argparse.ArgumentParser, r) -> None:
+    """A view's subcommand: its picture, its declared settings' flags, --out."""
+    if r.needs_picture:
+        q.add_argument("image", help="the picture")
+    else:
+        q.set_defaults(image=None)
+    settings_flags(q, r.view)
+    q.add_argument("--out", required=True, help="a folder for the figures (PNG) and the numbers (JSON)")
+    q.set_defaults(run=cmd_view, view=r.view, only=None, record=r.name)
+
+
+def cmd_lesson(args: argparse.Namespace) -> int:
+    """A lesson's handout: each step's figures under its caption, one PDF page per step."""
+    from vitviz.tools import lesson
+
+    if args.lesson == "tour":
+        chosen = lesson.tour()
+    else:
+        path = Path(args.lesson)
+        if not path.is_file():
+            raise ValueError(f"{path}: no such file.")
+        try:
+            chosen = lesson.parse(path.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
+    out = Path(args.out)
+    if out.suffix.lower() != ".pdf":
+        _say(f"--out {out}: a handout is a PDF file (e.g. --out handout.pdf).")
+        return USAGE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pages = lesson.handout(chosen, out)
+    print(f"wrote {out}: {pages} page{'s' if pages != 1 else ''}, one per step of '{chosen.title}'")
+    return DONE
+
+
 def cmd_views(_args: argparse.Namespace) -> int:
     from vitviz.views import table
 
@@ -311,7 +346,8 @@ def cmd_view(args: argparse.Namespace) -> int:
     from vitviz.views import RECORDS
 
     r = RECORDS[args.record]
-    name, view, command = r.name, r.view, f"vitviz {args.command} {r.verb}"
+    name, view = r.name, r.view
+    command = f"vitviz {args.command}" + (f" {r.verb}" if args.command in VIEW_COMMANDS else "")
     values = checked(view, args)
     needs = r.needs_picture
     if needs and not args.image:
@@ -434,16 +470,19 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
 
         named = p.add_subparsers(dest="verb", required=True)
         for r in RECORDS.values():
-            if not r.api or (tab is not None and r.tab != tab):
-                continue
-            q = named.add_parser(r.verb, help=r.view.title)
-            if r.needs_picture:
-                q.add_argument("image", help="the picture")
-            else:
-                q.set_defaults(image=None)
-            settings_flags(q, r.view)
-            q.add_argument("--out", required=True, help="a folder for the figures (PNG) and the numbers (JSON)")
-            q.set_defaults(run=cmd_view, view=r.view, only=None, record=r.name)
+            if r.api and (tab is None or r.tab == tab):
+                _view_parser(named.add_parser(r.verb, help=r.view.title), r)
+    if verbs:  # views with a command of their own (their record names it): vitviz forward ...
+        from vitviz.views import RECORDS
+
+        for r in RECORDS.values():
+            if r.command:
+                _view_parser(sub.add_parser(r.command, help=f"{r.view.title} (figures and numbers)"), r)
+
+    p = sub.add_parser("lesson", help="print a lesson (a Markdown file of captioned vitviz links) as a PDF handout")
+    p.add_argument("lesson", help="the lesson's file, or 'tour' for the guided tour shipped with vitviz")
+    p.add_argument("--out", required=True, help="the handout's PDF file (one page per step)")
+    p.set_defaults(run=cmd_lesson)
 
     p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
     p.add_argument("params", help="a bundle's params.json (its input.png beside it) or the downloaded ZIP")
@@ -453,12 +492,15 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="the web app")
     p.add_argument("--port", type=_port, default=7860, help="the port to serve on, 1 to 65535 (default: 7860)")
     p.set_defaults(run=cmd_serve)
+    ap.commands = tuple(sub.choices)  # type: ignore[attr-defined]
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser(verbs=any(a in VIEW_COMMANDS for a in argv[:3])).parse_args(argv)
+    static = parser(verbs=False).commands  # the commands that need no view's record (no torch for their --help)
+    light = bool(argv) and argv[0] in static and argv[0] not in VIEW_COMMANDS
+    args = parser(verbs=not light).parse_args(argv)
     # The notices say what a fallback means; the log (-v) says what was loaded, fallen back to and refused.
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
     if getattr(args, "view", None) is not None:  # every setting checked before anything heavy is loaded

@@ -14,11 +14,11 @@ from typing import Callable
 import numpy as np
 
 # the modules whose records make the views (importing them registers their views, in this order)
-from vitviz.views import patches, windows, posembed, attention, heads, features, classify, vitcnn  # noqa: F401, E402
+from vitviz.views import forward, patches, windows, posembed, attention, heads, features, classify, vitcnn  # noqa: F401, E402, I001
 from vitviz.views.shown import LINK, RECORDS, VIEWS, Record, Shown, plain, record, shapes_only  # noqa: F401
 from vitviz.specs.state import View
 
-TABS = ("patches", "positions", "attention", "classify", "vitcnn")
+TABS = ("forward", "patches", "positions", "attention", "classify", "vitcnn")
 """The page's tabs, in order (their ``?tab=`` ids)."""
 
 

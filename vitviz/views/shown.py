@@ -92,6 +92,7 @@ class Record:
         api: whether it is an endpoint of its own (the explorer's page-only answer is not).
         figures: the names of its figures, in the order a panel of its own shows them.
         doc: what its endpoint says about it (the declaration's labels are added).
+        command: a command-line command of its own (``vitviz <command>``), besides ``vitviz view <verb>``.
     """
 
     view: View
@@ -103,6 +104,7 @@ class Record:
     figures: tuple[str, ...] = ()
     doc: str = ""
     name: str = ""
+    command: str | None = None
 
     @property
     def verb(self) -> str:

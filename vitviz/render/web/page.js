@@ -97,4 +97,62 @@
       input.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
     }, 0);
   }, true);
+
+  // A lesson: ← and → go to the previous and next step (not while typing, on a slider or in a browser view,
+  // which use the arrows themselves).
+  document.addEventListener("keydown", (ev) => {
+    const bar = document.querySelector("#lesson-bar");
+    if (!bar || ev.altKey || ev.ctrlKey || ev.metaKey || (ev.key !== "ArrowLeft" && ev.key !== "ArrowRight")) return;
+    const at = document.activeElement;
+    if (at && at !== document.body && !bar.contains(at)) return;
+    const to = ev.key === "ArrowLeft" ? bar.dataset.prev : bar.dataset.next;
+    if (to) { ev.preventDefault(); window.location.href = to; }
+  });
+
+  // The lesson maker: steps kept in this browser (localStorage), written as the Markdown vitviz lessons are.
+  const STORE = "vitviz-lesson";
+  const mine = () => { try { return JSON.parse(localStorage.getItem(STORE) || "[]"); } catch (e) { return []; } };
+  const keep = (steps) => { localStorage.setItem(STORE, JSON.stringify(steps)); listSteps(); };
+  const here = () => {  // this view's link without the lesson's own parameters
+    const url = new URL(window.location.href);
+    for (const k of ["lesson", "step"]) url.searchParams.delete(k);
+    return "?" + url.searchParams.toString();
+  };
+  const markdown = (steps) => "# My vitviz lesson\n\n" + steps.map((s, i) =>
+    `${i + 1}. [${s.caption.replace(/[\[\]\n]/g, " ")}](${s.link})`).join("\n") + "\n";
+  const b64 = (text) => btoa(unescape(encodeURIComponent(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const openLesson = (text) => {
+    const first = (text.match(/\]\((\?[^)\s]*)\)/) || [])[1];
+    if (!first) { alert("This lesson has no step: write '1. [caption](?tab=...)'."); return; }
+    window.location.href = first + "&" + new URLSearchParams({ lesson: "md:" + b64(text), step: "1" }).toString();
+  };
+  function listSteps() {
+    const list = document.querySelector("#lesson-steps");
+    if (!list) return;
+    list.replaceChildren(...mine().map((s) => { const li = document.createElement("li"); li.textContent = s.caption; return li; }));
+  }
+  document.addEventListener("click", (ev) => {
+    const id = ev.target?.id;
+    if (id === "lesson-add") {
+      const box = document.querySelector("#lesson-caption");
+      const caption = (box?.value || "").trim() || `Step ${mine().length + 1}`;
+      keep([...mine(), { caption, link: here() }]);
+      if (box) box.value = "";
+    } else if (id === "lesson-open" && mine().length) {
+      openLesson(markdown(mine()));
+    } else if (id === "lesson-download" && mine().length) {
+      const a = document.createElement("a");
+      a.href = URL.createObjectURL(new Blob([markdown(mine())], { type: "text/markdown" }));
+      a.download = "vitviz-lesson.md";
+      a.click();
+    } else if (id === "lesson-clear") {
+      keep([]);
+    }
+  });
+  document.addEventListener("change", (ev) => {
+    if (ev.target?.id !== "lesson-file" || !ev.target.files?.length) return;
+    ev.target.files[0].text().then(openLesson);
+  });
+  new MutationObserver(() => { if (document.querySelector("#lesson-steps:empty") && mine().length) listSteps(); })
+    .observe(document.body, { childList: true, subtree: true });
 }

@@ -1,0 +1,96 @@
+"""The Forward-pass tab, the guided tour and a teacher's lesson in a real Chromium."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from browser_support import OPENS_WITH, idle, open_tab
+
+from vitviz.tools import lesson
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_the_diagram_shows_every_stage_and_opens_by_keyboard(browser, app_url):
+    ctx, page = open_tab(browser, app_url, "forward", query="image=scene_star")
+    try:
+        cards = page.locator("#forward-diagram details")
+        names = page.locator("#forward-diagram summary strong").all_inner_texts()
+        assert names[:4] == ["image", "patches, flattened", "patch embeddings", "tokens entering block 1"]
+        assert names[-2:] == ["head: logits", "softmax: probabilities"] and len(names) == cards.count() == 4 + 4 + 3
+        shapes = page.locator("#forward-diagram summary code").all_inner_texts()
+        assert shapes[1].replace(" ", "") == "64×192" and shapes[3].replace(" ", "") == "65×96"
+        page.locator("#forward-diagram summary").nth(2).focus()
+        page.keyboard.press("Enter")  # a stage opens from the keyboard
+        assert cards.nth(2).get_attribute("open") is not None
+        link = cards.nth(2).locator("a")
+        assert "tab=patches" in link.get_attribute("href") and "image=scene_star" in link.get_attribute("href")
+        for fig in ("#forward-residual img", "#forward-updates img", "#forward-lens img", "#forward-lens-map img"):
+            assert page.locator(fig).count() == 1, fig
+    finally:
+        ctx.close()
+
+
+def test_the_tour_goes_through_every_step_and_back_and_a_link_opens_a_step(browser, app_url):
+    tour = lesson.tour()
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        page.goto(app_url + "?tab=forward&image=scene_star")
+        page.locator("#start-tour").wait_for(timeout=120_000)
+        page.locator("#start-tour").click()
+        for k, step in enumerate(tour.steps, 1):
+            page.wait_for_function(f"() => document.querySelector('#lesson-bar')?.innerText.includes('step {k} of "
+                                   f"{len(tour.steps)}')", timeout=120_000)
+            tab = step.query["tab"]
+            page.wait_for_selector(OPENS_WITH[tab], state="attached", timeout=120_000)  # its view is computed
+            page.wait_for_function("(t) => new URL(location.href).searchParams.get('tab') === t", arg=tab,
+                                   timeout=30_000)  # the address settles on the step's tab as the page opens
+            q = parse_qs(urlparse(page.url).query)
+            assert q["lesson"] == ["tour"] and q["step"] == [str(k)] and q["tab"] == [tab]
+            assert step.caption[:40] in page.locator("#lesson-bar").inner_text()
+            if k < len(tour.steps):
+                page.locator("#lesson-bar a", has_text="Next").click()
+        page.locator("#lesson-bar a", has_text="Back").click()  # back one step
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 9 of')",
+                               timeout=120_000)
+        page.goto(app_url + "?" + tour.steps[5].link.lstrip("?") + "&lesson=tour&step=6")  # a link opens step 6
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 6 of')",
+                               timeout=120_000)
+        page.wait_for_selector(OPENS_WITH["attention"], state="attached", timeout=120_000)
+        idle(page)
+        page.keyboard.press("ArrowRight")  # the arrow keys move through the lesson
+        page.wait_for_url("**step=7**", timeout=60_000)
+    finally:
+        ctx.close()
+
+
+def test_a_lesson_made_in_the_page_round_trips_through_its_file(browser, app_url, tmp_path):
+    ctx, page = open_tab(browser, app_url, "patches", query="image=cat&patch=32")
+    try:
+        page.get_by_text("Make a lesson from these views").click()
+        page.locator("#lesson-caption").fill("Big patches: few tokens.")
+        page.locator("#lesson-add").click()
+        page.goto(app_url + "?tab=positions")
+        page.wait_for_selector(OPENS_WITH["positions"], state="attached", timeout=120_000)
+        page.get_by_text("Make a lesson from these views").click()
+        page.locator("#lesson-caption").fill("The learned position embeddings.")
+        page.locator("#lesson-add").click()
+        assert page.locator("#lesson-steps li").all_inner_texts() == ["Big patches: few tokens.",
+                                                                      "The learned position embeddings."]
+        with page.expect_download() as got:
+            page.locator("#lesson-download").click()
+        path = tmp_path / "lesson.md"
+        got.value.save_as(path)
+        made = lesson.parse(path.read_text())
+        assert [s.caption for s in made.steps] == ["Big patches: few tokens.", "The learned position embeddings."]
+        assert made.steps[0].query["patch"] == "32" and made.steps[1].query["tab"] == "positions"
+        page.locator("#lesson-file").set_input_files(str(path))  # the file opens as a lesson
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of 2')",
+                               timeout=120_000)
+        page.wait_for_selector(OPENS_WITH["patches"], state="attached", timeout=120_000)
+        assert "Big patches: few tokens." in page.locator("#lesson-bar").inner_text()
+        assert parse_qs(urlparse(page.url).query)["patch"] == ["32"]
+    finally:
+        ctx.close()

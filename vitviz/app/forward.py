@@ -1,0 +1,65 @@
+"""The Forward-pass tab: one picture through the whole model, every stage with its real tensor, the residual stream
+and the logit lens (the view and its endpoint come from its record: vitviz/views/forward.py)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from vitviz.app import lessons, uploads
+from vitviz.app.components import WEB, Form, download_row, examples, explain, figure
+from vitviz.app.serving import MODEL, on
+from vitviz.app.tab import Tab, narrow
+from vitviz.specs import views as spec
+from vitviz.views.forward import IMAGE_KEY
+
+F = spec.FORWARD
+
+
+def build(gr_tab: gr.Tab) -> Tab:
+    form = Form("forward")
+    with gr.Row():
+        with gr.Column(scale=1):
+            src = form.add(spec.IMAGE)
+            model = form.add(F["model"])
+            side = form.add(F["resolution"])
+            go = gr.Button("Run the forward pass", variant="primary")
+            gr.Button("Start the guided tour (10 steps)", link=lessons.tour_link(), elem_id="start-tour")
+            dl_button, dl_file = download_row("forward-bundle")
+            photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "forward-photos-note")
+            explain("A Vision Transformer in one pass: the picture is cut into patches, each patch becomes a token, "
+                    "the tokens pass through the same kind of block again and again, and one token, [CLS], "
+                    "carries the answer out. Every stage here holds this picture's real numbers; open one to see "
+                    "its equation and the view that explains it.")
+        with gr.Column(scale=2):
+            note = gr.Markdown(elem_id="forward-notice")
+            summary = gr.Markdown()
+            stages = gr.HTML(elem_id="forward-diagram", css_template=(WEB / "forward.css").read_text())
+    with gr.Accordion("The residual stream: what each block adds", open=True):
+        with gr.Row():
+            layer = form.add(F["layer"])
+            form.add(F["cmap"])
+        residual = figure("forward-residual")
+        updates = figure("forward-updates")
+    with gr.Accordion("The logit lens: how the answer forms, layer by layer", open=True):
+        lens_note = gr.Markdown(elem_classes="explain")
+        lens = figure("forward-lens")
+        lens_map = figure("forward-lens-map")
+    tab = Tab("forward", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
+              model_field=F["model"])
+    tab.extras = {"photos_note": photos_note}
+
+    def render(sh):
+        return (tab.note_text(sh), sh.texts["text"], sh.data["diagram"], tab.used(F["resolution"], sh),
+                narrow(F["layer"], sh), sh.figures["residual"], sh.figures["updates"], sh.texts["lens"],
+                sh.figures.get("lens"), sh.figures.get("lens_map"))
+
+    main = tab.event(F, render, [note, summary, stages, side, layer, residual, updates, lens_note, lens, lens_map])
+    on(tab.answer_triggers([go.click, model.change, side.release, layer.release]), main, main.inputs,
+       main.outputs, trigger_mode="always_last", **MODEL).then(None, None, None, js=tab.reveal("#forward-notice"))
+    # each stage's link opens its view with this picture: the page's name for it goes where the diagram left room
+    stages.change(None, [stages, tab.key], None, api_visibility="private",
+                  js="(_h, k) => { document.querySelectorAll('#forward-diagram a').forEach((a) => { a.href = "
+                     f"a.href.replace({IMAGE_KEY!r}, encodeURIComponent(k || '')); }}); }}")
+    tab.download(F, dl_button, dl_file, **MODEL)
+    tab.finish()
+    return tab

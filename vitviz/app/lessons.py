@@ -1,0 +1,89 @@
+"""Lessons in the page: the bar a lesson's steps show above the views (caption, step k of n, Back and Next), the
+guided tour's first link, and the panel where a teacher strings the views they open into a lesson of their own.
+
+A lesson travels in the link: ``?lesson=tour&step=3`` (the tour shipped with vitviz) or ``?lesson=md:<the lesson's
+Markdown, base64url>&step=3`` (one a teacher made or wrote); each step's own link holds its view's settings.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from urllib.parse import urlencode
+
+from vitviz.tools import lesson as lessons
+
+KEPT = ("projector", "contrast")
+"""Page modes a lesson keeps from step to step."""
+
+
+def decode(value: str) -> lessons.Lesson:
+    """The lesson a link's ``lesson`` parameter names; ValueError if it names none."""
+    if value == "tour":
+        return lessons.tour()
+    if value.startswith("md:"):
+        raw = value[3:]
+        try:
+            text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise ValueError("This link's lesson cannot be read (it was cut short?).") from None
+        return lessons.parse(text)
+    raise ValueError(f"This link names a lesson vitviz does not have ({value[:40]!r}).")
+
+
+def encode(lesson: lessons.Lesson) -> str:
+    """A lesson as a link's ``lesson`` parameter."""
+    return "md:" + base64.urlsafe_b64encode(lessons.write(lesson).encode()).decode().rstrip("=")
+
+
+def step_link(name: str, lesson: lessons.Lesson, k: int, query: dict) -> str:
+    """The link of step ``k`` (1 = first) of the lesson called ``name`` in links, keeping the page's modes."""
+    step = lesson.steps[k - 1]
+    keep = {key: query[key] for key in KEPT if query.get(key)}
+    return step.link + "&" + urlencode({"lesson": name, "step": k} | keep)
+
+
+def tour_link() -> str:
+    return step_link("tour", lessons.tour(), 1, {})
+
+
+def bar(query: dict) -> str:
+    """The lesson bar for a page opened on ``query`` (empty when the link holds no lesson)."""
+    name = query.get("lesson")
+    if not name:
+        return ""
+    try:
+        lesson = decode(name)
+    except ValueError as err:
+        return f'<nav id="lesson-bar" class="vx-lesson" aria-label="lesson"><p>{html.escape(str(err))}</p></nav>'
+    n = len(lesson.steps)
+    try:
+        k = min(max(int(query.get("step", "1")), 1), n)
+    except ValueError:
+        k = 1
+    prev = step_link(name, lesson, k - 1, query) if k > 1 else ""
+    nxt = step_link(name, lesson, k + 1, query) if k < n else ""
+    back = f'<a class="vx-lesson-go" href="{html.escape(prev)}">← Back</a>' if prev else ""
+    ahead = f'<a class="vx-lesson-go" href="{html.escape(nxt)}">Next →</a>' if nxt else "<span>The end.</span>"
+    return (f'<nav id="lesson-bar" class="vx-lesson" aria-label="lesson" data-prev="{html.escape(prev)}" '
+            f'data-next="{html.escape(nxt)}"><p class="vx-lesson-where"><strong>{html.escape(lesson.title)}</strong>'
+            f' — step {k} of {n}</p><p class="vx-lesson-caption">{html.escape(lesson.steps[k - 1].caption)}</p>'
+            f'<p class="vx-lesson-nav">{back} {ahead} <a href="?">Leave the lesson</a> '
+            '<span class="vx-lesson-keys">(← and → keys work too)</span></p></nav>')
+
+
+BUILDER = """
+<div id="lesson-maker" class="vx-lesson-maker">
+<p>Open any view with the settings you want, write what the class should see, and add it; repeat for each step.
+Your lesson stays in this browser until you download it (a small Markdown file you can edit) or open it.</p>
+<label for="lesson-caption">caption of this step</label>
+<textarea id="lesson-caption" rows="2"></textarea>
+<p><button type="button" id="lesson-add">Add this view to my lesson</button>
+<button type="button" id="lesson-open">Open my lesson</button>
+<button type="button" id="lesson-download">Download my lesson (.md)</button>
+<button type="button" id="lesson-clear">Start a new lesson</button></p>
+<p><label for="lesson-file">or open a lesson file</label> <input type="file" id="lesson-file" accept=".md,.txt,text/markdown"></p>
+<ol id="lesson-steps" aria-label="the steps of my lesson"></ol>
+</div>
+"""
+"""The lesson maker's controls (page.js makes them work: the lesson is kept in the browser's localStorage)."""

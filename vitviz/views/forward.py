@@ -1,0 +1,215 @@
+"""The Forward-pass view: one picture through the whole model, stage by stage, with its real tensors.
+
+The diagram (HTML: each stage a disclosure a keyboard opens, with its shape, what each axis counts, a glimpse of its
+values, its equation in words and a link to the view that explains it), the residual stream (each token's norm
+per layer; how much attention and the MLP change [CLS]; how close [CLS] is to its final value) and, for a model
+with a head, the logit lens. All from one forward (:mod:`vitviz.analyses.forward`).
+"""
+
+from __future__ import annotations
+
+import html
+from urllib.parse import urlencode
+
+import numpy as np
+from PIL import Image
+
+from vitviz.analyses.forward import ForwardPass, forward_pass
+from vitviz.core.images import Fitted
+from vitviz.models import cache as models
+from vitviz.render import plotting
+from vitviz.render.browser import png_data_url
+from vitviz.specs import views as declared
+from vitviz.specs.state import settle
+from vitviz.views.shown import Shown, record
+
+IMAGE_KEY = "__vitviz_image__"
+"""Where a link in the diagram names the picture (the page puts the picture's link name there)."""
+
+LENS_WARNING = ("The logit lens is a probe, not how the model reasons: it reads an intermediate layer's tokens with "
+                "the final LayerNorm and head, which were trained only on the last layer's output. Early layers "
+                "were never meant to be read this way, so their guesses say what is already decodable, not what the "
+                "model 'thinks' there. At the last layer the lens is exactly the model's own prediction.")
+
+# (what the stage does in the ViT paper's notation, said in our words; the tab and settings of the view that explains it)
+_EXPLAINED = {
+    "image": ("x ∈ ℝ^{H×W×C}: the picture, resized to the model's grid and normalised per colour channel.",
+              ("patches", {})),
+    "patches, flattened": ("x_p ∈ ℝ^{N×(P²·C)}: the picture cut into N non-overlapping P×P patches, each "
+                           "flattened into one row of P·P·3 numbers.", ("patches", {})),
+    "patch embeddings": ("x_p E: one linear map E (the same for every patch) turns each row into a token of width "
+                         "D; a stride-P convolution computes exactly this.", ("patches", {})),
+    "tokens entering block 1": ("z₀ = [x_class; x_p E] + E_pos: the learned [CLS] token (and registers) put "
+                                "in front, and a position embedding added to every token.", ("positions", {})),
+    "block": ("z′ = MSA(LN(z)) + z, then z = MLP(LN(z′)) + z′: every token looks at every other (attention), "
+              "then each is transformed on its own (MLP); both add to the stream, never replace it.",
+              ("attention", {})),
+    "final LayerNorm": ("y = LN(z_L): the last block's tokens normalised once more; [CLS] is read from here.",
+                        ("attention", {})),
+    "head: logits": ("one linear map from [CLS] to one score per class.", ("classify", {})),
+    "softmax: probabilities": ("softmax turns the scores into probabilities that sum to 1.", ("classify", {})),
+}
+
+
+def _link(tab: str, model: str, side: int, extra: dict) -> str:
+    keys = {"tab": tab, "image": IMAGE_KEY}
+    if tab == "attention":
+        keys |= {"model": model, "side": side}
+    elif tab == "classify":
+        keys |= {"classifier": model}
+    return "?" + urlencode(keys | extra)
+
+
+def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str) -> str:
+    """The model as one diagram (HTML): each stage a ``<details>`` (Enter opens it) with its real shape, what each
+    axis counts, a glimpse of its values, its equation in words and a link to the view that explains it."""
+    rows = []
+    for i, st in enumerate(fp.stages):
+        kind = "block" if st.name.startswith("block ") else st.name
+        words, (tab, extra) = _EXPLAINED.get(kind, ("", ("attention", {})))
+        if kind == "block":
+            extra = {"layer": st.name.split()[1]}
+        if st.name == "image":
+            glimpse = fitted.image
+        elif st.glimpse.shape[0] == 1:  # logits or probabilities: the top values as a strip
+            v = st.glimpse[0]
+            top = np.sort(v)[::-1][:32]
+            glimpse = plotting.colorize(top[None].repeat(4, 0), cmap)
+        else:
+            glimpse = plotting.colorize(st.glimpse, cmap)
+        size = plotting.panel_size(*glimpse.shape[:2], 96)
+        thumb = np.asarray(Image.fromarray(glimpse).resize(size, Image.NEAREST))
+        shape = " × ".join(f"{n:,}" for n in st.shape)
+        axes = "; ".join(f"{n:,} {a}" for n, a in zip(st.shape, st.axes))
+        link = _link(tab, model, side, extra)
+        rows.append(
+            f'<li class="vx-stage"><details><summary><span class="vx-step">{i + 1}</span> '
+            f'<strong>{html.escape(st.name)}</strong> <code>{shape}</code>'
+            f'<img src="{png_data_url(thumb)}" alt="{html.escape(st.name)}: a glimpse of its values" '
+            f'width="{size[0]}" height="{size[1]}"></summary>'
+            f'<p>{html.escape(axes)}.</p><p>{html.escape(words)}</p>'
+            f'<p><a href="{html.escape(link)}">Open the view that explains it</a></p></details></li>')
+    end = ("" if fp.probs is not None else
+           '<li class="vx-stage"><p><strong>No head.</strong> This model (DINO-style) was trained without labels: '
+           f'its output is the final [CLS] token, {fp.stages[-1].shape[-1]:,} numbers that describe the picture '
+           "(used to find similar pictures or to train a small classifier on top), not classes.</p></li>")
+    return (f'<ol class="vx-forward" aria-label="the forward pass of {html.escape(model)}, stage by stage">'
+            + "".join(rows) + end + "</ol>")
+
+
+def render_residual(fp: ForwardPass, fitted: Fitted, model: str, cmap: str) -> Image.Image:
+    """Each patch token's norm after the embedding and after every block, one map per layer (each on its own
+    scale: the high-norm outlier tokens stand out wherever they appear)."""
+    maps = [plotting.colorize(n.reshape(fp.grid), cmap) for n in fp.norms]
+    titles = ["embedding"] + [f"block {i}" for i in range(1, fp.layers + 1)]
+    titles = [f"{t}\nmax {n.max():.1f}" for t, n in zip(titles, fp.norms)]
+    image = plotting.panels(maps, titles, f"{model}: each patch token's norm, layer by layer", cmap=cmap,
+                            bar_label="token norm (each map on its own scale)", cols=min(7, len(maps)), panel_px=150)
+    outliers = [int((n > 3 * np.median(n)).sum()) for n in fp.norms]
+    return plotting.described(image, f"Token norms per layer for {model}: largest "
+                              + ", ".join(f"{t.splitlines()[0]} {n.max():.1f}" for t, n in zip(titles, fp.norms))
+                              + f"; tokens over 3× the median: {', '.join(map(str, outliers))}.")
+
+
+def render_updates(fp: ForwardPass, model: str) -> Image.Image:
+    """Per block: how much attention and the MLP change [CLS] (relative size of what they add), and how close
+    [CLS] already is to its last value (cosine)."""
+    layers = np.arange(1, fp.layers + 1)
+    with plotting.figure(2, 1, figsize=(plotting.fig_width(8.0), 6.2)) as (fig, (a, b)):
+        a.plot(layers, fp.attn_update, "o-", color="#0072b2", label="attention")
+        a.plot(layers, fp.mlp_update, "s--", color="#e69f00", label="MLP")
+        a.set_xlabel("block")
+        a.set_ylabel("relative size")
+        a.set_title("what each block adds to [CLS]")
+        a.set_ylim(0, None)
+        a.legend(loc="upper right")
+        b.plot(np.arange(0, fp.layers + 1), fp.cls_cosine, "o-", color="#009e73")
+        b.set_xlabel("after block (0 = the embedding)")
+        b.set_ylabel("cosine")
+        b.set_title("[CLS] compared with its last value")
+        b.set_ylim(min(0.0, float(fp.cls_cosine.min())), 1.05)
+        for ax in (a, b):
+            ax.xaxis.get_major_locator().set_params(integer=True)
+        fig.subplots_adjust(hspace=0.6)
+        image = plotting.to_image(fig)
+    return plotting.described(image, f"Residual stream of [CLS] in {model}: attention adds "
+                              + ", ".join(f"{v:.2f}" for v in fp.attn_update) + "; the MLP adds "
+                              + ", ".join(f"{v:.2f}" for v in fp.mlp_update) + " of its size per block; cosine with "
+                              "its last value after each block " + ", ".join(f"{v:.2f}" for v in fp.cls_cosine) + ".")
+
+
+def _short(name: str, n: int = 18) -> str:
+    name = name.split(",")[0]
+    return name if len(name) <= n else name[:n - 1] + "…"
+
+
+def render_lens(fp: ForwardPass, model: str) -> Image.Image:
+    """Layer × class: the lens's probability of each class that is in the top 5 at some layer."""
+    chosen: list[int] = []
+    for row in np.vstack([fp.lens, fp.probs[None]]):
+        for i in np.argsort(-row, kind="stable")[:5]:
+            if i not in chosen:
+                chosen.append(int(i))
+    chosen = chosen[:10]
+    names = [_short(fp.labels[i]) if fp.labels else str(i) for i in chosen]
+    m = fp.lens[:, chosen]
+    image = plotting.heatmap(m, f"{model}: the logit lens on [CLS]", "class", "after block",
+                             "probability", cmap="viridis", ticks=names,
+                             yticks=[str(i) for i in range(1, fp.layers + 1)], annotate=m.shape[1] <= 8,
+                             size=(9.0, 1.6 + 0.42 * fp.layers))
+    return plotting.described(image, f"Logit lens of {model}: the top class after each block is "
+                              + ", ".join(f"{i + 1}: {names[int(np.argmax(row))]} {row.max():.1%}"
+                                          for i, row in enumerate(m)) + ".")
+
+
+def render_lens_map(fp: ForwardPass, fitted: Fitted, layer: int, cmap: str, model: str) -> Image.Image:
+    """Where the final class is already readable after block ``layer``: each patch token's lens probability of
+    the model's final class, over the picture."""
+    target = int(np.argmax(fp.probs))
+    name = fp.labels[target] if fp.labels else str(target)
+    heat = fp.lens_patches[layer - 1].reshape(fp.grid)
+    shown = [fitted.image, np.asarray(plotting.heat_overlay(fitted.image, heat, cmap, 0.6))]
+    image = plotting.panels(shown, ["the picture", f"P({_short(name, 24)}) read from each patch\nafter block "
+                                    f"{layer}: up to {heat.max():.1%}"],
+                            f"{model}: where the final class is readable after block {layer}", cmap=cmap,
+                            bar_label="lens probability of the final class", cols=2, panel_px=300)
+    return plotting.described(image, f"Lens map after block {layer}: each patch token's probability of {name}, "
+                              f"mean {heat.mean():.1%}, largest {heat.max():.1%}.")
+
+
+@record(declared.FORWARD, tab="forward", bundle=True, command="forward",
+        doc="The Forward-pass view: every stage of one forward with its real tensor shape (numbers.stages), the "
+            "residual stream, and for a model with a head the logit lens (numbers.logit_lens: per layer, first "
+            "to last, the top 5 classes of [CLS] read through the final norm and head).")
+def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    runner = models.get_model(values["model"], progress)
+    s = settle(values)
+    if runner.embedded:  # trained at one size
+        s.only("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"], always=True))
+    else:
+        s.use("resolution", runner.side(values["resolution"]), runner.side_reason(values["resolution"]))
+    fitted, fp = forward_pass(runner, rgb, values["resolution"])
+    layer = s.within("layer", fp.layers, f"{runner.spec.key} has {fp.layers} layers.", lo=1)
+    key, cmap, side = runner.spec.key, values["cmap"], s.values["resolution"]
+    figures = {"residual": render_residual(fp, fitted, key, cmap), "updates": render_updates(fp, key)}
+    stages = [{"name": st.name, "shape": list(st.shape), "axes": list(st.axes)} for st in fp.stages]
+    numbers: dict = {"model": key, "stages": stages, "layer": layer,
+                     "residual": {"attention_update": fp.attn_update.tolist(), "mlp_update": fp.mlp_update.tolist(),
+                                  "cls_cosine_to_last": fp.cls_cosine.tolist(),
+                                  "largest_token_norm": fp.norms.max(1).tolist()}}
+    t = fp.stages[3].shape[0]
+    text = (f"One forward of {key} on this picture: {fitted.grid[0]}×{fitted.grid[1]} = {fp.grid[0] * fp.grid[1]} "
+            f"patches of {runner.spec.patch}×{runner.spec.patch} pixels become {t} tokens of width "
+            f"{fp.stages[3].shape[1]}, which pass through {fp.layers} blocks. Open a stage for its numbers.")
+    texts = {"text": text}
+    if fp.probs is not None:
+        figures["lens"] = render_lens(fp, key)
+        figures["lens_map"] = render_lens_map(fp, fitted, layer, cmap, key)
+        numbers["logit_lens"] = [fp.top(row) for row in fp.lens]
+        numbers["top5"] = fp.top(fp.probs)
+        texts["lens"] = LENS_WARNING
+    else:
+        texts["lens"] = (f"{key} has no classification head (it learned without labels), so there is nothing for "
+                         "a logit lens to read: the residual stream above is what its forward pass shows.")
+    data = {"diagram": diagram(fp, fitted, key, side, cmap)}
+    return Shown(figures, texts, numbers, s, key, runner.notice, data)
