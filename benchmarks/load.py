@@ -348,14 +348,14 @@ def worst_one(ckpt: str) -> dict:
 
     spec = registry.REGISTRY["DINO ViT-S/8"]
     loaded = loaders.load_hf(ckpt, spec=spec)
-    limit = budget.max_tokens(spec)
+    limit = budget.max_tokens(spec, analysis.attention_bytes)
     gw = (limit - 1) // 64  # 64 rows of patches (512 px short side) and as many columns as the limit allows
     rgb = np.random.default_rng(0).integers(0, 256, (512, gw * 8, 3), dtype=np.uint8)
     with PeakRSS() as mem:
         a = analysis.analyse(loaded, rgb, 512)
     tokens = a.maps.grid[0] * a.maps.grid[1] + 1
     return {"tokens": tokens, "limit": limit, "peak_mb": mem.delta / 2**20,
-            "estimate_mb": budget.attention_bytes(spec, tokens) / 2**20}
+            "estimate_mb": analysis.attention_bytes(spec, tokens) / 2**20}
 
 
 def worst_table() -> None:

@@ -268,6 +268,7 @@ def test_the_servers_memory_comes_back_after_large_refused_requests(server):
 
     three = rounds(3)
     twelve = rounds(9)
+    print(f"server RSS: {start:.0f} MiB before, {three:.0f} after 3 rounds, {twelve:.0f} after 12")
     assert twelve - three < 60 and twelve - start < 250, (start, three, twelve)
 
 

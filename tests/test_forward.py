@@ -139,3 +139,42 @@ def test_the_view_answers_with_stages_and_a_lens_for_the_offline_model(rgb_cat):
     assert abs(sum(n["top5"].values()) - 1) < 0.2 and n["layer"] == 2
     assert "probe" in shown.texts["lens"] and "shape" in shown.notice  # a photo shown to the shapes-only model
     assert shown.data["diagram"].count("<details>") == len(n["stages"])
+
+
+def registry_models():
+    """Every registry architecture the Forward-pass view offers, built with random weights from its real config
+    (transformers' DINO, DINOv2 with and without registers at their real widths but two blocks; timm's ViT-B/16 and
+    DeiT-Ti as they are), with (prefix, patch)."""
+    from transformers import Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    torch.manual_seed(0)
+    yield "DINO ViT-S/8", ViTModel(ViTConfig(image_size=224, patch_size=8, hidden_size=384, num_hidden_layers=2,
+                                             num_attention_heads=6, intermediate_size=1536, qkv_bias=True),
+                                   add_pooling_layer=False), 1, 8
+    yield "DINOv2 ViT-S/14", Dinov2Model(Dinov2Config(hidden_size=384, num_hidden_layers=2, num_attention_heads=6,
+                                                      patch_size=14, image_size=518)), 1, 14
+    yield "DINOv2 ViT-S/14 + 4 registers", Dinov2WithRegistersModel(Dinov2WithRegistersConfig(
+        hidden_size=384, num_hidden_layers=2, num_attention_heads=6, patch_size=14, image_size=518,
+        num_register_tokens=4)), 5, 14
+    for key in ("ViT-B/16 (ImageNet-1k)", "DeiT-Ti/16 (ImageNet-1k, fast)"):
+        spec_ = registry.REGISTRY[key]
+        yield key, timm.create_model(spec_.source, pretrained=False, dynamic_img_size=True), spec_.prefix, spec_.patch
+
+
+def test_every_registry_architectures_stages_are_its_real_tensors():
+    """Each stage's shape is the shape of the tensor the model computed (our own hooks, independent of the probe's),
+    for every architecture the view offers."""
+    seen = []
+    for key, model, prefix, patch in registry_models():
+        model.eval()
+        assert (prefix, patch) == (registry.REGISTRY[key].prefix, registry.REGISTRY[key].patch)
+        x = torch.randn(1, 3, 4 * patch, 5 * patch)
+        fp, _ = run(model, x, prefix, patch)
+        outs = blocks_by_hand(model, x)
+        got = {s.name: s.shape for s in fp.stages}
+        assert [got[f"block {i + 1}"] for i in range(len(outs))] == [tuple(o.shape) for o in outs], key
+        assert got["tokens entering block 1"] == tuple(outs[0].shape) == (prefix + 20, outs[0].shape[-1])
+        assert got["patches, flattened"] == (20, 3 * patch * patch) and got["patch embeddings"] == (20, outs[0].shape[-1])
+        assert (fp.probs is not None) == (registry.REGISTRY[key].task == "classify"), key
+        seen.append(key)
+    assert len(seen) == 5

@@ -42,7 +42,9 @@ def build_demo() -> gr.Blocks:
                 gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
                             "From pixels to patch tokens, position embeddings, attention and a prediction. "
                             "Pick a tab, then click an example or upload your own picture. The address bar always "
-                            "holds a link to what you see.", elem_id="intro")
+                            "holds a link to what you see. New here? "
+                            f"[Start the guided tour]({lessons.tour_link()}): ten steps through one picture's "
+                            "forward pass.", elem_id="intro")
             with gr.Column(scale=1, min_width=240):
                 projector = gr.Checkbox(False, label="Projector mode (large text)", elem_id="projector",
                                         container=False)
