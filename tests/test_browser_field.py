@@ -196,7 +196,9 @@ def test_the_toy_step_and_its_figure_fit_one_projector_screen(browser, app_url):
         page.wait_for_selector("#toy-step img", timeout=60_000)
         idle(page)
         page.evaluate("() => { const s = [...document.querySelectorAll('input[type=range]')].find(e => e.max == '7');"
-                      " s.scrollIntoView({block: 'start'}); window.scrollBy(0, -60); }")
+                      " const f = document.querySelector('#toy-step img');"
+                      " const top = Math.min(s.getBoundingClientRect().top, f.getBoundingClientRect().top);"
+                      " window.scrollBy(0, top - 8); }")  # the higher of the two at the top of the window
         page.wait_for_timeout(300)
         fig = page.locator("#toy-step img").bounding_box()
         step = slider(page, "7").bounding_box()

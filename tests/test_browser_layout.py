@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 AUDIT = (Path(__file__).parent / "js" / "audit.js").read_text()
 VIEWPORTS = {"projector": (1280, 720), "desktop": (1920, 1080), "phone": (390, 844)}
 OPENS_WITH = {  # tab id -> what its computed example shows
-    "patches": "#patch-grid img", "positions": "#pe-mosaic img",
+    "patches": "#patch-grid img", "forward": "#forward-diagram details", "positions": "#pe-mosaic img",
     "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img",
     "vitcnn": "#vitcnn-reach img"}
 FIGURE_MIN_PX = {"projector": 18, "desktop": 18, "phone": 8}
@@ -72,7 +72,7 @@ def audit(page, tab: str, projector: bool, size: str, shots) -> None:
     page.screenshot(path=str(shots / f"{tab}-{size}-{projector}.png"), full_page=True)
     where = f"{tab}, {size}, {'projector' if projector else 'normal'} mode"
     assert page.evaluate("document.body.classList.contains('vx-projector')") is projector, where
-    tabs = ["Patches", "Position embeddings", "Attention", "Classify", "ViT vs CNN"]
+    tabs = ["Patches", "Forward pass", "Position embeddings", "Attention", "Classify", "ViT vs CNN"]
     assert report["tabs"] == tabs, where  # one tap each
     assert report["overlaps"] == [], where
     assert report["onFigures"] == [], where
@@ -108,6 +108,7 @@ def test_layout(browser, app_url, tab, tmp_path):
 OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figure a tab can show is audited
     "patches": (["The 8×8 toy, step by step", "The clicked patch, drawn on the server",
                  "What a trained patch projection learned", "Windowed attention (Swin)"], []),
+    "forward": ([], []),  # its panels are open from the start
     "positions": (["Relative positions: 2D rotary encoding", "Relative positions: Swin's relative position bias"], []),
     "attention": (["Figures drawn on the server", "Rollout: attention followed", "Mean attention distance per head",
                    "Training timeline of the offline model", "Inside one head", "Patch-feature PCA",
@@ -141,6 +142,7 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
         expected = {"patches": {"toy-step", "patch-vectors", "patch-filters", "swin-windows", "swin-cost"},
                     "classify": {"shuffled", "classify-relevance"},
                     "positions": {"pe-rotary", "pe-relative-bias"},
+                    "forward": {"forward-residual", "forward-updates", "forward-lens", "forward-lens-map"},
                     "vitcnn": {"vitcnn-reach", "vitcnn-erf", "vitcnn-shift-errors", "vitcnn-shift-stability",
                                "vitcnn-sweep", "vitcnn-stages"},
                     "attention": {"attn-heads", "attn-rollout", "attn-distance", "timeline-strip", "timeline-heads",

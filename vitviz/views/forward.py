@@ -103,8 +103,8 @@ def render_residual(fp: ForwardPass, fitted: Fitted, model: str, cmap: str) -> I
     maps = [plotting.colorize(n.reshape(fp.grid), cmap) for n in fp.norms]
     titles = ["embedding"] + [f"block {i}" for i in range(1, fp.layers + 1)]
     titles = [f"{t}\nmax {n.max():.1f}" for t, n in zip(titles, fp.norms)]
-    image = plotting.panels(maps, titles, f"{model}: each patch token's norm, layer by layer", cmap=cmap,
-                            bar_label="token norm (each map on its own scale)", cols=min(7, len(maps)), panel_px=150)
+    image = plotting.panels(maps, titles, "each patch token's norm, layer by layer", cmap=cmap,
+                            bar_label="token norm (each map on its own scale)", cols=min(5, len(maps)), panel_px=120)
     outliers = [int((n > 3 * np.median(n)).sum()) for n in fp.norms]
     return plotting.described(image, f"Token norms per layer for {model}: largest "
                               + ", ".join(f"{t.splitlines()[0]} {n.max():.1f}" for t, n in zip(titles, fp.norms))
@@ -115,7 +115,7 @@ def render_updates(fp: ForwardPass, model: str) -> Image.Image:
     """Per block: how much attention and the MLP change [CLS] (relative size of what they add), and how close
     [CLS] already is to its last value (cosine)."""
     layers = np.arange(1, fp.layers + 1)
-    with plotting.figure(2, 1, figsize=(plotting.fig_width(8.0), 6.2)) as (fig, (a, b)):
+    with plotting.figure(2, 1, figsize=(plotting.fig_width(7.0), 6.2)) as (fig, (a, b)):
         a.plot(layers, fp.attn_update, "o-", color="#0072b2", label="attention")
         a.plot(layers, fp.mlp_update, "s--", color="#e69f00", label="MLP")
         a.set_xlabel("block")
@@ -153,10 +153,10 @@ def render_lens(fp: ForwardPass, model: str) -> Image.Image:
     chosen = chosen[:10]
     names = [_short(fp.labels[i]) if fp.labels else str(i) for i in chosen]
     m = fp.lens[:, chosen]
-    image = plotting.heatmap(m, f"{model}: the logit lens on [CLS]", "class", "after block",
+    image = plotting.heatmap(m, "the logit lens on [CLS]", "class", "after block",
                              "probability", cmap="viridis", ticks=names,
                              yticks=[str(i) for i in range(1, fp.layers + 1)], annotate=m.shape[1] <= 8,
-                             size=(9.0, 1.6 + 0.42 * fp.layers))
+                             size=(8.0, 1.6 + 0.42 * fp.layers))
     return plotting.described(image, f"Logit lens of {model}: the top class after each block is "
                               + ", ".join(f"{i + 1}: {names[int(np.argmax(row))]} {row.max():.1%}"
                                           for i, row in enumerate(m)) + ".")
@@ -171,8 +171,8 @@ def render_lens_map(fp: ForwardPass, fitted: Fitted, layer: int, cmap: str, mode
     shown = [fitted.image, np.asarray(plotting.heat_overlay(fitted.image, heat, cmap, 0.6))]
     image = plotting.panels(shown, ["the picture", f"P({_short(name, 24)}) read from each patch\nafter block "
                                     f"{layer}: up to {heat.max():.1%}"],
-                            f"{model}: where the final class is readable after block {layer}", cmap=cmap,
-                            bar_label="lens probability of the final class", cols=2, panel_px=300)
+                            f"the final class, read after block {layer}", cmap=cmap,
+                            bar_label="lens probability of the final class", cols=2, panel_px=250)
     return plotting.described(image, f"Lens map after block {layer}: each patch token's probability of {name}, "
                               f"mean {heat.mean():.1%}, largest {heat.max():.1%}.")
 
