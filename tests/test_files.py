@@ -243,9 +243,10 @@ def server(tmp_path):
 @pytest.mark.slow
 def test_the_servers_memory_comes_back_after_large_refused_requests(server):
     """Ten 100 MB bodies are refused at the door; then a 60 MB string and a 60 MB data: URL, refused by the
-    declarations, round after round: the memory after 12 rounds is what it was after 3 (nothing of a refused request
-    stays: 9 rounds of 120 MB kept would be 1 GB), and close to where it started (each new session costs gradio its
-    small copy of the page's configuration; its queue holds the last event until the next one)."""
+    declarations, round after round: the memory after 12 rounds is within one round's bodies of what it was after
+    3 (nothing of a refused request stays: 9 rounds of 120 MB kept would be 1 GB), and close to where it started
+    (each new session costs gradio its small copy of the page's configuration; its queue holds the last event
+    until the next one)."""
     url, proc, _ = server
     _join(url, "patches", [None, "warm", 224, "crop", "ViT-B"])
     start = rss_mib(proc.pid)
@@ -269,7 +270,9 @@ def test_the_servers_memory_comes_back_after_large_refused_requests(server):
     three = rounds(3)
     twelve = rounds(9)
     print(f"server RSS: {start:.0f} MiB before, {three:.0f} after 3 rounds, {twelve:.0f} after 12")
-    assert twelve - three < 60 and twelve - start < 250, (start, three, twelve)
+    # kept bodies would add 120 MB a round (1 GB over the 9); the allocator and gradio's per-session copies move
+    # the figure by 30-60 MiB from run to run, so less than one round's bodies is the line
+    assert twelve - three < 120 and twelve - start < 250, (start, three, twelve)
 
 
 @pytest.mark.slow
