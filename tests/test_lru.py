@@ -73,3 +73,24 @@ def test_simultaneous_requests_make_once_and_a_failure_is_not_remembered():
     with pytest.raises(RuntimeError):
         c.get_or_make("bad", broken)
     assert c.get_or_make("bad", lambda: 7) == 7 and not c._pending
+
+
+def test_a_kept_analysis_is_found_before_the_picture_is_resized(monkeypatch):
+    """The second event of a click (the figures after the explorer's data) finds the analysis the first made:
+    the picture is not fitted again, and no forward runs."""
+    import numpy as np
+
+    from vitviz.analyses import attention as analysis
+    from vitviz.models import cache, runner
+    from vitviz.specs import registry
+
+    tiny = cache.get_model(registry.OFFLINE_KEY)
+    rgb = np.random.default_rng(1).integers(0, 256, (70, 90, 3), dtype=np.uint8)
+    runner.clear_results()
+    calls = []
+    real = runner.fit_to_patches
+    monkeypatch.setattr(runner, "fit_to_patches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first = analysis.analyse(tiny, rgb, 64)
+    again = analysis.analyse(tiny, rgb, 64)
+    assert len(calls) == 1 and again.token == first.token and again.maps is first.maps
+    runner.clear_results()

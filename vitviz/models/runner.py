@@ -191,11 +191,17 @@ class Runner:
         Raises ``ValueError`` (saying what to change) when one forward would be over the per-request budget,
         checked from the shapes alone before any resizing.
         """
+        side = self.planned_side(rgb, resolution, probe)
+        return fit_to_patches(rgb, side, self.spec.patch, "keep"), side
+
+    def planned_side(self, rgb: np.ndarray, resolution: int, probe: Probe | None = None) -> int:
+        """The short side :meth:`fit` will use for ``rgb``, after checking the budget from the shapes alone (no
+        resizing: a kept result is found before any work)."""
         side = self.side(resolution)
         p = self.spec.patch
         h, w = fitted_shape(*rgb.shape[:2], side, p, "keep")
         budget.check_tokens(self.spec, (h // p, w // p), side, None if probe is None else probe.estimate)
-        return fit_to_patches(rgb, side, p, "keep"), side
+        return side
 
     def preprocess(self, rgb: np.ndarray) -> torch.Tensor:
         """(H, W, 3) uint8 -> (1, 3, S, S) exactly as the checkpoint expects (timm's transform from its data config)."""
@@ -237,14 +243,16 @@ class Runner:
         """
         if probe.checkpoint_input:
             side = self.resolution
-            make_input = lambda: self.preprocess(rgb)  # noqa: E731
-        else:
-            fitted, side = self.fit(rgb, resolution if resolution is not None else self.resolution, probe)
-            make_input = lambda: self.normalise(fitted.image)  # noqa: E731
+        else:  # the budget is checked and the side decided from the shapes; the picture is resized only on a miss
+            side = self.planned_side(rgb, resolution if resolution is not None else self.resolution, probe)
         key = (self._module, probe.key, image_key(rgb), side)  # the key keeps its module alive
 
         def make() -> Run[T]:
-            x = make_input()
+            if probe.checkpoint_input:
+                x = self.preprocess(rgb)
+            else:
+                fitted = fit_to_patches(rgb, side, self.spec.patch, "keep")
+                x = self.normalise(fitted.image)
             t0 = time.perf_counter()
             value = self.run(probe, x)
             seconds = time.perf_counter() - t0
