@@ -251,6 +251,8 @@ def _open_scene(browser, app_url, nth: int):
     page = browser.new_page(viewport={"width": 1280, "height": 720})
     page.goto(app_url)
     page.get_by_role("tab", name="Attention", exact=True).click()
+    page.wait_for_selector("#attention-explorer .vx-big canvas", state="attached", timeout=120_000)
+    idle(page)  # the tab's own example has answered: a later answer for it cannot replace the scene clicked next
     page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(nth).click()
     page.wait_for_function("() => { const s = document.querySelector('#attention-explorer .vx')?.__vx; return s && "
                            "s.p?.grid.join() === '28,28' && s.cls; }", timeout=120_000)  # the scene's own analysis
