@@ -321,11 +321,11 @@ class Tab:
             back = uploads.path_of(kept)
             gr.Warning(str(err) + (" The picture before it is shown again." if back else ""),
                        title="Cannot use this picture")
-            return back, uploads.image_key(kept) if back else "", {**(kept or {}), "refused": uploads.path_of(picture)}
+            return back, uploads.link_name(kept) if back else "", {**(kept or {}), "refused": uploads.path_of(picture)}
         path = uploads.path_of(picture)
         if path is not None and request is not None and request.session_hash:
             files.PICTURES.hold(request.session_hash, path)
-        return gr.skip(), uploads.image_key(picture), picture
+        return gr.skip(), uploads.link_name(picture), picture
 
     def download(self, view: View, button: gr.Button, files: gr.File, **kwargs: Any) -> None:
         """'Download this view': the bundle of exactly what the form (and the browser view) holds; the file box

@@ -116,7 +116,7 @@ def example_keys() -> dict[str, str]:
     return {images.fingerprint(assets.example(name)): name for name in assets.example_names()}
 
 
-def image_key(payload: Any) -> str:
+def link_name(payload: Any) -> str:
     """How a link names the picture: an example's name, or 'upload-<hash>' for an upload (which cannot travel)."""
     if payload is None:
         return ""
