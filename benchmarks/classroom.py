@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    print(f"Fused forward of DINO ViT-S/8's shape here (median of 5): "
+    print("Fused forward of DINO ViT-S/8's shape here (median of 5): "
           + ", ".join(f"{s} px {forward[s] * 1000:,.0f} ms" for s in args.sides))
     print()
     print("| students | short side | first answer p50 | p95 | last | server CPU per student | one request ÷ fused "

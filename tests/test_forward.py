@@ -178,3 +178,42 @@ def test_every_registry_architectures_stages_are_its_real_tensors():
         assert (fp.probs is not None) == (registry.REGISTRY[key].task == "classify"), key
         seen.append(key)
     assert len(seen) == 5
+
+
+def test_the_probes_hooks_are_gone_after_a_forward_and_after_an_error():
+    model = timm_vit()
+
+    def hooks_left() -> int:
+        return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+    assert hooks_left() == 0
+    run(model, torch.randn(1, 3, 64, 64), 1, 16)
+    assert hooks_left() == 0
+
+    def broken(_x):
+        raise RuntimeError("the forward failed")
+
+    with pytest.raises(RuntimeError), torch.inference_mode():
+        ForwardProbe(1, 16)(model, torch.randn(1, 3, 64, 64), broken)
+    assert hooks_left() == 0
+
+
+def test_eight_threads_get_the_sequential_answers(rgb_cat):
+    """The view from several threads at once (one model, its lock, the shared result store) equals one by one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vitviz.models.runner import clear_results
+
+    pictures = [np.ascontiguousarray(np.roll(rgb_cat, 7 * i, axis=1)) for i in range(4)]
+    values = spec.FORWARD.check({"model": registry.OFFLINE_KEY})
+
+    def numbers(rgb):
+        n = views.show("forward_pass", rgb, values).numbers
+        return n["stages"], n["logit_lens"], n["residual"]
+
+    clear_results()
+    alone = [numbers(p) for p in pictures]
+    clear_results()
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(numbers, pictures * 2))
+    assert together == alone * 2

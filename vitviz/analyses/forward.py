@@ -155,36 +155,16 @@ class ForwardProbe:
         p = parts_of(model)
         targets = {"patches": (p.patch_embed, "output"), "final": (p.norm, "output")}
         targets |= {f"block{i}": (b, "output") for i, b in enumerate(p.blocks)}
+        targets |= {f"in{i}": (b, "input") for i, b in enumerate(p.blocks)}
         targets |= {f"attn{i}": (m, "output") for i, m in enumerate(p.attn_out)}
         if p.head is not None:
             targets["logits"] = (p.head, "output")
-        with _block_inputs(p.blocks) as entering, hooks.capture(targets) as seen:
+        with hooks.capture(targets) as seen:
             forward(x)
-        return _assemble(p, x, seen, entering, self.prefix, self.patch, list(self.labels) if self.labels else None)
+        return _assemble(p, x, seen, self.prefix, self.patch, list(self.labels) if self.labels else None)
 
     def nbytes(self, out: ForwardPass) -> int:
         return out.nbytes
-
-
-class _block_inputs:
-    """Each block's input tensor (B, T, D) during the forward inside (a pre-hook: a block's input is a keyword in
-    some libraries). Removed on exit, also on error."""
-
-    def __init__(self, blocks: list[torch.nn.Module]) -> None:
-        self.blocks, self.seen, self.handles = blocks, {}, []
-
-    def __enter__(self) -> dict[int, torch.Tensor]:
-        for i, b in enumerate(self.blocks):
-            def pre(_m, args, kwargs, i=i):
-                value = args[0] if args else next(iter(kwargs.values()))
-                self.seen[i] = value[0] if isinstance(value, (tuple, list)) else value
-            self.handles.append(b.register_forward_pre_hook(pre, with_kwargs=True))
-        return self.seen
-
-    def __exit__(self, *exc) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
 
 
 def _tokens(t: torch.Tensor) -> torch.Tensor:
@@ -193,12 +173,11 @@ def _tokens(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1])
 
 
-def _assemble(p: Parts, x: torch.Tensor, seen: dict, entering: dict, prefix: int, patch: int,
+def _assemble(p: Parts, x: torch.Tensor, seen: dict, prefix: int, patch: int,
               labels: list[str] | None) -> ForwardPass:
     gh, gw = x.shape[-2] // patch, x.shape[-1] // patch
-    n = gh * gw
     blocks = [_tokens(seen[f"block{i}"]) for i in range(len(p.blocks))]
-    ins = [_tokens(entering[i]) for i in range(len(p.blocks))]
+    ins = [_tokens(seen[f"in{i}"]) for i in range(len(p.blocks))]
     attn = [_tokens(seen[f"attn{i}"]) for i in range(len(p.blocks))]
     first = ins[0]
     embedded = _tokens(seen["patches"])

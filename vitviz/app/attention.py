@@ -23,12 +23,11 @@ from vitviz.app.components import (
     explain,
     figure,
 )
-from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
+from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, signed
 from vitviz.render import browser
 from vitviz.specs import views as spec
 from vitviz.views import attention as attention_view
-from vitviz.views import show
 
 A = spec.ATTENTION
 HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))

@@ -6,12 +6,11 @@ import gradio as gr
 
 from vitviz.app import uploads
 from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
-from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, friendly, on
+from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab
 from vitviz.render import browser
 from vitviz.specs import views as spec
 from vitviz.views import patches as patches_view
-from vitviz.views import show
 
 
 def inspector(picture, values: dict) -> dict:

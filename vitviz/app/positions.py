@@ -5,11 +5,10 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
-from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, friendly, on
+from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab
 from vitviz.specs import views as spec
 from vitviz.views import posembed as posembed_view
-from vitviz.views import show
 
 P = spec.POSITIONS
 

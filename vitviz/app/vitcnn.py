@@ -6,10 +6,9 @@ import gradio as gr
 
 from vitviz.app import uploads
 from vitviz.app.components import Form, download_row, examples, explain, figure
-from vitviz.app.serving import MODEL, answer, bundle_file, endpoint, on
+from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab
 from vitviz.specs import views as spec
-from vitviz.views import show
 
 R, T, D, H = spec.RECEPTIVE_FIELD, spec.TRANSLATION, spec.DATA_EFFICIENCY, spec.HYBRID_STAGES
 

@@ -102,19 +102,27 @@ def capture(targets: dict[str, tuple[torch.nn.Module, str]]) -> Iterator[dict[st
     seen: dict[str, torch.Tensor] = {}
     handles = []
 
-    def hook(name: str, where: str):
-        def record(_mod, inp, out):
-            value = inp if where == "input" else out
-            while isinstance(value, (tuple, list)):
-                value = value[0]
-            seen[name] = value
+    def first(value):
+        while isinstance(value, (tuple, list)):
+            value = value[0]
+        return value
+
+    def output(name: str):
+        return lambda _mod, _inp, out: seen.__setitem__(name, first(out))
+
+    def entering(name: str):  # a pre-hook: some libraries pass a block's input as a keyword
+        def record(_mod, args, kwargs):
+            seen[name] = first(args) if args else first(next(iter(kwargs.values())))
         return record
 
     try:
         for name, (module, where) in targets.items():
-            if where not in ("input", "output"):
+            if where == "output":
+                handles.append(module.register_forward_hook(output(name)))
+            elif where == "input":
+                handles.append(module.register_forward_pre_hook(entering(name), with_kwargs=True))
+            else:
                 raise ValueError(f"capture {name!r}: 'input' or 'output', not {where!r}")
-            handles.append(module.register_forward_hook(hook(name, where)))
         yield seen
     finally:
         for h in handles:

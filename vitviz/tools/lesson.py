@@ -74,8 +74,6 @@ def tour() -> Lesson:
 
 def step_view(step: Step):
     """(view name, checked settings, picture or None) that a step's link opens: the main view of its tab."""
-    import numpy as np  # noqa: F401  (the picture is an array)
-
     from vitviz.core import images
     from vitviz.views import records_of
 
