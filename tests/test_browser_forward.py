@@ -94,3 +94,30 @@ def test_a_lesson_made_in_the_page_round_trips_through_its_file(browser, app_url
         assert parse_qs(urlparse(page.url).query)["patch"] == ["32"]
     finally:
         ctx.close()
+
+
+def test_the_screen_the_link_and_the_download_hold_the_same_settings(browser, app_url):
+    """A colormap picked redraws the figures; the download's params.json holds what the screen shows (the layer
+    and short side as used), the link what was asked."""
+    import json
+    import zipfile
+
+    ctx, page = open_tab(browser, app_url, "forward", query="image=scene_star&fp_layer=3")
+    try:
+        before = page.locator("#forward-residual img").get_attribute("src")
+        page.locator("input[type=radio][value=magma]").first.check()
+        page.wait_for_function("(b) => document.querySelector('#forward-residual img')?.src !== b", arg=before,
+                               timeout=60_000)  # the figures follow the colormap
+        idle(page)
+        page.get_by_role("button", name="Download this view (figures as PNG and PDF, numbers, settings)") \
+            .locator("visible=true").first.click()
+        page.wait_for_selector("#forward-bundle a", timeout=120_000)
+        with page.expect_download() as got:
+            page.locator("#forward-bundle a").first.click()
+        params = json.loads(zipfile.ZipFile(got.value.path()).read("params.json"))
+        shown_side = page.locator("#forward-diagram summary code").first.inner_text().split("×")[-1].strip()
+        assert params["cmap"] == "magma" and params["layer"] == 3 and str(params["resolution"]) == shown_side
+        q = parse_qs(urlparse(page.url).query)
+        assert q["fp_cmap"] == ["magma"] and q["fp_layer"] == ["3"] and q["image"] == ["scene_star"]
+    finally:
+        ctx.close()

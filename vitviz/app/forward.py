@@ -37,7 +37,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     with gr.Accordion("The residual stream: what each block adds", open=True):
         with gr.Row():
             layer = form.add(F["layer"])
-            form.add(F["cmap"])
+            cmap = form.add(F["cmap"])
         residual = figure("forward-residual")
         updates = figure("forward-updates")
     with gr.Accordion("The logit lens: how the answer forms, layer by layer", open=True):
@@ -54,7 +54,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                 sh.figures.get("lens"), sh.figures.get("lens_map"))
 
     main = tab.event(F, render, [note, summary, stages, side, layer, residual, updates, lens_note, lens, lens_map])
-    on(tab.answer_triggers([go.click, model.change, side.release, layer.release]), main, main.inputs,
+    on(tab.answer_triggers([go.click, model.change, side.release, layer.release, cmap.change]), main, main.inputs,
        main.outputs, trigger_mode="always_last", **MODEL).then(None, None, None, js=tab.reveal("#forward-notice"))
     # each stage's link opens its view with this picture: the page's name for it goes where the diagram left room
     stages.change(None, [stages, tab.key], None, api_visibility="private",
