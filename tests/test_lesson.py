@@ -48,3 +48,11 @@ def test_the_handout_has_one_page_per_step(tmp_path):
     assert cli.main(["lesson", str(mine), "--out", str(tmp_path / "two.pdf")]) == 0
     assert len(re.findall(rb"/Type\s*/Page[^s]", (tmp_path / "two.pdf").read_bytes())) == 2
     assert cli.main(["lesson", str(mine), "--out", str(tmp_path / "two.txt")]) == 2  # a handout is a PDF
+
+
+def test_a_lesson_that_is_not_text_is_refused_in_words(tmp_path, capsys):
+    picture = tmp_path / "photo.md"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    assert cli.main(["lesson", str(picture), "--out", str(tmp_path / "h.pdf")]) == 1
+    err = capsys.readouterr().err
+    assert "not a text file" in err and "codec" not in err

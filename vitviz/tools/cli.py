@@ -319,7 +319,12 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise ValueError(f"{path}: no such file.")
         try:
-            chosen = lesson.parse(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not a text file (a lesson is Markdown: '1. [caption](?tab=...)' per step).") \
+                from None
+        try:
+            chosen = lesson.parse(text)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
     out = Path(args.out)
