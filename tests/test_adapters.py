@@ -25,3 +25,25 @@ def test_what_the_adapters_reach_into_is_there():
     assert "session_data" in inspect.getsource(StateHolder.__init__)
     assert "config_values" in inspect.getsource(SessionState.__init__)
     assert "_update_value_in_config" in inspect.getsource(gradio.blocks.Blocks.preprocess_data)
+
+
+def test_an_endpoint_made_by_typed_has_the_declared_schema_and_gets_its_arguments_by_name():
+    """gradio describes and calls a ``gr.api`` endpoint through its signature and type hints: a function made by
+    ``adapters.typed`` must come out of ``view_api`` with the declared names, types and defaults."""
+    from typing import Literal
+
+    sig = inspect.Signature([
+        inspect.Parameter("layer", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=3, annotation=int),
+        inspect.Parameter("cmap", inspect.Parameter.POSITIONAL_OR_KEYWORD, default="viridis",
+                          annotation=Literal["viridis", "magma"]),
+        inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                          annotation=gradio.Request)], return_annotation=dict)
+    got = []
+    fn = adapters.typed(lambda **kw: got.append(kw) or {"layer": kw["layer"]}, sig, "probe", "A probe.")
+    assert fn(5) == {"layer": 5} and got[-1] == {"layer": 5, "cmap": "viridis", "request": None}
+    with gradio.Blocks() as demo:
+        gradio.api(fn, api_name="probe")
+    params = demo.get_api_info()["named_endpoints"]["/probe"]["parameters"]
+    assert [p["parameter_name"] for p in params] == ["layer", "cmap"]
+    assert params[0]["python_type"]["type"] == "int" and params[0]["parameter_default"] == 3
+    assert params[1]["type"].get("enum") == ["viridis", "magma"], params[1]

@@ -13,14 +13,38 @@ remove this adapter: gradio not keeping the values of ``gr.api`` endpoints (they
 its Ctrl-C path cuts short (it stops waiting for the server after 5 s and the process ends): :func:`remove_app_files`
 runs gradio's own cleanup once more after the server has stopped. The upstream change that would remove it: gradio
 removing the files in ``Blocks.close``.
+
+**An API endpoint's parameters from the declarations.** ``gr.api`` makes an endpoint's schema from its function's
+signature and type hints; a view's parameters are data (its declared settings), so :func:`typed` gives a function
+the signature the declarations make (``__signature__``, which ``inspect.signature`` honours, PEP 362, and the
+matching ``__annotations__`` that ``typing.get_type_hints`` reads). The upstream change that would remove it:
+``gr.api`` taking a parameter list.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from typing import Any, Callable
 
 GRADIO = "6.31.0"
 """The gradio version these adapters are written and tested against."""
+
+
+def typed(body: Callable[..., Any], sig: inspect.Signature, name: str, doc: str) -> Callable[..., Any]:
+    """``body(**arguments)`` as a function whose signature (names, defaults, type hints, gradio's special
+    parameters) is ``sig``: what gradio reads to describe and call an endpoint."""
+    def call(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return body(**bound.arguments)
+
+    call.__signature__ = sig
+    call.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+    if sig.return_annotation is not inspect.Signature.empty:
+        call.__annotations__["return"] = sig.return_annotation
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = doc
+    return call
 
 
 def blocks_of(request: Any) -> Any | None:

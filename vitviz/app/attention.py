@@ -24,7 +24,7 @@ from vitviz.app.components import (
     figure,
 )
 from vitviz.app.serving import MODEL, endpoint, on
-from vitviz.app.tab import Tab, signed
+from vitviz.app.tab import Tab, by_component
 from vitviz.render import browser
 from vitviz.specs import views as spec
 from vitviz.views import attention as attention_view
@@ -159,9 +159,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     # the browser, through the queue like every request, and the explorer continues where it was
     inputs = form.inputs(A)
     settings = [c for c in inputs if c is not src]  # not the page's picture: after a restart its file may be gone
-    resend = signed(len(settings) + 1, lambda *args: _payload_again(form, inputs.index(src), *args),
-                    "explorer_again", progress=True)
-    on(again.change, resend, [again] + settings, explorer, trigger_mode="always_last", **MODEL)
+    resend = by_component([again] + settings, lambda *args: _payload_again(form, inputs.index(src), *args),
+                          "explorer_again", progress=True)
+    on(again.change, resend, resend.inputs, explorer, trigger_mode="always_last", **MODEL)
     # the explorer moved (a burst of changes ends): the server's figures follow what is on screen (the panels'
     # only while open)
     on(carrier.change, screen, screen.inputs, screen.outputs, trigger_mode="always_last", **MODEL)

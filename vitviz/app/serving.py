@@ -256,21 +256,13 @@ def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | Non
     sig = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])
 
-    def call(*args, **kwargs):
-        bound = sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        raw = dict(bound.arguments)
-        request = raw.pop("request", None)
+    def call(request=None, image=None, **settings):
         # gradio keeps a copy of every input per session: drop this call's now that it has them (adapters.py)
         adapters.forget_api_values(adapters.blocks_of(request), getattr(request, "session_hash", None))
-        picture = raw.pop("image", None)
-        return respond(picture, view.check(raw))
+        return respond(image, view.check(settings))
 
-    call.__signature__ = sig
-    call.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()} | {"return": dict}
-    call.__name__ = call.__qualname__ = name or view.name
-    call.__doc__ = doc or f"The {view.title} view: " + "; ".join(f"{f.name}: {f.label}, {f.accepts()}"
-                                                                 for f in view.settings())
+    call = adapters.typed(call, sig, name or view.name, doc or f"The {view.title} view: " + "; ".join(
+        f"{f.name}: {f.label}, {f.accepts()}" for f in view.settings()))
     gr.api(friendly(call), api_name=name or view.name, **(MODEL if runs_model else {}))
 
 

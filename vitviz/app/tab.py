@@ -7,7 +7,6 @@ their typed parameters (:func:`vitviz.app.serving.endpoint`), so the page and th
 
 from __future__ import annotations
 
-import inspect
 import json
 import threading
 import time
@@ -26,29 +25,30 @@ DECODE = dict(concurrency_id="decode", concurrency_limit=2)
 """Decoding uploads shares one small group: a crowd's large pictures are decoded two at a time."""
 
 
-def signed(n: int, fn: Callable[..., Any], name: str, progress: bool = False, select: bool = False,
-           request: bool = False) -> Callable:
-    """``fn`` behind ``n`` named positional inputs, then (when asked) what was clicked, the request and gradio's
-    progress tracker as the last arguments: gradio finds what to give a function in its signature, which ``*args``
-    hides. ValueErrors become messages."""
-    params = [inspect.Parameter(f"input{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD) for i in range(n)]
-    annotations: dict[str, Any] = {}
-    if select:
-        params.append(inspect.Parameter("evt", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.SelectData))
-        annotations["evt"] = gr.SelectData
+def by_component(inputs: list, fn: Callable[..., Any], name: str, progress: bool = False,
+                 request: bool = False) -> Callable:
+    """``fn`` as an event of gradio's documented dictionary form: given ``set(inputs)``, gradio calls it with one
+    ``{component: value}`` dict (then the request and the progress tracker, which gradio finds in the signature);
+    ``fn`` gets the values in the order of ``inputs``, then (when asked) the request and the tracker. ValueErrors
+    become messages. The returned function's ``inputs`` is the set to register it with."""
+    order = list(inputs)
+
+    def values_of(values: dict) -> list:
+        return [values[c] for c in order]
+
     if request:
-        params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=gr.Request))
-        annotations["request"] = gr.Request
-    if progress:
-        params.append(inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=gr.Progress()))
-
-    def call(*args):
-        return fn(*args)
-
-    call.__signature__ = inspect.Signature(params)
-    call.__annotations__ = annotations
+        def call(values: dict, request: gr.Request, progress=gr.Progress()):
+            return fn(*values_of(values), request, progress)
+    elif progress:
+        def call(values: dict, progress=gr.Progress()):
+            return fn(*values_of(values), progress)
+    else:
+        def call(values: dict):
+            return fn(*values_of(values))
     call.__name__ = call.__qualname__ = name
-    return friendly(call)
+    made = friendly(call)
+    made.inputs = set(order)
+    return made
 
 
 _told: dict[str, tuple[str, float]] = {}
@@ -177,8 +177,8 @@ class Tab:
             return out + tuple(gr.skip() for _ in extra) + (gr.skip(), {"given": list(given)})
 
         extra_in = [last] + ([gate] if gate is not None else [])
-        fn = signed(len(form_inputs) + len(extra_in), run, f"answer_{shows or view.name}", progress=True, request=True)
-        fn.inputs, fn.outputs, fn.last = form_inputs + extra_in, every, last
+        fn = by_component(form_inputs + extra_in, run, f"answer_{shows or view.name}", progress=True, request=True)
+        fn.outputs, fn.last = every, last
         return fn
 
     def refused(self, err: ValueError, previous: list | None, form_inputs: list, every: list,
@@ -339,7 +339,8 @@ class Tab:
         if self.form.carrier is not None and self.form.carrier in inputs:  # the settings on screen at the click
             kwargs["js"] = ("(...a) => { const h = window.vitvizState?.get(%r); if (h) a[a.length - 1] = "
                             "JSON.stringify(h); return a; }" % view.name)
-        made = on(button.click, signed(len(inputs), bundle, f"download_{view.name}"), inputs, files, **kwargs)
+        bundle.__name__ = bundle.__qualname__ = f"download_{view.name}"
+        made = on(button.click, friendly(bundle), inputs, files, **kwargs)  # in order: the script sets the last
         on(made.success, lambda: gr.File(visible=True), None, files)
 
     def note_text(self, shown: Shown) -> str:
@@ -434,13 +435,10 @@ class Tab:
         fn, inputs, outputs = self.on_open
         name = self.name
 
-        def when_opened(*args):
-            return fn(*args[1:]) if args[0] == name else gr.skip()
+        def when_opened(values: dict, request: gr.Request, progress=gr.Progress()):
+            return fn(values, request, progress) if values[opened] == name else gr.skip()
 
-        when_opened.__signature__ = inspect.Signature(
-            [inspect.Parameter("opened", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-            + list(inspect.signature(fn).parameters.values()))
-        on(loaded.then, when_opened, [opened] + inputs, outputs)
+        on(loaded.then, when_opened, {opened} | set(inputs), outputs)
 
     def opener(self, models_available: Callable[[], dict]) -> Callable:
         """UI only: whenever the tab is opened without a picture, it gets its example (which starts its work).
