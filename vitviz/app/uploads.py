@@ -23,7 +23,7 @@ from vitviz import assets
 from vitviz.app import files
 from vitviz.core import images
 from vitviz.core.lru import LRU
-from vitviz.models import budget
+from vitviz.models import budget, runner
 
 MAX_UPLOAD_BYTES = 50 * 2**20
 """The largest file accepted, however it arrives (gradio's own upload limit is set to the same)."""
@@ -104,8 +104,7 @@ def picture(payload: Any) -> np.ndarray:
     def decode() -> np.ndarray:
         with budget.reserve(images.decode_bytes(src, images.INTAKE_SHORT_SIDE), "decoding this picture"):
             rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
-        rgb.flags.writeable = False  # shared by the requests that use this picture: nobody may change it
-        return rgb
+        return runner.shared_picture(rgb)  # read-only, hashed once for the events that use it
 
     return _decoded.get_or_make(key, decode)
 

@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 from vitviz import assets
+from vitviz.core.lru import LRU
 from vitviz.models import loaders
 from vitviz.models.runner import Runner
 from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY
@@ -28,33 +29,32 @@ FAILURE_TTL = 300.0
 """Seconds a failed load is remembered before it is tried again."""
 log = logging.getLogger("vitviz")
 
-_cache: dict[str, Runner] = {}
+_models: LRU[Runner] = LRU(10_000, size=lambda r: r.nbytes, evict=False)
+"""Loaded models by cache key (the registry's key; ``key@step`` for the timeline's checkpoints): counted against
+the server's one byte budget (``core.lru.KEPT``), never let go."""
 _failures: dict[str, tuple[float, str]] = {}
 _cache_lock = threading.Lock()
-_key_locks: dict[str, threading.Lock] = {}
 
 
 def _cached(cache_key: str, make: Callable[[], Runner]) -> Runner:
-    with _cache_lock:
-        if cache_key in _cache:
-            return _cache[cache_key]
-        lock = _key_locks.setdefault(cache_key, threading.Lock())
-    with lock:  # one loader per key; others wait and then reuse
-        with _cache_lock:
-            if cache_key in _cache:
-                return _cache[cache_key]
+    """The model loaded once per key: one loader, the others wait and then reuse it."""
+    def load() -> Runner:
         t0 = time.perf_counter()
         loaded = make()
         log.info("loaded %s from %s in %.1f s", cache_key, loaded.origin, time.perf_counter() - t0)
-        with _cache_lock:
-            _cache[cache_key] = loaded
         return loaded
+    return _models.get_or_make(cache_key, load)
+
+
+def loaded(key: str) -> bool:
+    """Whether the model ``key`` is loaded in this process."""
+    return key in _models
 
 
 def clear_cache() -> None:
     """Forget every loaded model, every remembered failure and what was found available."""
+    _models.clear()
     with _cache_lock:
-        _cache.clear()
         _failures.clear()
     with _availability_lock:
         _availability.clear()
@@ -99,9 +99,10 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     spec = registry_spec(key)
     if spec.family == "embedded":
         return _cached(key, loaders.load_embedded_cnn if spec.task == "cnn" else loaders.load_embedded)
+    hit = _models.get(key)
+    if hit is not None:
+        return hit
     with _cache_lock:
-        if key in _cache:
-            return _cache[key]
         failed = _failures.get(key)
     if failed and time.monotonic() - failed[0] < FAILURE_TTL:
         return _fallback(key, failed[1])
@@ -141,8 +142,7 @@ def available_now() -> dict[str, bool]:
             for key, spec in REGISTRY.items():
                 _availability[key] = reachable or not loaders.availability(spec).startswith("needs")
         found = dict(_availability)
-    with _cache_lock:
-        return {key: ok or key in _cache for key, ok in found.items()}
+    return {key: ok or key in _models for key, ok in found.items()}
 
 
 def choice_label(key: str) -> str:

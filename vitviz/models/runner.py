@@ -19,9 +19,10 @@ threads), so two forwards side by side are no faster than one after the other (`
 from __future__ import annotations
 
 import hashlib
-import os
+import itertools
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -82,12 +83,11 @@ class Run(Generic[T]):
     nbytes: int = 0
 
 
-RESULTS_BYTES = int(float(os.environ.get("VITVIZ_RESULTS_MB", "1536")) * 2**20)
 RESULTS_ITEMS = 100_000
-"""The one cache of probe results keeps the newest within ``RESULTS_BYTES`` (``VITVIZ_RESULTS_MB``, 1536 MiB by
-default; the newest one always stays): bounded by what the results weigh, not by their number (a class of small
-pictures keeps them all; ``RESULTS_ITEMS`` is only a guard)."""
-_results: LRU[Run] = LRU(RESULTS_ITEMS, RESULTS_BYTES, lambda r: r.nbytes)
+"""The one cache of probe results keeps the newest within the server's one byte budget (``core.lru.KEPT``, shared
+with every other cache; the newest result always stays): bounded by what the results weigh, not by their number
+(a class of small pictures keeps them all; ``RESULTS_ITEMS`` is only a guard)."""
+_results: LRU[Run] = LRU(RESULTS_ITEMS, size=lambda r: r.nbytes)
 
 
 _by_token: dict[str, Hashable] = {}
@@ -104,9 +104,26 @@ def clear_results() -> None:
     _by_token.clear()
 
 
+_digests: dict[int, str] = {}
+"""The digests of shared pictures (:func:`shared_picture`), by the array's id while it lives."""
+
+
 def image_key(rgb: np.ndarray) -> str:
-    """A digest of an (H, W, 3) array's pixels and shape."""
+    """A digest of an (H, W, 3) array's pixels and shape (a shared picture's, computed when it was shared)."""
+    known = _digests.get(id(rgb))
+    if known is not None:
+        return known
     return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+
+
+def shared_picture(rgb: np.ndarray) -> np.ndarray:
+    """Make ``rgb`` read-only and hash it once, for every request that will use it (a decoded upload: the events
+    of one click hand it along and its digest with it, instead of hashing its pixels again). Returns ``rgb``."""
+    rgb.flags.writeable = False  # shared by the requests that use this picture: nobody may change it
+    key = hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+    _digests[id(rgb)] = key
+    weakref.finalize(rgb, _digests.pop, id(rgb), None)
+    return rgb
 
 
 def find(token: str) -> Run | None:
@@ -161,6 +178,11 @@ class Runner:
     def embedded(self) -> bool:
         """The model vitviz trained itself (runs at its own size only)."""
         return self.spec.family == "embedded"
+
+    @property
+    def nbytes(self) -> int:
+        """What the model's weights and buffers hold, in bytes."""
+        return sum(t.nbytes for t in itertools.chain(self._module.parameters(), self._module.buffers()))
 
     # ---- input ------------------------------------------------------------------------------------------------
 
