@@ -15,7 +15,7 @@ from PIL import Image
 
 from vitviz import assets
 from vitviz.specs import registry
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.views import VIEWS
 
 
@@ -256,7 +256,7 @@ def test_timeline_endpoint(client):
 def test_position_embedding_similarity_summary_matches_the_card(client):
     import json
 
-    r = client.predict(spec.TIMELINE, 8, 8, 8, "cosine", 8, 8, 5, "viridis", api_name="/position_embeddings")
+    r = client.predict(declared.TIMELINE, 8, 8, 8, "cosine", 8, 8, 5, "viridis", api_name="/position_embeddings")
     pe = json.loads((assets.TINY / "quality.json").read_text())["position_embeddings"]
     summary = r["texts"]["summary"]
     assert f"next-door positions **{pe['next_door']:.2f}**" in summary
@@ -340,7 +340,7 @@ def test_feature_pca_endpoint(client):
 
 
 def test_compare_models_endpoint_on_one_scale(client):
-    steps = [c for c in spec.comparison_choices() if " @ step " in c]
+    steps = [c for c in declared.comparison_choices() if " @ step " in c]
     r = client.predict(picture("scene_star.png"), steps[0], steps[-1], 64, 1.0, 0.6, "inferno",
                        api_name="/compare_models")
     rows = [line for line in r["texts"]["table"].splitlines() if line.startswith("| vitviz")]
@@ -366,7 +366,7 @@ def test_windows_and_relative_bias_endpoints(client):
     assert "each of the 196 patches" in r["texts"]["text"] and "sees 49 keys" in r["texts"]["text"]
     for path in r["figures"].values():
         projector_sized(path)
-    bias = client.predict(spec.RPB_FORMULA, 7, 3, 1, 0, 1, 2, "viridis", api_name="/relative_bias")
+    bias = client.predict(declared.RPB_FORMULA, 7, 3, 1, 0, 1, 2, "viridis", api_name="/relative_bias")
     assert "169 possible offsets" in bias["texts"]["text"] and "**formula, 3 heads.**" in bias["texts"]["text"]
     swin = client.predict("Swin-T (ImageNet-1k)", 5, 3, 4, 2, 1, 2, "viridis", api_name="/relative_bias")
     assert "cannot be loaded here" in swin["notice"] and "81 possible offsets" in swin["texts"]["text"]

@@ -330,6 +330,6 @@ def test_distance_chart_is_kept_per_analysis_and_style(rgb_cat):
 
 
 def test_the_fusions_offered_are_the_ones_the_maths_knows():
-    from vitviz.specs import views as spec
+    from vitviz.specs import views as declared
 
-    assert spec.ROLLOUT["fusion"].options() == att.FUSIONS  # declared as data (specs) and known to the maths (core)
+    assert declared.ROLLOUT["fusion"].options() == att.FUSIONS  # declared as data (specs) and known to the maths (core)

@@ -15,7 +15,7 @@ from browser_support import idle, open_tab, sync_api
 from PIL import Image
 
 from vitviz.specs import registry
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 
 pytestmark = pytest.mark.browser
 EXPLORER = "#attention-explorer .vx"
@@ -59,8 +59,8 @@ def test_download_link_and_screen_agree_after_changing_every_explorer_control(br
 
     # the link holds exactly these settings, under their declared keys
     query = {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
-    values = spec.ATTENTION.from_link(query)
-    assert {k: values.get(k, spec.ATTENTION[k].default) for k in held} == held | {"query": (1, 6)}
+    values = declared.ATTENTION.from_link(query)
+    assert {k: values.get(k, declared.ATTENTION[k].default) for k in held} == held | {"query": (1, 6)}
 
     # the download holds exactly these settings (as used), and the figures the page shows
     page.locator(".tabitem:visible").first.get_by_text("Figures drawn on the server").first.click()

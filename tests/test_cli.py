@@ -236,7 +236,7 @@ def test_models_lists_a_cnn_by_its_stride():
 
 def test_every_flag_is_a_declared_setting_with_its_range():
     """The flags come from the declarations: each view's settings, with the range or choices in the help."""
-    from vitviz.specs import views as spec
+    from vitviz.specs import views as declared
 
     helps = {}
     for command in ("attention", "patches"):
@@ -244,7 +244,7 @@ def test_every_flag_is_a_declared_setting_with_its_range():
         with redirect_stdout(buf), pytest.raises(SystemExit):
             cli.main([command, "--help"])
         helps[command] = re.sub(r"\s+", " ", buf.getvalue())
-    for command, view in (("attention", spec.ATTENTION), ("patches", spec.PATCHES)):
+    for command, view in (("attention", declared.ATTENTION), ("patches", declared.PATCHES)):
         for f in view.settings():
             assert f"--{f.name.replace('_', '-')}" in helps[command]
             assert re.sub(r"\s+", " ", f.accepts())[:30] in helps[command]

@@ -21,9 +21,9 @@ from vitviz.core.attention import F16_TOLERANCE, LayerKeys
 from vitviz.models import hooks, loaders
 from vitviz.render import browser
 from vitviz.specs import registry
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 
-FIELDS = {n: spec.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
+FIELDS = {n: declared.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
 
 
 def true_attention(a: analysis.Analysis) -> list[np.ndarray]:
@@ -58,7 +58,7 @@ def test_the_embedded_models_keys_give_its_attention_in_every_layer(rgb_cat):
     for layer, keys in enumerate(a.maps.keys):
         assert keys.q.dtype == np.float32  # small: exact
         assert np.abs(keys.rows() - full[layer]).max() < 1e-6, layer
-    payload = browser.attention_payload(a, spec.ATTENTION.check({}), FIELDS)
+    payload = browser.attention_payload(a, declared.ATTENTION.check({}), FIELDS)
     assert payload["first"] == list(range(a.maps.layers))  # all of them come with the first answer
     assert payload["parts"]["keys"] == [f"keys-{i}.f4" for i in range(a.maps.layers)]
 
@@ -118,7 +118,7 @@ def test_sharp_heads_keep_float32_keys_and_their_contours_are_the_true_ones(shar
 def test_dino_at_224_px_sends_one_layer_first_within_4_mib(dino_s8_dir, rgb_cat):
     runner = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
     a = analysis.analyse(runner, rgb_cat, 224)
-    p = browser.attention_payload(a, spec.ATTENTION.check({"layer": 5}), FIELDS)
+    p = browser.attention_payload(a, declared.ATTENTION.check({"layer": 5}), FIELDS)
     assert p["first"] == [4] and p["tokens"] == 1 + 28 * 42 and p["head_dim"] == 64
     per_layer = 2 * 6 * 1177 * 64 * 2  # q and k, float16 (random weights: near-even rows)
     cls = 12 * 7 * 1176 * 4
@@ -153,5 +153,5 @@ def test_at_480_px_pointed_contours_are_the_true_ones_for_patch_queries(sharp_di
         rows = a.maps.keys[layer].rows(some)
         differ, unexplained = contours_agree(rows[..., p:].reshape(-1, n), full[layer][:, some, p:].reshape(-1, n))
         assert unexplained == 0, (layer, differ)
-    pay = browser.attention_payload(a, spec.ATTENTION.check({}), FIELDS)
+    pay = browser.attention_payload(a, declared.ATTENTION.check({}), FIELDS)
     assert pay["grid"] == [60, 60] and pay["first"] == [11] and pay["bytes"] <= 16 * 2**20

@@ -13,7 +13,7 @@ from vitviz import views
 from vitviz.analyses.forward import ForwardProbe, parts_of
 from vitviz.models import cache as models
 from vitviz.specs import registry
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 
 
 def timm_vit(registers: int = 0) -> torch.nn.Module:
@@ -127,7 +127,7 @@ def test_a_model_without_a_head_has_no_lens_and_says_so():
 
 def test_the_view_answers_with_stages_and_a_lens_for_the_offline_model(rgb_cat):
     runner = models.get_model(registry.OFFLINE_KEY)
-    shown = views.show("forward_pass", rgb_cat, spec.FORWARD.check({"model": registry.OFFLINE_KEY, "layer": 2}))
+    shown = views.show("forward_pass", rgb_cat, declared.FORWARD.check({"model": registry.OFFLINE_KEY, "layer": 2}))
     n = shown.numbers
     _, h, w = n["stages"][0]["shape"]
     grid = (h // 8) * (w // 8)
@@ -205,7 +205,7 @@ def test_eight_threads_get_the_sequential_answers(rgb_cat):
     from vitviz.models.runner import clear_results
 
     pictures = [np.ascontiguousarray(np.roll(rgb_cat, 7 * i, axis=1)) for i in range(4)]
-    values = spec.FORWARD.check({"model": registry.OFFLINE_KEY})
+    values = declared.FORWARD.check({"model": registry.OFFLINE_KEY})
 
     def numbers(rgb):
         n = views.show("forward_pass", rgb, values).numbers

@@ -225,10 +225,10 @@ def test_parts_the_server_does_not_hold_are_none(analysed):
 
 
 def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(gate, analysed):
-    from vitviz.specs import views as spec
+    from vitviz.specs import views as declared
 
-    fields = {n: spec.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
-    values = spec.ATTENTION.check({"model": registry.OFFLINE_KEY})
+    fields = {n: declared.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
+    values = declared.ATTENTION.check({"model": registry.OFFLINE_KEY})
     browser.attention_payload(analysed, values, fields)
     from contextlib import nullcontext
 

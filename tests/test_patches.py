@@ -145,13 +145,13 @@ def test_embedding_weight_is_the_patch_projection_for_both_families(dino_s8_dir)
 
 def test_the_patch_cost_sentence_comes_from_the_calculator():
     from vitviz.core.images import load_rgb
-    from vitviz.specs import views as spec
+    from vitviz.specs import views as declared
     from vitviz.views import show
 
     cat = load_rgb(EXAMPLES / "cat.png", 640)
-    costs = show("patches", cat, spec.PATCHES.check({"model_size": "ViT-B"})).texts["costs"]
+    costs = show("patches", cat, declared.PATCHES.check({"model_size": "ViT-B"})).texts["costs"]
     assert "the QKᵀ scores alone 4.29 G (12× the real 357.66 M)" in costs and "8.58 G instead of 715.33 M" in costs
-    costs = show("patches", cat, spec.PATCHES.check({"model_size": "ViT-S"})).texts["costs"]
+    costs = show("patches", cat, declared.PATCHES.check({"model_size": "ViT-S"})).texts["costs"]
     scores = 12 * 6 * 197 * 197 * 64  # layers × heads × T² × head width, by hand
     assert f"scores alone {scores * 6 / 1e9:.2f} G (6× the real {scores / 1e6:.2f} M)" in costs
 

@@ -48,10 +48,10 @@ def test_every_setting_survives_the_link(view):
 
 def test_settings_as_used_name_the_model_that_answered_and_the_bounds_of_follow_fields(rgb_cat):
     from vitviz import views
-    from vitviz.specs import views as spec
+    from vitviz.specs import views as declared
     from vitviz.specs.registry import OFFLINE_KEY
 
-    v = spec.INSIDE_HEAD
+    v = declared.INSIDE_HEAD
     values = v.check(v.defaults() | {"row": 40, "col": 2})
     shown = views.show("inside_head", rgb_cat, values)  # offline: DINO cannot be had, the shapes model answers
     assert shown.model == OFFLINE_KEY and shown.settled.values["model"] == OFFLINE_KEY

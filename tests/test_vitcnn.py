@@ -21,7 +21,7 @@ from vitviz.embedded import scenes, sweep
 from vitviz.models import smallcnn as cnn
 from vitviz.models import loaders
 from vitviz.specs import registry
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.views import show
 
 EQUIVARIANCE_TOLERANCE = 1e-6
@@ -232,7 +232,7 @@ def test_the_sweeps_eval_reproduces_the_shipped_numbers():
 
 
 def test_the_data_efficiency_view_reports_what_the_numbers_show():
-    shown = show("data_efficiency", None, spec.DATA_EFFICIENCY.check({}))
+    shown = show("data_efficiency", None, declared.DATA_EFFICIENCY.check({}))
     rows, res = shown.numbers["rows"], sweep.results()
     by = {(r["model"], r["scenes"]): r["test_accuracy"] for r in res["runs"]}
     for row in rows:
@@ -246,23 +246,23 @@ def test_the_data_efficiency_view_reports_what_the_numbers_show():
 
 def test_the_views_answer_offline_on_a_scene_with_the_shapes_models():
     scene = np.asarray(scenes.make_scene(7).image)
-    rf = show("receptive_field", scene, spec.RECEPTIVE_FIELD.check({}))
+    rf = show("receptive_field", scene, declared.RECEPTIVE_FIELD.check({}))
     assert rf.numbers["cnn"] == registry.CNN_OFFLINE_KEY and rf.numbers["vit"] == registry.OFFLINE_KEY
     d = [s["erf_mean_distance_px"] for s in rf.numbers["cnn_stages"]]
     assert all(a < b for a, b in itertools.pairwise(d))  # each stage looks further
     assert [s["theoretical_rf_px"] for s in rf.numbers["cnn_stages"]] == [3, 9, 21, 45, 93]
     assert len(rf.numbers["vit_mean_attention_distance_px"]) == 4
     assert "cannot be reached" in rf.notice  # says the stand-ins are stand-ins
-    tr = show("translation", scene, spec.TRANSLATION.check({}))
+    tr = show("translation", scene, declared.TRANSLATION.check({}))
     assert tr.numbers["shifts"] == list(range(17)) and max(tr.numbers["cnn_errors"]["stem"]) < EQUIVARIANCE_TOLERANCE
     assert "stride-1 stem shows it exactly" in tr.texts["text"]  # true of vitviz's small CNN (not of ResNet-50)
-    hy = show("hybrid_stages", None, spec.HYBRID_STAGES.check({"side": 224}))
+    hy = show("hybrid_stages", None, declared.HYBRID_STAGES.check({"side": 224}))
     assert [n["macs"] for n in hy.numbers["networks"]] == [n.macs for n in stages.networks(224)]
     assert "17.56 G" in hy.texts["text"] and "0.72 G" in hy.texts["text"]
 
 
 def test_a_photo_shown_to_the_shapes_cnn_says_so(rgb_cat):
-    tr = show("translation", rgb_cat, spec.TRANSLATION.check({}))
+    tr = show("translation", rgb_cat, declared.TRANSLATION.check({}))
     assert "trained only on generated shape scenes" in tr.notice and registry.CNN_OFFLINE_KEY in tr.notice
 
 
@@ -313,7 +313,7 @@ def test_online_models_answer_the_receptive_field_in_pixels(dino_s8_dir, resnet5
     save_file(resnet50.state_dict(), str(path))
     with in_hub_cache("ResNet-50 (ImageNet-1k)", {"model.safetensors": path}), \
             in_hub_cache("DINO ViT-S/8", dino_s8_dir):
-        shown = show("receptive_field", rgb_cat, spec.RECEPTIVE_FIELD.check({}))
+        shown = show("receptive_field", rgb_cat, declared.RECEPTIVE_FIELD.check({}))
     n = shown.numbers
     assert n["vit"] == "DINO ViT-S/8" and n["cnn"] == "ResNet-50 (ImageNet-1k)" and not shown.notice
     assert min(n["cnn_input"]) == min(n["vit_input"]) == 224 and len(n["vit_mean_attention_distance_px"]) == 12
@@ -366,11 +366,11 @@ def test_the_verdict_names_a_crossover_only_when_the_numbers_show_one():
 def test_the_cnn_lists_offer_only_cnns():
     """The ViT-vs-CNN tab's CNN list (control, API schema, CLI flag, bundles: one declaration) offers CNNs only;
     the embedded ViT serves attention and classification, never as a CNN."""
-    assert spec.VS_CNN.options() == ("ResNet-50 (ImageNet-1k)", registry.CNN_OFFLINE_KEY)
+    assert declared.VS_CNN.options() == ("ResNet-50 (ImageNet-1k)", registry.CNN_OFFLINE_KEY)
     assert registry.keys("relative") == ["Swin-T (ImageNet-1k)"]
     assert registry.OFFLINE_KEY in registry.keys("attention") and registry.OFFLINE_KEY in registry.keys("classify")
     with pytest.raises(ValueError, match="`cnn`"):
-        spec.RECEPTIVE_FIELD.check({"cnn": registry.OFFLINE_KEY})
+        declared.RECEPTIVE_FIELD.check({"cnn": registry.OFFLINE_KEY})
 
 
 def test_wilson_intervals_by_hand_and_the_charts_bars_stay_inside_them():

@@ -27,7 +27,6 @@ from vitviz.app.tab import Tab
 from vitviz.models import budget
 from vitviz.models import cache as models
 from vitviz.render import plotting
-from vitviz.specs import views as spec
 
 
 def build_demo() -> gr.Blocks:
@@ -139,4 +138,4 @@ def main(argv: list[str] | None = None) -> None:
         files.outputs().close()
 
 
-__all__ = ["build_demo", "launch_kwargs", "main", "spec"]
+__all__ = ["build_demo", "launch_kwargs", "main"]

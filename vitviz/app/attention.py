@@ -26,10 +26,10 @@ from vitviz.app.components import (
 from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, by_component
 from vitviz.render import browser
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
 
-A = spec.ATTENTION
+A = declared.ATTENTION
 HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
 
@@ -46,7 +46,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     spread_from = assets.tiny_info().get("spread_from_step")
     with gr.Row():
         with gr.Column(scale=1):
-            src = form.add(spec.IMAGE)
+            src = form.add(declared.IMAGE)
             model = form.add(A["model"])  # a list of long names: a dropdown, from the declaration
             side = form.add(A["resolution"])
             go = gr.Button("Show attention", variant="primary")
@@ -80,7 +80,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "connections too. It needs every row of every layer's attention, so it is computed (from the "
                 "queries and keys the explorer already has) when you open this panel.")
         with gr.Row():
-            fusion, discard = form.add(spec.ROLLOUT["fusion"]), form.add(spec.ROLLOUT["discard"])
+            fusion, discard = form.add(declared.ROLLOUT["fusion"]), form.add(declared.ROLLOUT["discard"])
         roll_note = gr.Markdown()
         roll = figure("attn-rollout")
     with gr.Accordion("Mean attention distance per head", open=False) as dist_box:
@@ -99,7 +99,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                         f" From step {spread_from:,} on, training also charges any last-layer head that looks at "
                         "nearly the whole picture (not told where to look; see the model card), so a head that "
                         "stayed spread out until then has to pick a place." if spread_from else ""))
-        tl_step = form.add(spec.TIMELINE_VIEW["step"])
+        tl_step = form.add(declared.TIMELINE_VIEW["step"])
         tl_strip = figure("timeline-strip")
         tl_heads = figure("timeline-heads")
     with gr.Accordion("Inside one head: q·k, softmax, weighted sum", open=False) as head_box:
@@ -110,7 +110,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "arithmetic at once, from the layer's q, k and v); the sliders set the query the figure below, "
                 "the link and the download hold. The last panel checks our sum against what the model computed.")
         with gr.Row():
-            inside = [form.add(spec.INSIDE_HEAD[n], **({"elem_id": "inside-layer"} if n == "layer" else {}))
+            inside = [form.add(declared.INSIDE_HEAD[n], **({"elem_id": "inside-layer"} if n == "layer" else {}))
                       for n in ("layer", "head", "row", "col", "cls")]
         inside_view = browser_view("inside", "inside-head-view",
                                    "inside one head: point at a patch to make it the query")
@@ -118,16 +118,16 @@ def build(gr_tab: gr.Tab) -> Tab:
         in_fig = figure("inside-head")
     with gr.Accordion("Patch-feature PCA: what the tokens have in common (DINOv2's colour view)",
                       open=False) as pca_box:
-        pca_layer = form.add(spec.FEATURE_PCA["layer"])
+        pca_layer = form.add(declared.FEATURE_PCA["layer"])
         pca_note = gr.Markdown()
         pca_fig = figure("feature-pca")
     with gr.Accordion("Two models side by side, on one scale", open=False) as pair_box:
         with gr.Row():
-            pair = [form.add(spec.COMPARE[n], component=gr.Dropdown(list(spec.COMPARE[n].options()),
-                                                                     value=spec.COMPARE[n].default,
-                                                                     label=spec.COMPARE[n].label))
+            pair = [form.add(declared.COMPARE[n], component=gr.Dropdown(list(declared.COMPARE[n].options()),
+                                                                     value=declared.COMPARE[n].default,
+                                                                     label=declared.COMPARE[n].label))
                     for n in ("model_a", "model_b")]
-            pair.append(form.add(spec.COMPARE["fraction"]))
+            pair.append(form.add(declared.COMPARE["fraction"]))
         pair_btn = gr.Button("Compare")
         pair_note = gr.Markdown(elem_classes="vx-table")
         pair_fig = figure("attn-pair")
@@ -169,16 +169,16 @@ def build(gr_tab: gr.Tab) -> Tab:
 
     tab.accordion(A, figs_box, [carrier.change], [("heads", heads), ("query", query)], texts=[("table", table)],
                   only=frozenset(("heads", "query")), **MODEL)
-    tab.accordion(spec.ROLLOUT, roll_box, [fusion.change, discard.release, carrier.change], [("rollout", roll)],
+    tab.accordion(declared.ROLLOUT, roll_box, [fusion.change, discard.release, carrier.change], [("rollout", roll)],
                   ("text", roll_note), **MODEL)
-    tab.accordion(spec.DISTANCE, dist_box, [], [("distance", dist)], ("text", dist_note), **MODEL)
-    tab.accordion(spec.REGISTERS, reg_box, [reg_btn.click], [("registers", reg_img)], ("note", reg_note), **MODEL)
-    tab.accordion(spec.TIMELINE_VIEW, tl_box, [tl_step.release], [("strip", tl_strip), ("heads", tl_heads)], **MODEL)
-    tab.accordion(spec.INSIDE_HEAD, head_box, [c.input for c in inside], [("inside_head", in_fig)], ("text", in_note),
+    tab.accordion(declared.DISTANCE, dist_box, [], [("distance", dist)], ("text", dist_note), **MODEL)
+    tab.accordion(declared.REGISTERS, reg_box, [reg_btn.click], [("registers", reg_img)], ("note", reg_note), **MODEL)
+    tab.accordion(declared.TIMELINE_VIEW, tl_box, [tl_step.release], [("strip", tl_strip), ("heads", tl_heads)], **MODEL)
+    tab.accordion(declared.INSIDE_HEAD, head_box, [c.input for c in inside], [("inside_head", in_fig)], ("text", in_note),
                   browser=[("inside", inside_view)], **MODEL)
-    tab.accordion(spec.FEATURE_PCA, pca_box, [pca_layer.input], [("feature_pca", pca_fig)], ("text", pca_note),
+    tab.accordion(declared.FEATURE_PCA, pca_box, [pca_layer.input], [("feature_pca", pca_fig)], ("text", pca_note),
                   **MODEL)
-    tab.accordion(spec.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)
+    tab.accordion(declared.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)
     tab.finish()
     return tab
 

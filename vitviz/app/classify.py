@@ -8,16 +8,16 @@ from vitviz.app import uploads
 from vitviz.app.components import Form, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 
-C = spec.CLASSIFY
+C = declared.CLASSIFY
 
 
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("classify")
     with gr.Row():
         with gr.Column(scale=1):
-            src = form.add(spec.IMAGE)
+            src = form.add(declared.IMAGE)
             model = form.add(C["model"])  # a list of long names: a dropdown, from the declaration
             go = gr.Button("Classify", variant="primary")
             dl_button, dl_file = download_row("classify-bundle")
@@ -32,7 +32,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             maps = figure("classify-maps")
             facts = gr.Markdown(elem_classes="vx-table")
     with gr.Accordion("Class-specific relevance: which patches raised this class's score", open=False) as rel_box:
-        rank = form.add(spec.RELEVANCE["rank"])
+        rank = form.add(declared.RELEVANCE["rank"])
         rel_note = gr.Markdown()
         rel_fig = figure("classify-relevance")
     with gr.Accordion("Experiment: shuffle the patches", open=False) as sh_box:
@@ -42,8 +42,8 @@ def build(gr_tab: gr.Tab) -> Tab:
             "the position embeddings out and the class token's output is identical for both orders: attention "
             "itself has no idea of order. Position is information the model only has because we add it.")
         with gr.Row():
-            form.add(spec.SHUFFLE["seed"], component=gr.Number(value=0, minimum=0, step=1,
-                                                                      label=spec.SHUFFLE["seed"].label))
+            form.add(declared.SHUFFLE["seed"], component=gr.Number(value=0, minimum=0, step=1,
+                                                                      label=declared.SHUFFLE["seed"].label))
             sh_btn = gr.Button("Shuffle and compare")
         with gr.Row():
             with gr.Column(min_width=300):
@@ -61,8 +61,8 @@ def build(gr_tab: gr.Tab) -> Tab:
     on(tab.answer_triggers([go.click, model.change]), main, main.inputs, main.outputs, trigger_mode="always_last",
        **MODEL).then(None, None, None, js=tab.reveal("#classify-notice"))
     tab.download(C, dl_button, dl_file, **MODEL)
-    tab.accordion(spec.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
-    tab.accordion(spec.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
-    tab.accordion(spec.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
+    tab.accordion(declared.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
+    tab.accordion(declared.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
+    tab.accordion(declared.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
     tab.finish()
     return tab

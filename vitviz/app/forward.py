@@ -9,17 +9,17 @@ from vitviz.app import lessons, uploads
 from vitviz.app.components import WEB, Form, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab, narrow
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.views.forward import IMAGE_KEY
 
-F = spec.FORWARD
+F = declared.FORWARD
 
 
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("forward")
     with gr.Row():
         with gr.Column(scale=1):
-            src = form.add(spec.IMAGE)
+            src = form.add(declared.IMAGE)
             model = form.add(F["model"])
             side = form.add(F["resolution"])
             go = gr.Button("Run the forward pass", variant="primary")

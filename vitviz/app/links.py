@@ -17,14 +17,14 @@ from vitviz.app import lessons, uploads
 from vitviz.app.tab import Tab
 from vitviz.models import cache as models
 from vitviz.specs import registry
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz import views
 from vitviz.views.attention import REGISTER_PAIR, REGISTERS_UNAVAILABLE
 
-MODEL_LISTS = (("forward", spec.FORWARD["model"], "forward"),
-               ("attention", spec.ATTENTION["model"], "attention"), ("classify", spec.CLASSIFY["model"], "classify"),
-               ("vitcnn", spec.VS_VIT, "attention"), ("vitcnn", spec.VS_CNN, "cnn"),
-               ("vitcnn", spec.VS_CLASSIFIER, "classify"))
+MODEL_LISTS = (("forward", declared.FORWARD["model"], "forward"),
+               ("attention", declared.ATTENTION["model"], "attention"), ("classify", declared.CLASSIFY["model"], "classify"),
+               ("vitcnn", declared.VS_VIT, "attention"), ("vitcnn", declared.VS_CNN, "cnn"),
+               ("vitcnn", declared.VS_CLASSIFIER, "classify"))
 """(tab, setting, registry task) of every model list: each offers its task's models and, when its default cannot be
 had, opens on the stand-in for that task."""
 
@@ -40,7 +40,7 @@ def page_script() -> str:
 
 def model_choices(task: str) -> list[tuple[str, str]]:
     """(label, key) pairs: a model that cannot be had now says so ('…: needs download'); the value stays the key."""
-    keys = spec.FORWARD["model"].options() if task == "forward" else registry.keys(task)  # classifiers and DINOs
+    keys = declared.FORWARD["model"].options() if task == "forward" else registry.keys(task)  # classifiers and DINOs
     return [(models.choice_label(k), k) for k in keys]
 
 

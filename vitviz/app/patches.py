@@ -9,7 +9,7 @@ from vitviz.app.components import Form, browser_view, download_row, examples, ex
 from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab
 from vitviz.render import browser
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.views import patches as patches_view
 
 
@@ -24,8 +24,8 @@ def build(gr_tab: gr.Tab) -> Tab:
     form = Form("patches")
     with gr.Row():
         with gr.Column(scale=1):
-            src = form.add(spec.IMAGE)
-            for f in (spec.PATCH, spec.RESOLUTION, spec.POLICY, spec.MODEL_SIZE):
+            src = form.add(declared.IMAGE)
+            for f in (declared.PATCH, declared.RESOLUTION, declared.POLICY, declared.MODEL_SIZE):
                 form.add(f)
             go = gr.Button("Cut into patches", variant="primary")
             examples(src, uploads.PHOTOS + uploads.SCENES[:2] + ("toy_8x8.png",))
@@ -52,7 +52,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     with gr.Accordion("The 8×8 toy, step by step", open=False) as toy_box:
         with gr.Row():  # the step beside its figure: each step is seen without scrolling at 1280×720
             with gr.Column(scale=1, min_width=260):
-                toy_step = form.add(spec.TOY["step"])
+                toy_step = form.add(declared.TOY["step"])
                 toy_caption = gr.Markdown()
             with gr.Column(scale=2, min_width=300):
                 toy = figure("toy-step")
@@ -62,7 +62,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "Principal components show what the filters share. The ViT paper found colour blobs and stripes "
                 "at several frequencies, like a CNN's first layer; that comes from training, not from the design.")
         with gr.Row():
-            form.add(spec.FILTERS["model"])
+            form.add(declared.FILTERS["model"])
             filt_btn = gr.Button("Show its filters", scale=0, min_width=220)
         filt_note = gr.Markdown()
         filters = figure("patch-filters")
@@ -74,7 +74,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "crosses the borders. The plot uses this tab's patch size and model width.")
         with gr.Row():
             for name in ("window", "row", "col"):
-                form.add(spec.WINDOWS[name])
+                form.add(declared.WINDOWS[name])
         win_note = gr.Markdown()
         win_fig = figure("swin-windows")
         win_cost = figure("swin-cost")
@@ -82,7 +82,7 @@ def build(gr_tab: gr.Tab) -> Tab:
 
     # the page's events: the main answer, then what reads the answer on screen (main.last) and nothing else, so
     # a refused setting (which leaves the answer as it was) leaves them as they were too
-    main = tab.event(spec.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
+    main = tab.event(declared.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
                                                sh.texts["equivalence"], sh.texts["costs"], sh.figures["costs"], None),
                      [note, summary, grid, equivalence, costs, chart, clicked])
 
@@ -98,14 +98,14 @@ def build(gr_tab: gr.Tab) -> Tab:
             row, col = clicked_at if clicked_at is not None else (gh // 2, gw // 2)
             return figure_value(patches_view.patch_vectors(fitted, row, col))
 
-        return tab.follow(draw, main, spec.PATCHES)(last)
+        return tab.follow(draw, main, declared.PATCHES)(last)
 
     show_clicked = friendly(opened)
     # one event for every trigger: triggers firing together (a link setting several controls) queue one answer
-    shown = on(tab.answer_triggers([go.click] + [form[f].change for f in (spec.PATCH, spec.POLICY, spec.MODEL_SIZE)]
-                                   + [form[spec.RESOLUTION].release]),
+    shown = on(tab.answer_triggers([go.click] + [form[f].change for f in (declared.PATCH, declared.POLICY, declared.MODEL_SIZE)]
+                                   + [form[declared.RESOLUTION].release]),
                main, main.inputs, main.outputs, trigger_mode="always_last")
-    on(shown.success, tab.follow(inspector, main, spec.PATCHES), main.last, inspector_view).then(
+    on(shown.success, tab.follow(inspector, main, declared.PATCHES), main.last, inspector_view).then(
         None, None, None, js=tab.reveal("#patch-summary"))
     on(shown.success, show_clicked, [main.last, clicked, vec_open], vectors)  # a new picture: its centre patch
 
@@ -117,20 +117,20 @@ def build(gr_tab: gr.Tab) -> Tab:
             image, _ = patches_view.grid_image(fitted, highlight=(row, col))
             return figure_value(image), figure_value(patches_view.patch_vectors(fitted, row, col)), (row, col)
 
-        return tab.follow(draw, main, spec.PATCHES)(last)
+        return tab.follow(draw, main, declared.PATCHES)(last)
 
     on(grid.select, friendly(click), main.last, [grid, vectors, clicked])
     on(vec_box.expand, lambda: True, None, vec_open, queue=False).then(
         show_clicked, [main.last, clicked, vec_open], vectors, api_visibility="private", preprocess=False)
     on(vec_box.collapse, lambda: False, None, vec_open, queue=False)
-    tab.download(spec.PATCHES, dl_button, dl_file)
-    tab.accordion(spec.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))
-    tab.accordion(spec.FILTERS, filt_box, [filt_btn.click, form[spec.FILTERS["model"]].change],
+    tab.download(declared.PATCHES, dl_button, dl_file)
+    tab.accordion(declared.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))
+    tab.accordion(declared.FILTERS, filt_box, [filt_btn.click, form[declared.FILTERS["model"]].change],
                   [("filters", filters)], ("text", filt_note), **MODEL)
-    tab.accordion(spec.WINDOWS, win_box, [form[spec.WINDOWS[n]].release for n in ("window", "row", "col")],
+    tab.accordion(declared.WINDOWS, win_box, [form[declared.WINDOWS[n]].release for n in ("window", "row", "col")],
                   [("windows", win_fig), ("cost", win_cost)], ("text", win_note))
     toy_set = on(toy_setup.click, lambda: (uploads.example("toy_8x8.png"), 4, 8, "stretch"), None,
-                 [src, form[spec.PATCH], form[spec.RESOLUTION], form[spec.POLICY]], preprocess=True)
-    tab.relink_after(toy_set, [spec.PATCH, spec.RESOLUTION, spec.POLICY])
+                 [src, form[declared.PATCH], form[declared.RESOLUTION], form[declared.POLICY]], preprocess=True)
+    tab.relink_after(toy_set, [declared.PATCH, declared.RESOLUTION, declared.POLICY])
     tab.finish()
     return tab

@@ -7,10 +7,10 @@ import gradio as gr
 from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
 from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.views import posembed as posembed_view
 
-P = spec.POSITIONS
+P = declared.POSITIONS
 
 
 def build(gr_tab: gr.Tab) -> Tab:
@@ -29,7 +29,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             go = gr.Button("Show", variant="primary")
             dl_button, dl_file = download_row("pe-bundle")
             shown_examples = gr.Examples([["2D sinusoidal", 2, 2, 8], ["2D sinusoidal", 14, 14, 64],
-                                          ["1D sinusoidal", 14, 14, 64], [spec.TIMELINE, 8, 8, 8]],
+                                          ["1D sinusoidal", 14, 14, 64], [declared.TIMELINE, 8, 8, 8]],
                                          inputs=[source, rows, cols, dim], label="examples (click one)")
             explain(
                 "Attention alone cannot tell where a patch came from: shuffle the tokens and it computes the "
@@ -54,18 +54,18 @@ def build(gr_tab: gr.Tab) -> Tab:
                 "and at every nearby key: the score falls off with the row and column offset, the same in every "
                 "place of the image.")
         with gr.Row():
-            rope_in = [form.add(spec.ROTARY[n]) for n in ("dim", "reach", "base")]
+            rope_in = [form.add(declared.ROTARY[n]) for n in ("dim", "reach", "base")]
         rope = figure("pe-rotary")
     with gr.Accordion("Relative positions: Swin's relative position bias", open=False) as rpb_box:
         explain("Swin adds no position vector to the tokens either. Inside a window, each head adds a number to every "
                 "query-key score, looked up in a table by their offset. The same table serves every query, so what "
                 "a head prefers depends on where a key is relative to the query, never on where it is in the image.")
         with gr.Row():
-            rpb_source = form.add(spec.RELATIVE_BIAS["source"])
-            rpb_m, rpb_heads = form.add(spec.RELATIVE_BIAS["window"]), form.add(spec.RELATIVE_BIAS["heads"])
-            rpb_block = form.add(spec.RELATIVE_BIAS["block"], visible=False)
+            rpb_source = form.add(declared.RELATIVE_BIAS["source"])
+            rpb_m, rpb_heads = form.add(declared.RELATIVE_BIAS["window"]), form.add(declared.RELATIVE_BIAS["heads"])
+            rpb_block = form.add(declared.RELATIVE_BIAS["block"], visible=False)
         with gr.Row():
-            rpb_rest = [form.add(spec.RELATIVE_BIAS[n]) for n in ("head", "row", "col")]
+            rpb_rest = [form.add(declared.RELATIVE_BIAS[n]) for n in ("head", "row", "col")]
         rpb_note = gr.Markdown()
         rpb = figure("pe-relative-bias")
     tab = Tab("positions", form, note, gr_tab)
@@ -80,9 +80,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.on_open = (main, main.inputs, main.outputs)
 
     def controls(source_value):  # UI only: the grid and D apply to formulas, the checkpoint to the timeline
-        formula = source_value in spec.SINUSOIDAL
+        formula = source_value in declared.SINUSOIDAL
         return (gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=formula),
-                gr.Slider(visible=source_value == spec.TIMELINE))
+                gr.Slider(visible=source_value == declared.TIMELINE))
 
     on(source.change, controls, source, [rows, cols, dim, step], queue=False)
 
@@ -97,13 +97,13 @@ def build(gr_tab: gr.Tab) -> Tab:
     on(mosaic.select, friendly(tile_at), main.last, tile)
     tab.download(P, dl_button, dl_file)
 
-    tab.accordion(spec.ROTARY, rope_box, [c.release for c in rope_in], [("rotary", rope)])
-    tab.accordion(spec.RELATIVE_BIAS, rpb_box, [rpb_source.change] + [c.release for c in [rpb_m, rpb_heads, rpb_block]
+    tab.accordion(declared.ROTARY, rope_box, [c.release for c in rope_in], [("rotary", rope)])
+    tab.accordion(declared.RELATIVE_BIAS, rpb_box, [rpb_source.change] + [c.release for c in [rpb_m, rpb_heads, rpb_block]
                                                                       + rpb_rest],
                   [("relative_bias", rpb)], ("text", rpb_note), **MODEL)
 
     def rpb_controls(source_value):  # UI only: M and the head count shape the formula; a Swin brings its own
-        formula = source_value == spec.RPB_FORMULA
+        formula = source_value == declared.RPB_FORMULA
         return gr.Slider(visible=formula), gr.Slider(visible=formula), gr.Slider(visible=not formula)
 
     on(rpb_source.change, rpb_controls, rpb_source, [rpb_m, rpb_heads, rpb_block], queue=False)

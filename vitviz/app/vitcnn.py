@@ -8,16 +8,16 @@ from vitviz.app import uploads
 from vitviz.app.components import Form, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 
-R, T, D, H = spec.RECEPTIVE_FIELD, spec.TRANSLATION, spec.DATA_EFFICIENCY, spec.HYBRID_STAGES
+R, T, D, H = declared.RECEPTIVE_FIELD, declared.TRANSLATION, declared.DATA_EFFICIENCY, declared.HYBRID_STAGES
 
 
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("vitcnn")
     with gr.Row():
         with gr.Column(scale=1):
-            src = form.add(spec.IMAGE)
+            src = form.add(declared.IMAGE)
             vit = form.add(R["vit"])
             cnn = form.add(R["cnn"])
             side = form.add(R["resolution"])

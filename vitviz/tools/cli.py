@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vitviz.specs import views as spec
+from vitviz.specs import views as declared
 from vitviz.specs.state import View
 
 DONE, FAILED, USAGE, PARTLY = 0, 1, 2, 3
@@ -116,7 +116,7 @@ def cmd_costs(args: argparse.Namespace) -> int:
     from vitviz.core import patches
     from vitviz.specs import registry
 
-    v = checked(spec.PATCHES, args, COST_SETTINGS)
+    v = checked(declared.PATCHES, args, COST_SETTINGS)
     side = max(v["resolution"] // v["patch"] * v["patch"], v["patch"])
     parts = patches.vit_macs(registry.VIT_SIZES[v["model_size"]], v["patch"], side, side)
     total = sum(parts.values())
@@ -140,7 +140,7 @@ def cmd_costs(args: argparse.Namespace) -> int:
 def cmd_patches(args: argparse.Namespace) -> int:
     from vitviz.views import show
 
-    values = checked(spec.PATCHES, args)
+    values = checked(declared.PATCHES, args)
     shown = show("patches", _load(args.image), values)
     numbers = shown.numbers
     print(numbers["input"])
@@ -169,8 +169,8 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from vitviz.views import show
     from vitviz.views.attention import analysis_for
 
-    values = checked(spec.ATTENTION, args)
-    rolled = checked(spec.ROLLOUT, args)  # the same model, side and colours; its fusion and discard
+    values = checked(declared.ATTENTION, args)
+    rolled = checked(declared.ROLLOUT, args)  # the same model, side and colours; its fusion and discard
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     skipped, told = [], set()
@@ -211,7 +211,7 @@ def cmd_crop(args: argparse.Namespace) -> int:
     from vitviz.models import cache as models
     from vitviz.tools import crop
 
-    values = checked(spec.ATTENTION, args, CROP_SETTINGS)
+    values = checked(declared.ATTENTION, args, CROP_SETTINGS)
     source, out = Path(args.source), Path(args.out)
     if not source.exists():
         _say(f"{source}: no such folder or file.")
@@ -429,32 +429,32 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
                    ).set_defaults(run=cmd_views)
 
     p = sub.add_parser("costs", help="multiply-accumulates of one forward pass, per component")
-    settings_flags(p, spec.PATCHES, COST_SETTINGS)
+    settings_flags(p, declared.PATCHES, COST_SETTINGS)
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="how to print the table: aligned text (default), CSV or JSON")
-    p.set_defaults(run=cmd_costs, view=spec.PATCHES, only=COST_SETTINGS)
+    p.set_defaults(run=cmd_costs, view=declared.PATCHES, only=COST_SETTINGS)
 
     p = sub.add_parser("patches", help="cut a picture into patches")
     p.add_argument("image", help="the picture (PNG, JPEG, GIF, WebP, ...)")
-    settings_flags(p, spec.PATCHES)
+    settings_flags(p, declared.PATCHES)
     p.add_argument("--out", help="a folder for the grid picture and its numbers (NAME.patches.png, "
                                  "NAME.patches.json); without it, only the counts are printed")
-    p.set_defaults(run=cmd_patches, view=spec.PATCHES, only=None)
+    p.set_defaults(run=cmd_patches, view=declared.PATCHES, only=None)
 
     p = sub.add_parser("attention", help="class-token attention per head, rollout and mask, with its numbers")
     p.add_argument("images", nargs="+", help="one or more pictures")
-    settings_flags(p, spec.ATTENTION)
-    settings_flags(p, spec.ROLLOUT, ("fusion", "discard"))
+    settings_flags(p, declared.ATTENTION)
+    settings_flags(p, declared.ROLLOUT, ("fusion", "discard"))
     p.add_argument("--out", required=True, help="a folder for each picture's NAME.heads.png, NAME.rollout.png, "
                                                 "NAME.mask.png and NAME.json")
-    p.set_defaults(run=cmd_attention, view=spec.ATTENTION, only=None)
+    p.set_defaults(run=cmd_attention, view=declared.ATTENTION, only=None)
 
     p = sub.add_parser("crop", help="crop every picture in a folder tree (or a CSV list) to where the class token "
                                     "looks", description="Crops go to OUT/crops/<path>.png (the tree mirrored), the "
                        "boxes to OUT/boxes.csv; a rerun skips what is done. --engine ray spreads the batches over a "
                        "Ray cluster (pip install 'vitviz[ray]').")
     p.add_argument("source", help="a folder (searched recursively) or a .csv file listing pictures (a 'path' column)")
-    settings_flags(p, spec.ATTENTION, CROP_SETTINGS)
+    settings_flags(p, declared.ATTENTION, CROP_SETTINGS)
     p.add_argument("--out", required=True, help="a folder outside the source for crops/, boxes.csv and the "
                                                 "records a rerun reads")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
@@ -465,7 +465,7 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
                    "ray://host:10001); default: a local cluster on this machine's cores")
     p.add_argument("--workers", type=_positive, default=None, help="with --engine ray: actors (default: one per "
                    "CPU the cluster has, at most the number of batches)")
-    p.set_defaults(run=cmd_crop, view=spec.ATTENTION, only=CROP_SETTINGS)
+    p.set_defaults(run=cmd_crop, view=declared.ATTENTION, only=CROP_SETTINGS)
 
     for command, (what, tab) in VIEW_COMMANDS.items():
         p = sub.add_parser(command, help=what)
