@@ -43,8 +43,15 @@ def model_macs(model: torch.nn.Module, h: int, w: int) -> int:
 
 
 def macs_of(runner: Runner, h: int, w: int) -> int:
-    """:func:`model_macs` of a runner's model (read under its lock)."""
-    return runner.read(lambda model: model_macs(model, h, w))
+    """:func:`model_macs` of a runner's model (read under its lock); a transformers ViT's from its config."""
+    def of(model: torch.nn.Module) -> int:
+        if hasattr(model, "patch_embed"):
+            return model_macs(model, h, w)
+        cfg, s = model.config, runner.spec
+        size = registry.ViTSize(s.key, s.dim, s.depth, s.heads, cfg.intermediate_size / cfg.hidden_size)
+        classes = int(cfg.num_labels) if getattr(model, "classifier", None) is not None else 0
+        return sum(patches.vit_macs(size, s.patch, h, w, num_classes=classes, prefix=s.prefix).values())
+    return runner.read(of)
 
 
 def shuffle_patches(x: torch.Tensor, patch: int, perm: torch.Tensor) -> torch.Tensor:
@@ -115,6 +122,9 @@ class ShuffleProbe:
 
 def shuffle_experiment(runner: Runner, rgb: np.ndarray, seed: int = 0) -> ShuffleResult:
     """Permute the patches; compare logits with and without position embeddings."""
+    if runner.spec.family == "hf":
+        raise ValueError(f"The patch-shuffling experiment takes a timm ViT apart (it leaves out its position "
+                         f"embeddings); {runner.spec.key} is a transformers model: choose another model.")
     x = runner.preprocess(rgb)
     p = runner.spec.patch
     n = (x.shape[-2] // p) * (x.shape[-1] // p)

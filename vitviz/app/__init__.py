@@ -15,6 +15,7 @@ Nothing heavy is loaded at import; models load on first use. ``python app.py`` (
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -24,13 +25,23 @@ from vitviz import assets
 from vitviz.app import (adapters, attention, classify, files, forward, lessons, links, patches, positions, serving,
                         theme, vitcnn)
 from vitviz.app.tab import Tab
-from vitviz.models import budget
+from vitviz.models import added, budget
 from vitviz.models import cache as models
 from vitviz.render import plotting
 
+log = logging.getLogger("vitviz")
 
-def build_demo() -> gr.Blocks:
-    """The whole app as a Blocks (no model is loaded here)."""
+
+def build_demo(models_file: str | None = None) -> gr.Blocks:
+    """The whole app as a Blocks (no registry model is loaded here). ``models_file`` (or ``VITVIZ_MODELS``): the
+    operator's models file, whose models are checked, loaded and put on the lists first (a broken entry is logged
+    and left out; the app starts without it)."""
+    models_file = models_file or os.environ.get("VITVIZ_MODELS") or None
+    if models_file:
+        try:
+            added.install(models_file)  # logs what was added and what was left out, and why
+        except ValueError as err:  # the file itself: the app starts with vitviz's own models
+            log.error("%s The app starts with vitviz's own models only.", err)
     serving.return_freed_memory()
     plotting.gate_drawing(budget.reserve)  # the server's figures share its memory budget (a notebook's do not)
     # gradio removes the files it made for this app 10 minutes after their last use, every 5 minutes; a picture an
@@ -117,12 +128,14 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(prog="python -m vitviz.app", description="vitviz's web app")
     ap.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
+    ap.add_argument("--models", metavar="FILE", default=None,
+                    help="a models file (TOML) of this server's own models (or set VITVIZ_MODELS)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not 1 <= args.port <= 65535:
         raise SystemExit(f"--port {args.port} is not a port: a whole number from 1 to 65535.")
     files.stop_on_sigterm()  # a Space restarting or `kill` stops it as Ctrl-C does: its files are removed
-    demo = build_demo()
+    demo = build_demo(args.models)
     try:
         demo.launch(**launch_kwargs(), server_port=args.port, prevent_thread_lock=True)
     except OSError as err:  # the port is taken, or cannot be bound here

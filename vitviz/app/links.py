@@ -38,10 +38,10 @@ def page_script() -> str:
     return (WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
 
 
-def model_choices(task: str) -> list[tuple[str, str]]:
-    """(label, key) pairs: a model that cannot be had now says so ('…: needs download'); the value stays the key."""
-    keys = declared.FORWARD["model"].options() if task == "forward" else registry.keys(task)  # classifiers and DINOs
-    return [(models.choice_label(k), k) for k in keys]
+def model_choices(field) -> list[tuple[str, str]]:
+    """(label, key) pairs of a model setting's choices: a model that cannot be had now says so ('…: needs
+    download'), one this server added says that; the value stays the key."""
+    return [(models.choice_label(k), k) for k in field.options()]
 
 
 def photos_note(model: str) -> str:
@@ -73,11 +73,16 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             if form.carrier is not None:
                 start = {f.name: f.default for f in form.browser} | held
                 out[form.carrier] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in start.items()})
+        said = []
         for name, field, task in MODEL_LISTS:  # each says which models need a download; offline: the stand-in
             control = tabs[name].form[field]
+            asked = q.get(field.link) if field.link else None
+            if asked and asked not in field.options() and name == tab:
+                said.append(f"This link names the model “{asked[:80]}”, which this server does not have, so the "
+                            "tab opens on its usual model instead (a server's own models are on its lists).")
             stand_in = registry.CNN_OFFLINE_KEY if task == "cnn" else registry.OFFLINE_KEY
             chosen = out.get(control) or (field.default if available.get(field.default, False) else stand_in)
-            out[control] = gr.Dropdown(choices=model_choices(task), value=chosen)
+            out[control] = gr.Dropdown(choices=model_choices(field), value=chosen)
             if field is tabs[name].model_field and not available.get(field.default, False):
                 out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
         picture = tabs[tab].src
@@ -88,10 +93,12 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             else:
                 out[picture] = uploads.example(tabs[tab].example(available))
                 if wanted and wanted.startswith("upload-"):
-                    out[page["notice"]] = gr.Markdown(
+                    said.append(
                         f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, "
                         "so it opens on an example instead: upload the picture again to see it. Every other "
-                        "setting in the link is restored.", visible=True)
+                        "setting in the link is restored.")
+        if said:
+            out[page["notice"]] = gr.Markdown("\n\n".join(said), visible=True)
         if "tab" in q:
             out[page["tabs"]] = gr.Tabs(selected=tab)
         if q.get("lesson"):

@@ -20,7 +20,7 @@ from typing import Callable
 
 from vitviz import assets
 from vitviz.core.lru import LRU
-from vitviz.models import loaders
+from vitviz.models import added, loaders
 from vitviz.models.runner import Runner
 from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY
 from vitviz.specs.registry import spec as registry_spec
@@ -44,6 +44,16 @@ def _cached(cache_key: str, make: Callable[[], Runner]) -> Runner:
         log.info("loaded %s from %s in %.1f s", cache_key, loaded.origin, time.perf_counter() - t0)
         return loaded
     return _models.get_or_make(cache_key, load)
+
+
+def adopt(key: str, runner: Runner) -> None:
+    """Keep a model loaded elsewhere (an added model, checked when its file was read) under ``key``."""
+    _models.put(key, runner)
+
+
+def forget(key: str) -> None:
+    """Let the model ``key`` go (an added model taken off the list)."""
+    _models.pop(key)
 
 
 def loaded(key: str) -> bool:
@@ -97,6 +107,9 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     failed download) this returns the embedded model with ``notice`` saying why.
     """
     spec = registry_spec(key)
+    entry = added.entry(key)
+    if entry is not None:  # added by this server's operator: checked at start, loaded again after a clear
+        return _cached(key, lambda: added.load(entry))
     if spec.family == "embedded":
         return _cached(key, loaders.load_embedded_cnn if spec.task == "cnn" else loaders.load_embedded)
     hit = _models.get(key)
@@ -146,5 +159,8 @@ def available_now() -> dict[str, bool]:
 
 
 def choice_label(key: str) -> str:
-    """How a model list shows ``key``: its name, and ': needs download' when it cannot be had now."""
+    """How a model list shows ``key``: its name, and ': needs download' when it cannot be had now, or
+    '(added by this server)' for a model of the server's models file."""
+    if key in REGISTRY and REGISTRY[key].added:
+        return f"{key} ({added.ABOUT})"
     return key if available_now().get(key, True) else f"{key}: needs download"

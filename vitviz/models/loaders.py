@@ -69,7 +69,8 @@ def hub_reachable(timeout: float = 1.5, ttl: float = 60.0) -> bool:
 # ---- loaders (the tests call these with checkpoints they build) ---------------------------
 
 def _hf_forward(model: torch.nn.Module) -> Callable:
-    """forward(x) -> (None, last encoder layer's output tokens (T, D), before the final norm)."""
+    """forward(x) -> (the classifier's logits, or None without one; last encoder layer's output tokens (T, D),
+    before the final norm)."""
     takes_interp = "interpolate_pos_encoding" in inspect.signature(model.forward).parameters
     last_layer = hooks.blocks(model)[-1]
 
@@ -79,11 +80,64 @@ def _hf_forward(model: torch.nn.Module) -> Callable:
         handle = last_layer.register_forward_hook(
             lambda _m, _i, out: seen.append(out[0] if isinstance(out, tuple) else out))
         try:  # a hook, not output_hidden_states: that path costs ~10% of the forward
-            model(pixel_values=x, **kw)
+            out = model(pixel_values=x, **kw)
         finally:
             handle.remove()
-        return None, seen[-1][0]
+        return getattr(out, "logits", None), seen[-1][0]
     return forward
+
+
+RECORDABLE_HF = ("vit", "deit", "dinov2", "dinov2_with_registers")
+"""The transformers model types whose attention vitviz records (ViT, DeiT, DINO, DINOv2 ± registers)."""
+
+
+def runner_for(module: torch.nn.Module, name: str, *, labels: list[str] | None = None,
+               mean: tuple[float, ...] | None = None, std: tuple[float, ...] | None = None,
+               resolution: int | None = None, origin: str = "a model given to vitviz", about: str = "",
+               added: bool = True) -> Runner:
+    """A :class:`Runner` for any timm or transformers ViT vitviz can record (timm's ViT, DeiT, DINOv2 ± registers;
+    transformers' ViT, DeiT, DINO, DINOv2 ± registers), under the name ``name``; ``labels`` make it a classifier
+    (one per output of its head). Preprocessing: ``mean``/``std``/``resolution`` as given, else the model's own
+    (timm's data config; the transformers config's image size and ImageNet statistics). ``ValueError`` saying why
+    for anything else."""
+    module = module.eval()
+    params_m = round(sum(p.numel() for p in module.parameters()) / 1e6, 1)
+    task = "both" if labels else "attention"
+    data_cfg: dict = {}
+    if hasattr(module, "patch_embed") and hasattr(module, "blocks") and hasattr(module, "num_prefix_tokens"):
+        from timm.data import resolve_data_config
+
+        data_cfg = dict(resolve_data_config({}, model=module))
+        patch = module.patch_embed.patch_size
+        spec = ModelSpec(name, "timm", module.pretrained_cfg.get("architecture", type(module).__name__),
+                         int(patch[0] if isinstance(patch, (tuple, list)) else patch), int(module.num_prefix_tokens),
+                         int(resolution or data_cfg["input_size"][-1]), params_m, task, about,
+                         dim=int(module.embed_dim), depth=len(module.blocks),
+                         heads=int(module.blocks[0].attn.num_heads), added=added)
+        forward = _timm_forward(module)
+        mean, std = mean or tuple(data_cfg["mean"]), std or tuple(data_cfg["std"])
+        if labels is not None and module.num_classes != len(labels):
+            raise ValueError(f"{len(labels)} labels, but the model's head has {module.num_classes} outputs.")
+    elif getattr(getattr(module, "config", None), "model_type", None) in RECORDABLE_HF:
+        cfg = module.config
+        spec = ModelSpec(name, "hf", str(getattr(cfg, "_name_or_path", "") or name), int(cfg.patch_size),
+                         1 + int(getattr(cfg, "num_register_tokens", 0) or 0), int(resolution or cfg.image_size),
+                         params_m, task, about, dim=int(cfg.hidden_size), depth=int(cfg.num_hidden_layers),
+                         heads=int(cfg.num_attention_heads), added=added)
+        if labels is not None and getattr(module, "classifier", None) is None:
+            raise ValueError("labels were given, but the model has no classifier head.")
+        if labels is not None and int(cfg.num_labels) != len(labels):
+            raise ValueError(f"{len(labels)} labels, but the model's head has {cfg.num_labels} outputs.")
+        forward = _hf_forward(module)
+        mean, std = mean or (0.485, 0.456, 0.406), std or (0.229, 0.224, 0.225)
+    else:
+        kind = getattr(getattr(module, "config", None), "model_type", None) or type(module).__name__
+        raise ValueError(f"vitviz cannot record the attention of {kind}: it records timm's ViT family (ViT, DeiT, "
+                         f"DINOv2, with or without registers) and transformers' {', '.join(RECORDABLE_HF)}.")
+    data_cfg = {"interpolation": "bicubic", "crop_pct": 1.0, "crop_mode": "center", **data_cfg,
+                "input_size": (3, spec.resolution, spec.resolution), "mean": tuple(mean), "std": tuple(std)}
+    return Runner(spec, module, forward, mean=tuple(mean), std=tuple(std), resolution=spec.resolution,
+                  origin=origin, labels=list(labels) if labels else None, data_config=data_cfg)
 
 
 def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None = None) -> Runner:
@@ -220,6 +274,8 @@ def availability(spec: ModelSpec) -> str:
     """Whether ``spec``'s weights can be had now, decided without downloading: for listings and the CLI."""
     if spec.family == "embedded":
         return "ships with vitviz"
+    if spec.added:
+        return "added by this server (checked when its models file was read)"
     from huggingface_hub import try_to_load_from_cache
 
     try:

@@ -34,6 +34,7 @@ class ModelSpec:
         dim: token width D (a Swin's first stage).
         depth: number of transformer blocks L.
         heads: attention heads per block H (a Swin's first stage).
+        added: added by whoever runs this server (a models file), not one of vitviz's own.
     """
 
     key: str
@@ -48,6 +49,7 @@ class ModelSpec:
     dim: int = 384
     depth: int = 12
     heads: int = 6
+    added: bool = False
 
 
 REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
@@ -80,12 +82,34 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
 )}
 
 
-def keys(task: str) -> list[str]:
-    """Registry keys usable for ``task`` ("attention", "classify", "relative" or "cnn"), embedded model last.
+def keys(task: str, timm_only: bool = False) -> list[str]:
+    """Registry keys usable for ``task`` ("attention", "classify", "relative" or "cnn"): vitviz's own (embedded
+    model last), then the models this server added; ``timm_only``: the timm models (and the embedded, a timm ViT).
 
-    A "both" model (the embedded ViT) serves attention and classification, never as a CNN or a Swin."""
+    A "both" model (the embedded ViT, an added classifier) serves attention and classification, never as a CNN or
+    a Swin."""
     both = ("both",) if task in ("attention", "classify") else ()
-    return [k for k, s in REGISTRY.items() if s.task in (task, *both)]
+    found = [k for k, s in REGISTRY.items() if s.task in (task, *both) and not (timm_only and s.family == "hf")]
+    return [k for k in found if not REGISTRY[k].added] + [k for k in found if REGISTRY[k].added]
+
+
+def own_first(keys: list[str]) -> tuple[str, ...]:
+    """``keys`` without repeats, vitviz's own models first and the server's added models last (each in order)."""
+    unique = list(dict.fromkeys(keys))
+    return tuple(sorted(unique, key=lambda k: REGISTRY[k].added if k in REGISTRY else False))
+
+
+def add(entry: ModelSpec) -> None:
+    """Put a model the server's operator added on the list (``vitviz.models.added`` does, at start)."""
+    if entry.key in REGISTRY and not REGISTRY[entry.key].added:
+        raise ValueError(f"{entry.key!r} is already one of vitviz's own models; give the added one another name.")
+    REGISTRY[entry.key] = entry
+
+
+def remove_added() -> None:
+    """Take every added model off the list again."""
+    for key in [k for k, s in REGISTRY.items() if s.added]:
+        del REGISTRY[key]
 
 
 def spec(key: str) -> ModelSpec:

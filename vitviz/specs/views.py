@@ -53,7 +53,7 @@ def comparison_choices() -> tuple[str, ...]:
 
 
 def filter_models() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(registry.keys("attention") + registry.keys("classify")))
+    return registry.own_first(registry.keys("attention") + registry.keys("classify"))
 
 
 def _steps_text() -> str:
@@ -123,8 +123,8 @@ ALPHA = Field("alpha", "float", 0.6, "overlay opacity", 0.0, 1.0, 0.05, link="al
 CMAP = Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="cmap")
 FORWARD = View("forward_pass", "the forward pass", (
     IMAGE,
-    Field("model", "choice", "ViT-B/16 (ImageNet-1k)", "model", choices=lambda: tuple(dict.fromkeys(
-        registry.keys("classify") + registry.keys("attention"))), link="fp_model"),
+    Field("model", "choice", "ViT-B/16 (ImageNet-1k)", "model", choices=lambda: registry.own_first(
+        registry.keys("classify") + registry.keys("attention")), link="fp_model"),
     Field("resolution", "int", 224, "short side (pixels, rounded to the patch size)", 64, 512, 8, link="fp_side",
           cli=("--size",)),
     Field("layer", "int", MAX_DEPTH, "layer the lens reads", 1, MAX_DEPTH, 1, link="fp_layer", follows="layers"),
@@ -188,7 +188,7 @@ VS_VIT = Field("vit", "choice", "DINO ViT-S/8", "ViT (attention distance)",
 VS_CNN = Field("cnn", "choice", "ResNet-50 (ImageNet-1k)", "CNN", choices=lambda: tuple(registry.keys("cnn")),
                link="vs_cnn")
 VS_CLASSIFIER = Field("classifier", "choice", "ViT-B/16 (ImageNet-1k)", "ViT classifier (shifts)",
-                      choices=lambda: tuple(registry.keys("classify")), link="vs_cls")
+                      choices=lambda: tuple(registry.keys("classify", timm_only=True)), link="vs_cls")
 RECEPTIVE_FIELD = View("receptive_field", "ViT vs CNN: receptive field", (
     IMAGE, VS_VIT, VS_CNN,
     Field("resolution", "int", 224, "short side (pixels, both models)", 64, 384, 32, link="vs_side")))

@@ -98,6 +98,7 @@ def _notice(shown) -> None:
 # ---- vitviz models / costs --------------------------------------------------------------------
 
 def cmd_models(args: argparse.Namespace) -> int:
+    """The models: vitviz's own and, with ``--models FILE``, what that file added and why the rest was not."""
     from vitviz.models import loaders
     from vitviz.specs import registry
 
@@ -106,7 +107,23 @@ def cmd_models(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+    report = getattr(args, "report", None)
+    if report is not None:
+        print()
+        print("\n".join(report.lines()))
+        return PARTLY if report.problems else DONE
     return DONE
+
+
+def install_models(path: str) -> "object":
+    """Add the models of the operator's models file ``path`` (``--models``); the entries left out are said on
+    stderr. Returns the report. ``ValueError`` when the file cannot be read."""
+    from vitviz.models import added
+
+    report = added.install(path)
+    for problem in report.problems:
+        _say(f"left out of {path}: {problem}")
+    return report
 
 
 COST_SETTINGS = ("patch", "resolution", "model_size")
@@ -382,8 +399,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("gradio") is None:
         _say("vitviz serve runs the web app, which needs gradio: pip install 'vitviz[app]' (or requirements.txt).")
         return FAILED
+    extra = ["--models", str(args.models)] if getattr(args, "models", None) else []
     try:
-        return subprocess.call([sys.executable, "-m", "vitviz.app", "--port", str(args.port)])
+        return subprocess.call([sys.executable, "-m", "vitviz.app", "--port", str(args.port), *extra])
     except KeyboardInterrupt:
         return DONE
 
@@ -417,6 +435,14 @@ VIEW_COMMANDS = {"view": ("any view of the page: its figures (PNG) and numbers (
 ViT-vs-CNN tab's."""
 
 
+def _add(sub: "argparse._SubParsersAction", name: str, **kwargs) -> argparse.ArgumentParser:
+    """A subcommand, with the option every subcommand has: ``--models FILE``."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--models", metavar="FILE", default=argparse.SUPPRESS,
+                        help="a models file (TOML): this server's own models, added to the lists")
+    return sub.add_parser(name, parents=[common], **kwargs)
+
+
 def parser(verbs: bool = True) -> argparse.ArgumentParser:
     """The command line. ``verbs``: add the views' verbs under ``view`` and ``vitcnn`` (reading the views' records
     imports the library; the other commands, and ``--help``, do without)."""
@@ -424,24 +450,24 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
                                  epilog="Exit codes: 0 done, 1 nothing done, 2 wrong usage, 3 done in part.")
     ap.add_argument("-v", "--verbose", action="store_true", help="log what is loaded, fallen back to and refused")
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("models", help="the supported models and which can be had now").set_defaults(run=cmd_models)
-    sub.add_parser("views", help="every view: its endpoint, tab, settings, download and command (Markdown)"
+    _add(sub, "models", help="the supported models and which can be had now").set_defaults(run=cmd_models)
+    _add(sub, "views", help="every view: its endpoint, tab, settings, download and command (Markdown)"
                    ).set_defaults(run=cmd_views)
 
-    p = sub.add_parser("costs", help="multiply-accumulates of one forward pass, per component")
+    p = _add(sub, "costs", help="multiply-accumulates of one forward pass, per component")
     settings_flags(p, declared.PATCHES, COST_SETTINGS)
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
                    help="how to print the table: aligned text (default), CSV or JSON")
     p.set_defaults(run=cmd_costs, view=declared.PATCHES, only=COST_SETTINGS)
 
-    p = sub.add_parser("patches", help="cut a picture into patches")
+    p = _add(sub, "patches", help="cut a picture into patches")
     p.add_argument("image", help="the picture (PNG, JPEG, GIF, WebP, ...)")
     settings_flags(p, declared.PATCHES)
     p.add_argument("--out", help="a folder for the grid picture and its numbers (NAME.patches.png, "
                                  "NAME.patches.json); without it, only the counts are printed")
     p.set_defaults(run=cmd_patches, view=declared.PATCHES, only=None)
 
-    p = sub.add_parser("attention", help="class-token attention per head, rollout and mask, with its numbers")
+    p = _add(sub, "attention", help="class-token attention per head, rollout and mask, with its numbers")
     p.add_argument("images", nargs="+", help="one or more pictures")
     settings_flags(p, declared.ATTENTION)
     settings_flags(p, declared.ROLLOUT, ("fusion", "discard"))
@@ -449,7 +475,7 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
                                                 "NAME.mask.png and NAME.json")
     p.set_defaults(run=cmd_attention, view=declared.ATTENTION, only=None)
 
-    p = sub.add_parser("crop", help="crop every picture in a folder tree (or a CSV list) to where the class token "
+    p = _add(sub, "crop", help="crop every picture in a folder tree (or a CSV list) to where the class token "
                                     "looks", description="Crops go to OUT/crops/<path>.png (the tree mirrored), the "
                        "boxes to OUT/boxes.csv; a rerun skips what is done. --engine ray spreads the batches over a "
                        "Ray cluster (pip install 'vitviz[ray]').")
@@ -468,7 +494,7 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_crop, view=declared.ATTENTION, only=CROP_SETTINGS)
 
     for command, (what, tab) in VIEW_COMMANDS.items():
-        p = sub.add_parser(command, help=what)
+        p = _add(sub, command, help=what)
         if not verbs:
             continue
         from vitviz.views import RECORDS
@@ -476,25 +502,25 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
         named = p.add_subparsers(dest="verb", required=True)
         for r in RECORDS.values():
             if r.api and (tab is None or r.tab == tab):
-                _view_parser(named.add_parser(r.verb, help=r.view.title), r)
+                _view_parser(_add(named, r.verb, help=r.view.title), r)
     if verbs:  # views with a command of their own (their record names it): vitviz forward ...
         from vitviz.views import RECORDS
 
         for r in RECORDS.values():
             if r.command:
-                _view_parser(sub.add_parser(r.command, help=f"{r.view.title} (figures and numbers)"), r)
+                _view_parser(_add(sub, r.command, help=f"{r.view.title} (figures and numbers)"), r)
 
-    p = sub.add_parser("lesson", help="print a lesson (a Markdown file of captioned vitviz links) as a PDF handout")
+    p = _add(sub, "lesson", help="print a lesson (a Markdown file of captioned vitviz links) as a PDF handout")
     p.add_argument("lesson", help="the lesson's file, or 'tour' for the guided tour shipped with vitviz")
     p.add_argument("--out", required=True, help="the handout's PDF file (one page per step)")
     p.set_defaults(run=cmd_lesson)
 
-    p = sub.add_parser("bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
+    p = _add(sub, "bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")
     p.add_argument("params", help="a bundle's params.json (its input.png beside it) or the downloaded ZIP")
     p.add_argument("--out", required=True, help="a folder for the figures (PNG and PDF) and numbers.json")
     p.set_defaults(run=cmd_bundle)
 
-    p = sub.add_parser("serve", help="the web app")
+    p = _add(sub, "serve", help="the web app")
     p.add_argument("--port", type=_port, default=7860, help="the port to serve on, 1 to 65535 (default: 7860)")
     p.set_defaults(run=cmd_serve)
     ap.commands = tuple(sub.choices)  # type: ignore[attr-defined]
@@ -508,6 +534,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser(verbs=not light).parse_args(argv)
     # The notices say what a fallback means; the log (-v) says what was loaded, fallen back to and refused.
     logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR, format="%(levelname)s %(message)s")
+    if getattr(args, "models", None) and args.command != "serve":  # before the settings are checked: its names
+        try:
+            args.report = install_models(args.models)
+        except ValueError as err:
+            _say(str(err))
+            return USAGE
     if getattr(args, "view", None) is not None:  # every setting checked before anything heavy is loaded
         try:
             checked(args.view, args, args.only)

@@ -63,3 +63,39 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
         shown.notice = f"{shown.notice}\n\n{warning}" if shown.notice else warning
         shown.numbers["notice"] = shown.notice
     return shown
+
+
+def use_model(module, name: str, labels: list[str] | None = None, **preprocessing) -> str:
+    """Put a model object on this process's model list under ``name``, so that every view can show it
+    (``show(view, picture, {"model": name, ...})``): any timm ViT (ViT, DeiT, DINOv2 ± registers) or transformers
+    ViT/DeiT/DINO/DINOv2 vitviz can record; ``labels`` (one per output of its head) make it a classifier;
+    ``preprocessing``: ``mean``, ``std``, ``resolution`` when not the model's own. Returns ``name``. ``ValueError``
+    saying why for a model vitviz cannot record."""
+    from vitviz.models import cache, loaders
+    from vitviz.specs import registry
+
+    runner = loaders.runner_for(module, name, labels=labels, origin="a model given in Python",
+                                about="given in Python", **preprocessing)
+    registry.add(runner.spec)
+    cache.adopt(name, runner)
+    return name
+
+
+def attention_maps(module, picture, name: str | None = None, labels: list[str] | None = None,
+                   **settings) -> Shown:
+    """The Attention view for any model object and a picture (a path, a PIL image or an (H, W, 3) uint8 array):
+    the class token's attention per head with the mass-threshold contour, the numbers behind it
+    (``.numbers``) and its figures (``.figures["heads"]``, PIL images). ``settings``: the view's own (``layer``,
+    ``keep``, ``resolution``, ``cmap``…, as in ``vitviz view attention --help``)."""
+    from PIL import Image
+
+    from vitviz.core import images
+
+    if isinstance(picture, Image.Image):
+        rgb = np.asarray(picture.convert("RGB"))
+    elif isinstance(picture, np.ndarray):
+        rgb = np.ascontiguousarray(picture)
+    else:
+        rgb = images.load_rgb(picture, images.INTAKE_SHORT_SIDE)
+    key = use_model(module, name or f"{type(module).__name__} (given in Python)", labels)
+    return show("attention", rgb, VIEWS["attention"].check({**settings, "model": key}))

@@ -1,0 +1,351 @@
+"""Models the server's operator adds: a models file (TOML), read once at start.
+
+Students pick from a list and never type a model id or a path; whoever runs the server may put their own
+checkpoints on that list (``vitviz serve --models FILE``, ``VITVIZ_MODELS=FILE`` for ``app.py`` on a Space, or
+``--models FILE`` on any CLI subcommand)::
+
+    [[model]]
+    name = "Lab ViT-S/16 (camera traps)"        # shown in the lists
+    timm = "vit_small_patch16_224"               # the architecture: a timm name, or
+    # transformers = "path/to/folder"            # a local transformers folder (config.json + safetensors)
+    weights = "path/to/model.safetensors"        # a local file, or hub = "org/name" for a hub checkpoint
+    labels = "path/to/labels.txt"                # optional: one class name per line (makes it a classifier)
+    # mean = [0.5, 0.5, 0.5]; std = [0.5, 0.5, 0.5]; resolution = 224    # optional: override the preprocessing
+
+Relative paths are read from the models file's folder. Safetensors only (no pickle), never ``trust_remote_code``.
+Each entry is checked when the file is read: its fields, the architecture, the weights (loaded strictly: every
+shape must match), the labels (one per output of the head) and a forward whose queries and keys are recorded.
+A broken entry is reported with its name and the field at fault and left out; the others are added.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from vitviz.models import hooks, loaders
+from vitviz.models.runner import Call, Runner
+from vitviz.specs import registry
+
+log = logging.getLogger("vitviz")
+
+FIELDS = ("name", "timm", "transformers", "weights", "hub", "labels", "mean", "std", "resolution")
+ABOUT = "added by this server"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One ``[[model]]`` of a models file, its paths resolved."""
+
+    name: str
+    timm: str | None = None
+    transformers: Path | None = None
+    weights: Path | None = None
+    hub: str | None = None
+    labels: Path | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    resolution: int | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why an entry was left out: its name (or its place in the file), the field at fault, in words."""
+
+    name: str
+    field: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.field}: {self.why}"
+
+
+@dataclass
+class Report:
+    """What a models file gave: the models added (name -> where from) and the entries left out."""
+
+    path: Path
+    added: dict[str, str] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = [f"{self.path}: {len(self.added)} model(s) added, {len(self.problems)} left out"]
+        out += [f"  added    {name} ({origin})" for name, origin in self.added.items()]
+        out += [f"  left out {p}" for p in self.problems]
+        return out
+
+
+class EntryError(ValueError):
+    """An entry that cannot be used: the field at fault and why."""
+
+    def __init__(self, field_name: str, why: str) -> None:
+        super().__init__(why)
+        self.field = field_name
+
+
+_entries: dict[str, Entry] = {}
+_lock = threading.Lock()
+
+
+def entry(key: str) -> Entry | None:
+    """The added model named ``key``, or None (one of vitviz's own, or unknown)."""
+    return _entries.get(key)
+
+
+def parse(path: str | Path) -> tuple[list[Entry], list[Problem]]:
+    """The entries of the models file ``path`` whose fields are well formed, and the problems of the others.
+
+    ``ValueError`` when the file itself cannot be read (missing, not TOML)."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ValueError(f"Cannot read the models file {path}: {err.strerror or err}.") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"The models file {path} is not valid TOML: {err}.") from None
+    items = data.get("model", [])
+    if not isinstance(items, list):
+        raise ValueError(f"The models file {path} must list its models as [[model]] tables.")
+    entries, problems, names = [], [], set()
+    for i, item in enumerate(items, 1):
+        label = str(item.get("name") or f"model #{i}") if isinstance(item, dict) else f"model #{i}"
+        try:
+            e = _entry(item, path.parent)
+            if e.name in names:
+                raise EntryError("name", "another entry of this file has the same name.")
+            names.add(e.name)
+            entries.append(e)
+        except EntryError as err:
+            problems.append(Problem(label, err.field, str(err)))
+    return entries, problems
+
+
+def _entry(item: object, base: Path) -> Entry:
+    if not isinstance(item, dict):
+        raise EntryError("model", "each [[model]] must be a table of fields.")
+    unknown = sorted(set(item) - set(FIELDS))
+    if unknown:
+        raise EntryError(unknown[0], f"not a field of a model (the fields are {', '.join(FIELDS)}).")
+    name = item.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise EntryError("name", "every model needs a name (the text shown in the lists).")
+
+    def text(key: str) -> str | None:
+        v = item.get(key)
+        if v is not None and (not isinstance(v, str) or not v.strip()):
+            raise EntryError(key, "must be a non-empty text.")
+        return v
+
+    def local(key: str, folder: bool = False) -> Path | None:
+        v = text(key)
+        if v is None:
+            return None
+        p = (base / v).expanduser().resolve()
+        if not (p.is_dir() if folder else p.is_file()):
+            raise EntryError(key, f"{'no folder' if folder else 'no file'} at {p}.")
+        return p
+
+    timm_name, folder, hub = text("timm"), local("transformers", folder=True), text("hub")
+    if (timm_name is None) == (folder is None) and not (hub and timm_name is None and folder is None):
+        raise EntryError("timm" if timm_name else "transformers",
+                         "give the architecture once: timm = a timm name, or transformers = a local folder.")
+    weights = local("weights")
+    if weights is not None and weights.suffix != ".safetensors":
+        raise EntryError("weights", "only .safetensors files are loaded (no pickled checkpoints).")
+    if timm_name is not None and weights is None and hub is None:
+        raise EntryError("weights", "a timm architecture needs its weights: weights = a .safetensors file, or "
+                                    "hub = \"org/name\".")
+    if weights is not None and hub is not None:
+        raise EntryError("hub", "give the weights once: a local file or a hub checkpoint, not both.")
+    if folder is not None and weights is not None:
+        raise EntryError("weights", "a transformers folder holds its own weights; leave weights out.")
+    stats = {}
+    for key in ("mean", "std"):
+        v = item.get(key)
+        if v is not None and (not isinstance(v, list) or len(v) != 3
+                              or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
+            raise EntryError(key, "must be three numbers, one per colour channel.")
+        if key == "std" and v is not None and min(v) <= 0:
+            raise EntryError(key, "must be three positive numbers.")
+        stats[key] = tuple(float(x) for x in v) if v is not None else None
+    res = item.get("resolution")
+    if res is not None and (not isinstance(res, int) or isinstance(res, bool) or not 16 <= res <= 1024):
+        raise EntryError("resolution", "must be a whole number of pixels from 16 to 1024.")
+    return Entry(name.strip(), timm_name, folder, weights, hub, local("labels"), stats["mean"], stats["std"], res)
+
+
+def read_labels(e: Entry) -> list[str] | None:
+    """The entry's class names (one per non-empty line), or None without a labels file."""
+    if e.labels is None:
+        return None
+    try:
+        names = [line.strip() for line in e.labels.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise EntryError("labels", "the labels file is not UTF-8 text.") from None
+    if not names:
+        raise EntryError("labels", "the labels file names no class.")
+    return names
+
+
+def _timm_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
+    """The timm model with the entry's weights, loaded strictly; its head as the weights have it (timm would drop a
+    head whose size differs from the one asked for: vitviz never asks for another)."""
+    import timm
+    from safetensors import safe_open
+
+    if e.timm not in timm.list_models() and e.timm not in timm.list_pretrained():
+        raise EntryError("timm", f"{e.timm!r} is not a timm architecture.")
+    overlay: dict = {"file": str(e.weights)} if e.weights is not None else {"hf_hub_id": e.hub}
+    kwargs: dict = {}
+    if e.weights is not None:
+        with safe_open(str(e.weights), "pt") as f:
+            classes = f.get_slice("head.weight").get_shape()[0] if "head.weight" in f.keys() else 0
+        if labels is not None and classes != len(labels):
+            raise EntryError("labels", f"{len(labels)} labels, but the weights' head has "
+                                       f"{classes or 'no'} output{'s' if classes != 1 else ''}.")
+        kwargs["num_classes"] = overlay["num_classes"] = classes
+    try:
+        module = timm.create_model(e.timm, pretrained=True, pretrained_cfg_overlay=overlay, dynamic_img_size=True,
+                                   **kwargs)
+    except RuntimeError as err:  # strict loading: a shape or a name does not match
+        first = str(err).strip().splitlines()
+        raise EntryError("weights", f"the weights do not fit {e.timm}: "
+                                    f"{first[1].strip() if len(first) > 1 else first[0]}") from None
+    if labels is not None and module.num_classes != len(labels):
+        raise EntryError("labels", f"{len(labels)} labels, but the model's head has {module.num_classes} outputs.")
+    return module
+
+
+def _hf_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
+    from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
+
+    source = str(e.transformers) if e.transformers is not None else e.hub
+    kw = dict(local_files_only=e.transformers is not None or not loaders.hub_reachable(), trust_remote_code=False)
+    try:
+        config = AutoConfig.from_pretrained(source, **kw)
+    except (OSError, ValueError) as err:
+        raise EntryError("transformers" if e.transformers else "hub", f"no usable config.json ({err}).") from None
+    if config.model_type not in loaders.RECORDABLE_HF:
+        raise EntryError("transformers" if e.transformers else "hub",
+                         f"vitviz cannot record the attention of a {config.model_type!r} model (it records "
+                         f"{', '.join(loaders.RECORDABLE_HF)}).")
+    classifier = labels is not None or any(a.endswith("ForImageClassification") for a in config.architectures or ())
+    if e.transformers is not None and not any(e.transformers.glob("*.safetensors")):
+        raise EntryError("transformers", "the folder has no .safetensors weights (pickled checkpoints are not "
+                                         "loaded).")
+    cls = AutoModelForImageClassification if classifier else AutoModel
+    extra = {"add_pooling_layer": False} if not classifier and config.model_type == "vit" else {}
+    try:
+        return cls.from_pretrained(source, config=config, attn_implementation="sdpa", use_safetensors=True,
+                                   **kw, **extra)
+    except (OSError, ValueError, RuntimeError) as err:
+        raise EntryError("weights" if e.transformers else "hub", f"the weights cannot be loaded ({err}).") from None
+
+
+def _hf_preprocessing(e: Entry) -> tuple[tuple | None, tuple | None, int | None]:
+    """(mean, std, side): the entry's own, else the checkpoint's image processor's (None where neither says)."""
+    from transformers import AutoImageProcessor
+
+    source = str(e.transformers) if e.transformers is not None else e.hub
+    try:
+        proc = AutoImageProcessor.from_pretrained(source, local_files_only=e.transformers is not None,
+                                                  trust_remote_code=False)
+    except (OSError, ValueError):  # no preprocessor_config.json: the model's defaults
+        return e.mean, e.std, e.resolution
+    size = getattr(proc, "crop_size", None) or getattr(proc, "size", None) or {}
+    side = size.get("height") or size.get("shortest_edge")
+    return (e.mean or tuple(getattr(proc, "image_mean", None) or ()) or None,
+            e.std or tuple(getattr(proc, "image_std", None) or ()) or None,
+            e.resolution or (int(side) if side else None))
+
+
+def load(e: Entry) -> Runner:
+    """The entry's model, ready to run (``EntryError`` naming the field at fault)."""
+    labels = read_labels(e)
+    if e.timm is not None:
+        module = _timm_module(e, labels)
+        origin = f"{e.weights.name if e.weights else 'hub ' + str(e.hub)}, {ABOUT}"
+        mean, std, res = e.mean, e.std, e.resolution
+    else:
+        module = _hf_module(e, labels)
+        cfg_labels = getattr(module.config, "id2label", None) or {}
+        if labels is None and getattr(module, "classifier", None) is not None and cfg_labels and not all(
+                str(v).startswith("LABEL_") for v in cfg_labels.values()):
+            labels = [cfg_labels[i] for i in sorted(cfg_labels)]
+        origin = f"{e.transformers.name if e.transformers else 'hub ' + str(e.hub)}, {ABOUT}"
+        mean, std, res = _hf_preprocessing(e)
+    try:
+        return loaders.runner_for(module, e.name, labels=labels, mean=mean, std=std, resolution=res,
+                                  origin=origin, about=ABOUT)
+    except ValueError as err:
+        raise EntryError("labels" if "labels" in str(err) else "timm" if e.timm else "transformers",
+                         str(err)) from None
+
+
+def check(runner: Runner) -> None:
+    """A forward at the model's resolution whose queries and keys are recorded, one per layer, with the tokens the
+    spec says (``EntryError`` otherwise); a classifier's logits must be one per label."""
+    side = runner.resolution - runner.resolution % runner.spec.patch
+    x = torch.zeros(1, 3, side, side)
+    seen: list[tuple[int, tuple]] = []
+
+    def probe(model, x, forward):
+        with hooks.record_keys(model, lambda layer, q, k, scale: seen.append((layer, tuple(q.shape)))) as layers:
+            logits, _ = forward(x)
+        return layers, logits
+
+    try:
+        layers, logits = runner.run(Call(probe), x)
+    except Exception as err:  # noqa: BLE001 - any failure here means the model cannot be shown
+        raise EntryError("timm" if runner.spec.family == "timm" else "transformers",
+                         f"a forward with its attention recorded failed ({type(err).__name__}: {err}).") from None
+    tokens = runner.spec.prefix + (side // runner.spec.patch) ** 2
+    if layers == 0 or len(seen) != layers or any(s[2] != tokens for _, s in seen):
+        raise EntryError("timm" if runner.spec.family == "timm" else "transformers",
+                         f"its attention could not be recorded ({len(seen)} of {layers} layers).")
+    if runner.labels and (logits is None or logits.shape[-1] != len(runner.labels)):
+        raise EntryError("labels", f"{len(runner.labels)} labels, but the model answers "
+                                   f"{None if logits is None else logits.shape[-1]} classes.")
+
+
+def install(path: str | Path) -> Report:
+    """Read, check and add every usable model of the models file ``path`` (replacing the models a file added
+    before); a broken entry is reported and left out. Returns what was added and what was not, and logs it."""
+    from vitviz.models import cache
+
+    entries, problems = parse(path)
+    report = Report(Path(path), problems=list(problems))
+    with _lock:
+        remove()
+        for e in entries:
+            try:
+                runner = load(e)
+                check(runner)
+                registry.add(runner.spec)
+            except EntryError as err:
+                report.problems.append(Problem(e.name, err.field, str(err)))
+                continue
+            except ValueError as err:  # the name of one of vitviz's own models
+                report.problems.append(Problem(e.name, "name", str(err)))
+                continue
+            _entries[e.name] = e
+            cache.adopt(e.name, runner)
+            report.added[e.name] = runner.origin
+    for line in report.lines():
+        log.info("%s", line)
+    return report
+
+
+def remove() -> None:
+    """Take the added models off the list and out of the model cache."""
+    from vitviz.models import cache
+
+    for name in list(_entries):
+        cache.forget(name)
+    _entries.clear()
+    registry.remove_added()
