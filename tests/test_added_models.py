@@ -248,3 +248,47 @@ def test_a_model_vitviz_cannot_record_is_refused_with_why():
     with pytest.raises(ValueError, match="cannot record the attention of Linear"):
         use_model(torch.nn.Linear(3, 3), "a line")
     assert "a line" not in registry.REGISTRY
+
+
+def _tiny_hf(kind: str):
+    import torch
+    from transformers import (DeiTConfig, DeiTModel, Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig,
+                              Dinov2WithRegistersModel)
+
+    torch.manual_seed(0)
+    small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, image_size=112)
+    if kind == "dinov2":
+        return Dinov2Model(Dinov2Config(patch_size=14, **small))
+    if kind == "dinov2+registers":
+        return Dinov2WithRegistersModel(Dinov2WithRegistersConfig(patch_size=14, num_register_tokens=4, **small))
+    return DeiTModel(DeiTConfig(patch_size=16, **small), add_pooling_layer=False)
+
+
+@pytest.mark.parametrize("make, prefix", [
+    (lambda: __import__("timm").create_model("vit_small_patch14_reg4_dinov2", pretrained=False, img_size=112,
+                                             dynamic_img_size=True), 5),
+    (lambda: __import__("timm").create_model("deit_tiny_patch16_224", pretrained=False, dynamic_img_size=True), 1),
+    (lambda: _tiny_hf("dinov2"), 1),
+    (lambda: _tiny_hf("dinov2+registers"), 5),
+    (lambda: _tiny_hf("deit"), 2),  # DeiT's class and distillation tokens
+], ids=["timm DINOv2+registers", "timm DeiT", "transformers DINOv2", "transformers DINOv2+registers",
+        "transformers DeiT"])
+def test_the_vit_families_vitviz_records_are_accepted_and_their_attention_recorded(make, prefix):
+    """Each family: its prefix tokens found, a recorded forward passes the start check, and the Attention view's
+    class-token rows are distributions over the patches (with the prefix's share left out, at most 1)."""
+    from vitviz.analyses.attention import analyse
+    from vitviz.views import use_model
+
+    name = f"family probe {prefix}"
+    try:
+        key = use_model(make(), name, resolution=112)
+        runner = cache.get_model(key)
+        assert runner.spec.prefix == prefix
+        added.check(runner)
+        rgb = np.random.default_rng(5).integers(0, 256, (112, 112, 3), dtype=np.uint8)
+        a = analyse(runner, rgb, 112)
+        sums = a.maps.cls.sum(-1)  # (L, H): the class token's attention to the patches
+        assert a.maps.layers == runner.depth and np.all(sums > 0) and np.all(sums <= 1 + 1e-5)
+    finally:
+        registry.REGISTRY.pop(name, None)
+        cache.forget(name)

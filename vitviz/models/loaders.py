@@ -121,7 +121,8 @@ def runner_for(module: torch.nn.Module, name: str, *, labels: list[str] | None =
     elif getattr(getattr(module, "config", None), "model_type", None) in RECORDABLE_HF:
         cfg = module.config
         spec = ModelSpec(name, "hf", str(getattr(cfg, "_name_or_path", "") or name), int(cfg.patch_size),
-                         1 + int(getattr(cfg, "num_register_tokens", 0) or 0), int(resolution or cfg.image_size),
+                         1 + int(getattr(cfg, "num_register_tokens", 0) or 0) + (cfg.model_type == "deit"),
+                         int(resolution or cfg.image_size),
                          params_m, task, about, dim=int(cfg.hidden_size), depth=int(cfg.num_hidden_layers),
                          heads=int(cfg.num_attention_heads), added=added)
         if labels is not None and getattr(module, "classifier", None) is None:
