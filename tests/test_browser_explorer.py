@@ -343,12 +343,9 @@ def test_a_failed_keys_fetch_says_so_and_is_asked_again_later(app_url, browser, 
     page.close()
 
 
-def test_when_the_server_no_longer_holds_the_analysis_the_picture_comes_back_and_the_explorer_continues(
-        app_url, browser, dino_in_cache):
-    """Another process answers (or the analysis left the cache): the layer's keys are a 404, so the explorer sends
-    the fitted picture back through the queue and gets a new analysis of it, with the same numbers."""
-    from vitviz.models.runner import clear_results
-
+def _forget_and_continue(app_url, browser, forget):
+    """The star scene, a pinned patch, then ``forget()`` on the server and a layer change: (the explorer's state
+    before, after, what the page sent to the queue in between)."""
     page = _open_scene(browser, app_url, 0)  # the star
     state = "() => { const s = document.querySelector('#attention-explorer .vx').__vx; return {token: s.p.token, " \
             "cls: Array.from(s.cls), layer: s.layer}; }"
@@ -360,16 +357,46 @@ def test_when_the_server_no_longer_holds_the_analysis_the_picture_comes_back_and
     _wait(page, "query", "9,14")
     sent = []
     page.on("request", lambda r: sent.append(r.post_data or "") if "/queue/join" in r.url else None)
-    clear_results()  # the server forgets every analysis
+    forget()
     page.locator("#attention-explorer .vx").focus()
     page.keyboard.press("[")
     page.wait_for_function(f"() => {{ const d = document.querySelector('{CAPTION}')?.dataset; return "
                            "d && d.layer === '11' && d.query === '9,14' && d.count > 0; }", timeout=60_000)
     after = page.evaluate(state)
+    page.close()
+    return before, after, sent
+
+
+def test_when_the_server_no_longer_holds_the_analysis_it_makes_it_again_from_its_own_copy_of_the_picture(
+        app_url, browser, dino_in_cache):
+    """The analysis left the result store: the explorer asks by its token, the server makes the same analysis
+    again from the picture's file it still has, and the explorer continues; the picture is not uploaded again."""
+    from vitviz.models.runner import clear_results
+
+    before, after, sent = _forget_and_continue(app_url, browser, clear_results)
+    assert not any("data:image" in s for s in sent)
+    assert after["token"] == before["token"]  # the same analysis, made again
+    assert after["cls"] == before["cls"] and after["layer"] == 10
+    assert not any("data:image" in s for s in sent), [s[:200] for s in sent]
+    assert any(before["token"] in s for s in sent)  # asked by its picture's content address, through the queue
+
+
+def test_when_the_server_has_no_copy_of_the_picture_either_the_picture_comes_back_and_the_explorer_continues(
+        app_url, browser, dino_in_cache, monkeypatch):
+    """Another process answers (or a restart): it holds neither the analysis nor the picture, so it asks for the
+    picture; the explorer sends the fitted picture back through the queue and gets a new analysis of it, with the
+    same numbers."""
+    from vitviz.app import uploads
+    from vitviz.models.runner import clear_results
+
+    def forget():  # as another process (or a restarted server) would be: no analysis, no file of the picture
+        clear_results()
+        monkeypatch.setattr(uploads, "file_of", lambda key: None)
+
+    before, after, sent = _forget_and_continue(app_url, browser, forget)
     assert after["token"] != before["token"]  # a new analysis: of the picture the browser sent back
     assert after["cls"] == before["cls"] and after["layer"] == 10
     assert any("data:image/png;base64," in s for s in sent)  # through the queue, like every picture
-    page.close()
 
 
 def test_inside_one_head_redoes_any_querys_arithmetic_in_the_browser_like_the_library(app_url, browser):

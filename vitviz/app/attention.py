@@ -25,6 +25,7 @@ from vitviz.app.components import (
 )
 from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, by_component
+from vitviz.models.runner import image_key
 from vitviz.render import browser
 from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
@@ -37,8 +38,10 @@ HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 def explorer_payload(picture, values: dict, progress=None, inline: bool = False) -> dict:
     """What the explorer draws (data, sent once per picture): the analysis and the view's settings as used; with
     ``inline`` (the API) the first map's data in the answer itself, else the names the browser fetches them by."""
-    a, settled = attention_view.analysis_for(uploads.picture(picture), values, progress)
-    return browser.attention_payload(a, settled.values, {f.name: f for f in HELD}, inline=inline)
+    rgb = uploads.picture(picture)
+    a, settled = attention_view.analysis_for(rgb, values, progress)
+    return browser.attention_payload(a, settled.values, {f.name: f for f in HELD}, inline=inline) | {
+        "picture": image_key(rgb)}  # its content address: made again from it while the server has the picture
 
 
 def build(gr_tab: gr.Tab) -> Tab:
@@ -184,18 +187,27 @@ def build(gr_tab: gr.Tab) -> Tab:
 
 
 def _payload_again(form: Form, at: int, *args) -> dict:
-    """The explorer's payload for the picture it sent back (the fitted picture, a data: URL, read by the same
-    intake as every picture), with the page's model, short side and the explorer's own settings (``at``: where
-    the picture goes among the view's inputs)."""
+    """The explorer's analysis made again, with the page's model, short side and the explorer's own settings
+    (``at``: where the picture goes among the view's inputs), when the server no longer holds it. The explorer asks
+    first by its picture's content address: the picture is read again from the server's own file when it still has
+    it (nothing is uploaded again); else the answer asks for the picture (``{"resend": token}``), and the explorer
+    sends the fitted picture back (a data: URL, read by the same intake as every picture)."""
     again, *settings, progress = args
     _, raw = form.values(A, tuple(settings[:at]) + (None,) + tuple(settings[at:]))
     try:
-        picture = json.loads(again or "{}").get("image")
+        sent = json.loads(again or "{}")
     except (TypeError, ValueError):
-        picture = None
+        sent = {}
+    sent = sent if isinstance(sent, dict) else {}
+    picture, token = sent.get("image"), sent.get("token")
+    if not picture and isinstance(token, str):
+        picture = uploads.file_of(sent.get("picture"))
+        if picture is None:  # another process answered, or the file is gone
+            return {"resend": token}
     if not picture:
         return gr.skip()
-    return explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
+    made = explorer_payload(picture, A.check(raw), lambda f, msg: progress(f, desc=msg))
+    return made | {"again": sent.get("at")}  # a new value even when the analysis is the same: the explorer rebuilds
 
 
 def _limits(shown) -> tuple:

@@ -106,7 +106,21 @@ def picture(payload: Any) -> np.ndarray:
             rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
         return runner.shared_picture(rgb)  # read-only, hashed once for the events that use it
 
-    return _decoded.get_or_make(key, decode)
+    rgb = _decoded.get_or_make(key, decode)
+    if isinstance(src, str):  # a file on this server: the picture can be read again by its content address
+        _files.put(runner.image_key(rgb), src)
+    return rgb
+
+
+_files: LRU[str] = LRU(4096)
+"""A decoded picture's content address (:func:`vitviz.models.runner.image_key`) -> the server file it came from (an
+upload, an example)."""
+
+
+def file_of(picture_key: str) -> str | None:
+    """The server file of the picture with content address ``picture_key`` while it is still there, or None."""
+    path = _files.get(picture_key) if isinstance(picture_key, str) else None
+    return path if path is not None and Path(path).is_file() else None
 
 
 @functools.lru_cache(maxsize=1)

@@ -72,10 +72,19 @@ function ensureKeys(layer) {  // a layer's queries and keys: fetched once, when 
   return S.pending[layer];
 }
 
-function sendBack() {  // the server forgot the analysis (restart, another process): send the picture back, once
-  if (S.sentBack === S.p.token || !S.png) return;
+function sendBack() {  // the server forgot the analysis: it makes it again from its own copy of the picture, once
+  if (S.sentBack === S.p.token) return;
   S.sentBack = S.p.token;
-  S.status = "the server no longer holds this picture's analysis: sending the picture back…";
+  S.status = "the server no longer holds this picture's analysis: asking for it again…";
+  update();
+  window.vitvizState?.set("attention-again", { token: S.p.token, picture: S.p.picture, at: Date.now() });
+}
+
+function sendPicture() {  // the server has no copy of the picture either (restart, another process): send it, once
+  if (S.sentPicture === S.p.token) return;
+  if (!S.png) { S.status = "the server no longer holds this picture; show it again"; update(); return; }
+  S.sentPicture = S.p.token;
+  S.status = "the server no longer holds this picture: sending the picture back…";
   update();
   let text = "";
   const u = new Uint8Array(S.png);
@@ -259,6 +268,7 @@ function canvas(parent, cssW, cssH, pins = true) {  // a map to point at; clicki
 function build(p) {
   root = element.querySelector(".vx");
   root.__vx = S;
+  if (p && p.resend) { if (S.p && S.p.token === p.resend) sendPicture(); return; }  // the picture is wanted
   if (!p || !p.parts) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
   const st = p.state, clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
@@ -321,7 +331,7 @@ function build(p) {
   const mine = () => S.p && S.p.token === token;
   const failed = (err) => {
     if (!mine()) return;
-    if (err.gone && S.png) { sendBack(); return; }
+    if (err.gone) { sendBack(); return; }
     S.status = err.gone ? "the server no longer holds this picture's analysis; show it again"
       : `the attention maps did not arrive (${err.message}); show it again`;
     update();
