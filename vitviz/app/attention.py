@@ -18,6 +18,7 @@ from vitviz.app.components import (
     Form,
     browser_carrier,
     browser_view,
+    device_panel,
     download_row,
     examples,
     explain,
@@ -25,6 +26,8 @@ from vitviz.app.components import (
 )
 from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, by_component
+from vitviz.models import budget, device
+from vitviz.models import cache as models
 from vitviz.models.runner import image_key
 from vitviz.render import browser
 from vitviz.specs import views as declared
@@ -53,6 +56,9 @@ def build(gr_tab: gr.Tab) -> Tab:
             model = form.add(A["model"])  # a list of long names: a dropdown, from the declaration
             side = form.add(A["resolution"])
             go = gr.Button("Show attention", variant="primary")
+            on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
+                                    elem_id="device-switch")
+            device_view = device_panel()
             dl_button, dl_file = download_row("attention-bundle")
             photos_note = examples(src, uploads.SCENES + uploads.PHOTOS, "attention-photos-note")
             explain(
@@ -136,7 +142,8 @@ def build(gr_tab: gr.Tab) -> Tab:
         pair_fig = figure("attn-pair")
     tab = Tab("attention", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
               model_field=A["model"])
-    tab.extras = {"registers": reg_btn, "registers_note": reg_note, "photos_note": photos_note}
+    tab.extras = {"registers": reg_btn, "registers_note": reg_note, "photos_note": photos_note,
+                  "device": on_device}
 
     # the public API: the views' endpoints come from their records (tab.finish()); the explorer's data is its own
     endpoint(A, lambda pic, v: explorer_payload(pic, v, inline=True), name="explorer",
@@ -169,6 +176,14 @@ def build(gr_tab: gr.Tab) -> Tab:
     # only while open)
     on(carrier.change, screen, screen.inputs, screen.outputs, trigger_mode="always_last", **MODEL)
     tab.download(A, dl_button, dl_file, **MODEL)
+    # compute on this device: the manifest of the chosen model (its graph made on first use, through the queue like
+    # every piece of work), whenever the switch, the model or the short side changes
+    settings_in = form.inputs(A)
+    manifest = by_component([on_device] + settings_in, lambda *args: _device_manifest(form, *args), "device_model",
+                            progress=True)
+    on([on_device.change, model.change, side.release], manifest, manifest.inputs, device_view,
+       trigger_mode="always_last", **MODEL)
+    on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
 
     tab.accordion(A, figs_box, [carrier.change], [("heads", heads), ("query", query)], texts=[("table", table)],
                   only=frozenset(("heads", "query")), **MODEL)
@@ -184,6 +199,28 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.accordion(declared.COMPARE, pair_box, [pair_btn.click], [("pair", pair_fig)], ("table", pair_note), **MODEL)
     tab.finish()
     return tab
+
+
+def _device_manifest(form: Form, *args):
+    """The device panel: hidden while the switch is off; else the manifest of the model the form names at its short
+    side (:func:`vitviz.models.device.manifest`: the graph's file, its size, the preprocessing, the labels) with the
+    explorer's settings, or why this model cannot run on a device."""
+    on, *given, progress = args
+    if not on:
+        return gr.HTML(value=None, visible=False)
+    _, raw = form.values(A, tuple(given))
+    values = A.check(raw)
+    runner = models.get_model(values["model"], lambda f, msg: progress(f, desc=msg))
+    side = runner.side(values["resolution"])
+    try:
+        with budget.reserve(2 * budget.forward_bytes(runner.spec, (side // runner.spec.patch) ** 2 + runner.spec.prefix),
+                            "making the model's file for this device"):
+            made = device.manifest(runner, side)
+    except ValueError as err:
+        return gr.HTML(value={"error": str(err), "model": runner.spec.key}, visible=True)
+    made |= browser.explorer_template(values, {f.name: f for f in HELD})
+    made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
+    return gr.HTML(value=made, visible=True)
 
 
 def _payload_again(form: Form, at: int, *args) -> dict:

@@ -149,6 +149,22 @@ def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
                    js_on_load=(WEB / "common.js").read_text() + (WEB / f"{name}.js").read_text(), **kwargs)
 
 
+DEVICE_TEMPLATE = (
+    '<div class="vx-device"><p class="vx-dev-what"></p>'
+    '<label class="vx-dev-pick">Picture (read and computed here, never uploaded)'
+    '<input id="device-picture" type="file" accept="image/*"></label>'
+    '<p class="vx-dev-status" role="status" aria-live="polite"></p>'
+    '<div class="vx-dev-top5-box" hidden><p>Top 5, computed on this device</p><ol class="vx-dev-top5"></ol></div>'
+    '</div>')
+
+
+def device_panel(elem_id: str = "device-panel") -> gr.HTML:
+    """'Compute on this device' (render/web/device.js): a picture chosen here runs through the model in the browser;
+    its value is the server's manifest for the model (what to download, how to prepare the picture)."""
+    return gr.HTML(None, elem_id=elem_id, apply_default_css=False, visible=False, html_template=DEVICE_TEMPLATE,
+                   css_template=(WEB / "device.css").read_text(), js_on_load=(WEB / "device.js").read_text())
+
+
 def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = None) -> gr.Markdown | None:
     """The example pictures ``names`` (file names) for ``src``; with ``offline_note`` (an element id), also the hidden
     line under them that the page fills when this tab's own model cannot be had (which photos need a download)."""

@@ -107,6 +107,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             out[page["projector"]] = True
         if q.get("contrast") == "1":
             out[page["contrast"]] = True
+        if q.get("device") == "1" and tab == "attention":  # compute on this device (the Attention tab's switch)
+            out[page["device"]] = True
         registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
         out[page["registers"]] = gr.Button(interactive=registers_ok)
         if not registers_ok:
@@ -120,6 +122,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
 def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     """Every component :func:`opener` may set."""
     comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "lesson", "registers", "registers_note",
+                               "device",
                                "opened")]
     for tab in tabs.values():
         comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []

@@ -61,7 +61,8 @@ def friendly(fn: Callable) -> Callable:
 
 def data_routes() -> list:
     """HTTP routes the app adds to gradio's server: ``GET /vitviz/explorer/<token>/<part>``, the attention
-    explorer's data (:func:`vitviz.render.browser.explorer_part`).
+    explorer's data (:func:`vitviz.render.browser.explorer_part`); ``GET /vitviz/ort/<file>``, ONNX Runtime Web;
+    ``GET /vitviz/device/<hash>.onnx``, a model's graph for the device path (:mod:`vitviz.models.device`).
 
     A part never changes under its name (the token names the weights, the picture and the short side), so it is
     served with a year-long, immutable cache: a browser that opens the same example again sends no request. 404 when
@@ -92,7 +93,30 @@ def data_routes() -> list:
         body, media = got
         return Response(body, media_type=media, headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
-    return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"])]
+    from starlette.responses import FileResponse
+
+    from vitviz import assets
+    from vitviz.models import device
+
+    immutable = {"Cache-Control": "public, max-age=31536000, immutable"}
+
+    async def runtime(request):  # ONNX Runtime Web, from the package (no CDN: a classroom may have none)
+        name = request.path_params["name"]
+        path = assets.ORT / name
+        if name not in assets.ORT_FILES or not path.is_file():
+            return JSONResponse({"missing": "no such file"}, status_code=404)
+        media = {"js": "text/javascript", "mjs": "text/javascript", "wasm": "application/wasm"}[name.rsplit(".", 1)[1]]
+        return FileResponse(path, media_type=media, headers=immutable)
+
+    async def graph(request):  # a model's graph for the device path: content-named, made before it is named
+        path = device.find(request.path_params["name"])
+        if path is None:
+            return JSONResponse({"missing": "no such graph"}, status_code=404, headers={"Cache-Control": "no-store"})
+        return FileResponse(path, media_type="application/octet-stream", headers=immutable)
+
+    return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"]),
+            Route("/vitviz/ort/{name}", runtime, methods=["GET"]),
+            Route("/vitviz/device/{name}", graph, methods=["GET"])]
 
 
 MAX_BODY_BYTES = 4 * (50 * 2**20) // 3 + 2**20

@@ -16,6 +16,10 @@ TINY = ROOT / "tiny"
 SWEEP = ROOT / "sweep"
 """The data-efficiency sweep: the small CNN and the tiny ViT at each training-set size (checkpoints, results)."""
 THEME = ROOT / "theme.css"
+ORT = ROOT / "ort"
+"""ONNX Runtime Web (npm ``onnxruntime-web``, MIT; ort/README.md says which version and how to refresh it): what the
+device path runs in the browser, served by the app itself."""
+ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 
 
 def tiny_info() -> dict:

@@ -169,6 +169,12 @@ def load_hf(source: str | Path, local_only: bool = False, spec: ModelSpec | None
                   resolution=res, origin=origin)
 
 
+def forward_of(model: torch.nn.Module) -> Callable:
+    """The Runner's forward for a timm or transformers ViT (what :func:`runner_for` gives it): for a copy of a
+    loaded model (:mod:`vitviz.models.device` exports one)."""
+    return _timm_forward(model) if hasattr(model, "forward_features") else _hf_forward(model)
+
+
 def _timm_forward(model: torch.nn.Module) -> Callable:
     def forward(x: torch.Tensor):
         feats = model.forward_features(x)

@@ -291,6 +291,12 @@ class Runner:
         return run if run.runner is self else Run(self, run.fitted, run.resolution, run.value, run.seconds, run.token,
                                                    run.nbytes)
 
+    def trace(self, fn: Callable[[torch.nn.Module, Forward], T]) -> T:
+        """``fn(module, forward)`` under the lock and without gradients, outside inference mode: for tracing the
+        model's forward into a graph (:mod:`vitviz.models.device`), never for a request's forward."""
+        with self._lock, torch.no_grad():
+            return fn(self._module, self._forward)
+
     def read(self, fn: Callable[[torch.nn.Module], T]) -> T:
         """``fn(module)`` under the lock, for reading weights (never for a forward: that is :meth:`run`)."""
         with self._lock, torch.inference_mode():

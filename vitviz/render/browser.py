@@ -139,22 +139,31 @@ def payload_bytes(a: Analysis, inline_layers: int) -> int:
     return 3 * a.fitted.image.nbytes + int(inline * (1 + 4 / 3) * 2)
 
 
+def explorer_template(values: dict, fields: dict, layers: int | None = None) -> dict:
+    """What the explorer needs besides an analysis's data: ``state`` (the settings it opens on, the layer counted
+    from 1, within ``layers`` when given), ``fields`` (each held setting's link key, range, step, default, words and
+    choices: the declaration) and ``colormaps``. The server's payloads and the device path's manifests carry it."""
+    query = values.get("query")
+    layer = int(values["layer"]) if layers is None else int(np.clip(int(values["layer"]), 1, layers))
+    state = {"layer": layer, "head": int(values["head"]), "keep": float(values["keep"]),
+             "alpha": float(values["alpha"]), "cmap": values["cmap"], "query": None if query is None else list(query)}
+    return {"state": state,
+            "fields": {name: {"link": f.link, "lo": f.lo, "hi": f.hi, "step": f.step, "default": f.default,
+                              "words": dict(f.words), "choices": list(f.options()) if f.kind == "choice" else None}
+                       for name, f in fields.items()},
+            "colormaps": colormaps()}
+
+
 def _payload(a: Analysis, values: dict, fields: dict, start: int, first: list[int], inline: bool) -> dict:
     maps = a.maps
-    query = values.get("query")
-    state = {"layer": start + 1, "head": int(values["head"]), "keep": float(values["keep"]),
-             "alpha": float(values["alpha"]), "cmap": values["cmap"], "query": None if query is None else list(query)}
     k0 = maps.keys[0] if maps.keys else None
     out = {
         "token": a.token, "model": a.runner.spec.key, "grid": list(maps.grid), "patch": maps.patch,
         "layers": maps.layers, "heads": maps.heads, "prefix": maps.prefix,
         "tokens": maps.prefix + maps.cls.shape[-1], "head_dim": 0 if k0 is None else int(k0.q.shape[-1]),
         "parts": {"cls": "cls.f4", "rollout": "rollout.f4", "image": "image.png", "keys": key_parts(a)},
-        "first": first, "base": f"{ROUTE}/{a.token}/", "state": state,
-        "fields": {name: {"link": f.link, "lo": f.lo, "hi": f.hi, "step": f.step, "default": f.default,
-                          "words": dict(f.words), "choices": list(f.options()) if f.kind == "choice" else None}
-                   for name, f in fields.items()},
-        "colormaps": colormaps(),
+        "first": first, "base": f"{ROUTE}/{a.token}/",
+        **explorer_template({**values, "layer": start + 1}, fields),
     }
     n = maps.cls.shape[-1]
     out["bytes"] = (maps.layers * (maps.heads + 1) * n * 4 + len(_png(a.token, a.fitted.image))

@@ -41,6 +41,10 @@ function partUrl(name) {  // where the server serves part `name` of this analysi
 }
 
 function fetchPart(name) {  // -> ArrayBuffer; the browser's cache answers a part fetched before (same name, same bytes)
+  if (S.p.local) {  // computed on this device (device.js): every part is here, nothing is asked of the server
+    return S.p.local[name] ? Promise.resolve(S.p.local[name])
+      : Promise.reject(Object.assign(new Error("not computed on this device"), { local: true }));
+  }
   if (S.p.data && S.p.data[name]) {
     const d = S.p.data[name];
     return Promise.resolve(d.startsWith("data:") ? bytes(d.split(",")[1]).buffer : bytes(d).buffer);
@@ -178,7 +182,7 @@ function draw() {
   const big = paint($(".vx-big canvas"), map(L, S.head), true), cap = $(".vx-big figcaption");
   const who = S.query ? `patch (${S.query[0]}, ${S.query[1]})${S.pinned ? ", pinned" : ""}` : "the class token";
   if (big) {
-    cap.textContent = `${name(S.head)}, layer ${L + 1} of ${S.p.layers}, query ${who}: ${pct(big.mass)} of the ` +
+    cap.textContent = `${S.p.local ? "computed on this device: " : ""}${name(S.head)}, layer ${L + 1} of ${S.p.layers}, query ${who}: ${pct(big.mass)} of the ` +
       `attention in ${big.count} of ${S.n} patches (${pct(big.frac)}).`;
     Object.assign(cap.dataset, { mass: big.mass, frac: big.frac, count: big.count, head: S.head, layer: L + 1,
                                  query: S.query ? S.query.join(",") : "cls" });
@@ -213,6 +217,7 @@ function held() {  // the Attention view's settings this explorer holds (vitviz/
 }
 
 function publish(quiet) {  // the link and the carrier follow the explorer (the server's figures and the download read it)
+  if (S.p && S.p.local) return;  // a picture that stays on this device: the server draws nothing for it
   const values = held(), text = JSON.stringify(values);
   if (text === S.published) return;
   S.published = text;
@@ -243,7 +248,10 @@ function fetchRollout(fig) {  // the rollout needs every row of every layer: the
   fetchPart(S.p.parts.rollout).then((buf) => {
     if (!S.p || S.p.token !== token) return;
     S.roll = floats(buf); cap.textContent = "rollout"; update();
-  }).catch((err) => { cap.textContent = err.gone ? "rollout: click" : "rollout: try again"; if (err.gone) sendBack(); })
+  }).catch((err) => {
+    cap.textContent = err.local ? "rollout: on the server only" : err.gone ? "rollout: click" : "rollout: try again";
+    if (err.gone) sendBack();
+  })
     .finally(() => { S.rollPending = false; });
 }
 
@@ -399,4 +407,7 @@ document.addEventListener("fullscreenchange", () => {
            b.setAttribute("aria-pressed", String(on)); }
 });
 watch("value", () => build(props.value));
+// device.js hands over (on the window) what it computed on this device (a payload with its parts in `local`), or
+// null to go back to the server's answer
+window.addEventListener("vitviz-attention-local", (ev) => build(ev.detail || props.value));
 build(props.value);

@@ -1,0 +1,139 @@
+"""Compute on this device, in Chromium: a picture chosen in #device-picture runs through the model in the browser
+(ONNX Runtime Web, served by the app) and is never sent; what the browser computes agrees with the server's."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+from browser_support import idle, sync_api
+
+from vitviz.core import attention as att
+from vitviz.core import images
+from vitviz.models import cache, device
+from vitviz.specs import registry
+
+pytestmark = pytest.mark.browser
+EXAMPLES = Path(__file__).resolve().parents[1] / "vitviz" / "assets" / "examples"
+SHARP = "vitviz tiny, sharpened (q ×8)"
+
+
+def _device_page(browser, app_url, picture: Path, model: str | None = None):
+    """The Attention tab opened with device=1 (and ``model``), ``picture`` chosen in #device-picture: (page, what
+    the page sent to the server after the choice, the browser's numbers)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    query = "?tab=attention&device=1" + (f"&model={quote(model)}" if model else "")
+    page.goto(app_url + query)
+    page.wait_for_selector("#attention-explorer .vx-big canvas", state="attached", timeout=120_000)
+    idle(page)
+    page.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent.includes('MB')",
+                           timeout=120_000)
+    if model:
+        page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what').textContent.startsWith(m)",
+                               arg=model, timeout=60_000)
+    sent = []
+    page.on("request", lambda r: sent.append((r.method, r.url, r.post_data_buffer or b""))
+            if "heartbeat" not in r.url else None)
+    page.locator("#device-picture").set_input_files(str(picture))
+    page.wait_for_function("() => Number(document.querySelector('#device-panel .vx-device').dataset.done) > 0",
+                           timeout=120_000)
+    page.wait_for_function("() => document.querySelector('#attention-explorer .vx').__vx.p?.local && "
+                           "document.querySelector('#attention-explorer .vx').__vx.cls", timeout=30_000)
+    page.wait_for_timeout(800)  # anything the page would send after drawing
+    got = page.evaluate("""() => { const d = document.querySelector('#device-panel').querySelector('.vx-device');
+        const s = document.querySelector('#attention-explorer .vx').__vx;
+        return {token: s.p.token, grid: s.p.grid, layers: s.p.layers, heads: s.p.heads, ms: Number(d.dataset.ms)}; }""")
+    last = page.evaluate("""() => { const L = window.vitvizDevice.last; const o = {};
+        for (const [k, v] of Object.entries(L.out)) o[k] = Array.from(v);
+        return {input: Array.from(L.input), out: o}; }""")
+    top = page.locator("#device-panel .vx-dev-top5 li").evaluate_all(
+        "els => els.map((e) => [e.dataset.label, Number(e.dataset.p)])")
+    return page, sent, got, last, top
+
+
+def test_a_picture_chosen_on_the_device_is_drawn_and_never_sent(app_url, browser):
+    picture = EXAMPLES / "scene_star.png"
+    page, sent, got, last, top = _device_page(browser, app_url, picture)
+    try:
+        assert got["token"].startswith("device-") and got["grid"] == [8, 8] and got["layers"] == 4
+        sync_api.expect(page.locator("#device-panel .vx-dev-top5 li").first).to_be_visible()
+        assert len(top) == 5 and top[0][0] == "star", top
+        caption = page.locator("#attention-explorer .vx-big figcaption")
+        sync_api.expect(caption).to_contain_text("computed on this device")
+        data = picture.read_bytes()
+        uploads = [u for m, u, _ in sent if "/upload" in u]
+        queued = [u for m, u, _ in sent if "/queue/join" in u]
+        carrying = [u for _, u, body in sent if data[100:160] in body or base64.b64encode(data[:300])[:200] in body]
+        assert uploads == [] and queued == [] and carrying == [], (uploads, queued, carrying)
+        fetched = {u.rsplit("/", 1)[-1] for m, u, _ in sent if "/vitviz/" in u}
+        assert fetched <= {"ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
+                           device.graph_name(cache.get_model(registry.OFFLINE_KEY), 64)}, fetched
+    finally:
+        page.close()
+
+
+def test_what_the_device_computes_agrees_with_the_server(app_url, browser):
+    """The same picture on the server's checkpoint path: the prepared input is the same to the bit (Pillow's
+    resampling redone in the browser), the class-token maps and every layer's queries within 1e-5, the top 5 the
+    same classes in the same order with probabilities within 1e-3."""
+    from vitviz.analyses.attention import analyse
+    from vitviz.analyses.classify import top_k
+
+    picture = EXAMPLES / "scene_ring.png"
+    page, _, got, last, top = _device_page(browser, app_url, picture)
+    page.close()
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    rgb = images.load_rgb(picture, images.INTAKE_SHORT_SIDE)
+    want_x = device.reference_input(runner, rgb, 64)
+    x = np.array(last["input"], np.float32).reshape(want_x.shape)
+    assert np.array_equal(x, want_x), float(np.abs(x - want_x).max())
+    a = analyse(runner, rgb, checkpoint_input=True)
+    cls = np.array(last["out"]["cls"], np.float32).reshape(a.maps.cls.shape)
+    assert np.abs(cls - a.maps.cls).max() < 1e-5
+    for layer, keys in enumerate(a.maps.keys):
+        q = np.array(last["out"][f"q{layer}"], np.float32).reshape(keys.q.shape)
+        assert np.abs(q - keys.q).max() < 1e-5, layer
+    server = top_k(a.maps.logits[0], runner.labels)
+    assert [label for label, _ in top] == list(server)
+    assert max(abs(p - server[label]) for label, p in top) < 1e-3
+
+
+def test_on_a_sharpened_model_the_device_and_the_server_draw_the_same_contours(app_url, browser):
+    """The offline model with its queries ×8 (sharper attention, where a small difference moves a contour most):
+    the mass-threshold contour of every layer's head mean from the device's numbers equals the server's."""
+    import torch
+
+    from vitviz.analyses.attention import probe_for
+    from vitviz.views import use_model
+
+    tiny = cache.get_model(registry.OFFLINE_KEY)
+    module = copy.deepcopy(tiny.trace(lambda m, _f: m))
+    with torch.no_grad():
+        for block in module.blocks:
+            dim = block.attn.qkv.weight.shape[1]
+            block.attn.qkv.weight[:dim] *= 8
+            block.attn.qkv.bias[:dim] *= 8
+    key = use_model(module, SHARP, labels=tiny.labels, mean=tiny.mean, std=tiny.std, resolution=64)
+    try:
+        sharp = cache.get_model(key)
+        picture = EXAMPLES / "scene_star.png"
+        page, _, got, last, _ = _device_page(browser, app_url, picture, model=SHARP)
+        page.close()
+        rgb = images.load_rgb(picture, images.INTAKE_SHORT_SIDE)
+        side = got["grid"][0] * sharp.spec.patch  # the page's short side, as the device ran it
+        maps = sharp.run(probe_for(sharp, checkpoint_input=True),
+                         torch.from_numpy(device.reference_input(sharp, rgb, side)))  # the server's own forward
+        cls = np.array(last["out"]["cls"], np.float32).reshape(maps.cls.shape)
+        assert np.abs(cls - maps.cls).max() < 1e-3 * maps.cls.max()
+        for layer in range(maps.layers):
+            mine = att.mass_mask(cls[layer].mean(0).reshape(maps.grid), 0.6)[0]
+            theirs = att.mass_mask(maps.cls[layer].mean(0).reshape(maps.grid), 0.6)[0]
+            assert np.array_equal(mine, theirs), layer
+            assert mine.sum() < mine.size / 2, layer  # a contour, not the whole picture
+    finally:
+        registry.REGISTRY.pop(SHARP, None)
+        cache.forget(SHARP)

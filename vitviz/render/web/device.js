@@ -1,0 +1,273 @@
+// vitviz "compute on this device": the picture is read from a file input and never leaves the browser; the model's
+// graph (vitviz/models/device.py) runs in ONNX Runtime Web, served by the app from the package (/vitviz/ort/), and
+// the attention explorer draws what it gives, as it draws the server's answers. Runs as gr.HTML's js_on_load
+// (`element`, `props`, `watch`); its value is the server's manifest for the chosen model (file, size, preprocessing,
+// labels, the explorer's settings), or {error}.
+//
+// The picture is prepared exactly as the server's checkpoint path prepares it (timm's eval transform through PIL):
+// resized with Pillow's own resampling (antialiased bicubic or bilinear, its 22-bit fixed-point arithmetic), the
+// centre crop with Python's rounding, then float32 normalisation: the same input tensor, bit for bit, for a PNG.
+
+const D = { m: null, sessions: new Map(), runtime: null, busy: false, last: null, timings: [] };
+const $d = (sel) => element.querySelector(sel);
+
+function appRoot() { return ((window.gradio_config && window.gradio_config.root) || "").replace(/\/$/, ""); }
+
+function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text; }
+
+function mb(n) { return `${(n / 1e6).toFixed(1)} MB`; }
+
+// ---- Pillow's resampling (Resample.c), for 8-bit channels ----------------------------------------------------
+const FILTERS = {
+  bicubic: { support: 2, f: (x) => { const a = -0.5; x = Math.abs(x);
+    if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0; } },
+  bilinear: { support: 1, f: (x) => { x = Math.abs(x); return x < 1 ? 1 - x : 0; } },
+};
+const PRECISION_BITS = 32 - 8 - 2;
+
+function coeffs(inSize, outSize, filter) {  // Pillow's precompute_coeffs + normalize_coeffs_8bpc
+  const scale = inSize / outSize, fscale = Math.max(scale, 1), support = filter.support * fscale;
+  const ksize = Math.ceil(support) * 2 + 1, bounds = new Int32Array(outSize * 2), kk = new Float64Array(outSize * ksize);
+  for (let xx = 0; xx < outSize; xx++) {
+    const center = (xx + 0.5) * scale, ss = 1 / fscale;
+    let xmin = Math.trunc(center - support + 0.5); if (xmin < 0) xmin = 0;
+    let xmax = Math.trunc(center + support + 0.5); if (xmax > inSize) xmax = inSize;
+    xmax -= xmin;
+    let ww = 0;
+    const w = new Float64Array(xmax);
+    for (let x = 0; x < xmax; x++) { w[x] = filter.f((x + xmin - center + 0.5) * ss); ww += w[x]; }
+    for (let x = 0; x < xmax; x++) {
+      const v = (ww !== 0 ? w[x] / ww : w[x]) * (1 << PRECISION_BITS);
+      kk[xx * ksize + x] = Math.trunc(v < 0 ? v - 0.5 : v + 0.5);
+    }
+    bounds[xx * 2] = xmin; bounds[xx * 2 + 1] = xmax;
+  }
+  return { ksize, bounds, kk };
+}
+
+function clip8(ss) { const v = Math.floor(ss / (1 << PRECISION_BITS)); return v < 0 ? 0 : v > 255 ? 255 : v; }
+
+// (h, w, 3) uint8 -> (oh, ow, 3): the horizontal pass, then the vertical one, as Pillow's ImagingResample does
+function resample(src, w, h, ow, oh, name) {
+  const filter = FILTERS[name];
+  let cur = src, cw = w;
+  if (ow !== w) {
+    const { ksize, bounds, kk } = coeffs(w, ow, filter), out = new Uint8Array(h * ow * 3);
+    for (let y = 0; y < h; y++) {
+      for (let xx = 0; xx < ow; xx++) {
+        const xmin = bounds[xx * 2], xmax = bounds[xx * 2 + 1], k = xx * ksize;
+        for (let c = 0; c < 3; c++) {
+          let ss = 1 << (PRECISION_BITS - 1);
+          for (let x = 0; x < xmax; x++) ss += cur[(y * w + x + xmin) * 3 + c] * kk[k + x];
+          out[(y * ow + xx) * 3 + c] = clip8(ss);
+        }
+      }
+    }
+    cur = out; cw = ow;
+  }
+  if (oh !== h) {
+    const { ksize, bounds, kk } = coeffs(h, oh, filter), out = new Uint8Array(oh * cw * 3);
+    for (let yy = 0; yy < oh; yy++) {
+      const ymin = bounds[yy * 2], ymax = bounds[yy * 2 + 1], k = yy * ksize;
+      for (let x = 0; x < cw; x++) {
+        for (let c = 0; c < 3; c++) {
+          let ss = 1 << (PRECISION_BITS - 1);
+          for (let y = 0; y < ymax; y++) ss += cur[((y + ymin) * cw + x) * 3 + c] * kk[k + y];
+          out[(yy * cw + x) * 3 + c] = clip8(ss);
+        }
+      }
+    }
+    cur = out;
+  }
+  return cur;
+}
+
+function roundHalfEven(x) { const r = Math.round(x); return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r; }
+
+// timm's eval transform: shortest side to m.resize (torchvision: the long side int(resize * long / short)), centre
+// crop m.side, then float32 (x / 255 - mean) / std. Returns {rgb: the cropped (side, side, 3) picture, x: NCHW}.
+function prepare(rgb, w, h, m) {
+  const short = Math.min(w, h), long = Math.max(w, h), other = Math.trunc(m.resize * long / short);
+  const [rw, rh] = w <= h ? [m.resize, other] : [other, m.resize];
+  const resized = (rw === w && rh === h) ? rgb : resample(rgb, w, h, rw, rh, m.interpolation);
+  const S = m.side, top = roundHalfEven((rh - S) / 2), left = roundHalfEven((rw - S) / 2);
+  const crop = new Uint8Array(S * S * 3), x = new Float32Array(3 * S * S), f = Math.fround;
+  for (let y = 0; y < S; y++) {
+    for (let xx = 0; xx < S; xx++) {
+      const sy = y + top, sx = xx + left, inside = sy >= 0 && sy < rh && sx >= 0 && sx < rw;
+      for (let c = 0; c < 3; c++) {
+        const v = inside ? resized[(sy * rw + sx) * 3 + c] : 0;
+        crop[(y * S + xx) * 3 + c] = v;
+        x[c * S * S + y * S + xx] = f(f(f(v / 255) - f(m.mean[c])) / f(m.std[c]));
+      }
+    }
+  }
+  return { rgb: crop, x };
+}
+
+async function readPicture(file) {  // the file's pixels, (h, w, 3) uint8, as decoded here (orientation applied)
+  const bmp = await createImageBitmap(file, { imageOrientation: "from-image", premultiplyAlpha: "none",
+                                              colorSpaceConversion: "none" });
+  const c = document.createElement("canvas");
+  c.width = bmp.width; c.height = bmp.height;
+  const g = c.getContext("2d", { willReadFrequently: true });
+  g.drawImage(bmp, 0, 0);
+  const rgba = g.getImageData(0, 0, c.width, c.height).data, rgb = new Uint8Array(c.width * c.height * 3);
+  for (let i = 0, j = 0; i < rgba.length; i += 4, j += 3) { rgb[j] = rgba[i]; rgb[j + 1] = rgba[i + 1]; rgb[j + 2] = rgba[i + 2]; }
+  bmp.close?.();
+  return { rgb, w: c.width, h: c.height };
+}
+
+async function pngOf(rgb, S) {  // the fitted picture as PNG bytes (the explorer's "image" part)
+  const c = document.createElement("canvas");
+  c.width = S; c.height = S;
+  const g = c.getContext("2d"), img = g.createImageData(S, S);
+  for (let i = 0, j = 0; j < rgb.length; i += 4, j += 3) { img.data[i] = rgb[j]; img.data[i + 1] = rgb[j + 1]; img.data[i + 2] = rgb[j + 2]; img.data[i + 3] = 255; }
+  g.putImageData(img, 0, 0);
+  const blob = await new Promise((ok) => c.toBlob(ok, "image/png"));
+  return blob.arrayBuffer();
+}
+
+// ---- ONNX Runtime Web -----------------------------------------------------------------------------------------
+function runtime() {  // the runtime, loaded once from this server
+  if (D.runtime) return D.runtime;
+  D.runtime = new Promise((ok, fail) => {
+    if (window.ort) { ok(window.ort); return; }
+    const s = document.createElement("script");
+    s.src = `${appRoot()}/vitviz/ort/ort.wasm.min.js`;
+    s.onload = () => {
+      const ort = window.ort;
+      ort.env.wasm.wasmPaths = `${appRoot()}/vitviz/ort/`;
+      ort.env.wasm.numThreads = window.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
+      ok(ort);
+    };
+    s.onerror = () => fail(new Error("the runtime did not load"));
+    document.head.append(s);
+  });
+  return D.runtime;
+}
+
+function session(m) {  // one per graph file (content-named: the browser keeps the download)
+  if (!D.sessions.has(m.file)) {
+    D.sessions.set(m.file, runtime().then((ort) => ort.InferenceSession.create(
+      `${appRoot()}/vitviz/device/${m.file}`, { executionProviders: ["wasm"], graphOptimizationLevel: "all" })));
+  }
+  return D.sessions.get(m.file);
+}
+
+function softmax(z) {
+  let mx = -Infinity; for (const v of z) mx = Math.max(mx, v);
+  const e = Array.from(z, (v) => Math.exp(v - mx)), s = e.reduce((a, b) => a + b, 0);
+  return e.map((v) => v / s);
+}
+
+function top5(logits, labels) {
+  const p = softmax(logits);
+  return p.map((v, i) => [labels ? labels[i] : `class ${i}`, v]).sort((a, b) => b[1] - a[1]).slice(0, 5);
+}
+
+// the explorer's payload from the graph's outputs: the class token's maps with the head mean (L, H + 1, N), each
+// layer's q then k (float32), the fitted picture; everything in `local`
+function payloadOf(m, out, png, name) {
+  const L = m.layers, H = m.heads, S = m.side, g = S / m.patch, n = g * g, T = m.prefix + n;
+  const cls = out.cls.data, all = new Float32Array(L * (H + 1) * n);
+  for (let l = 0; l < L; l++) {
+    for (let h = 0; h < H; h++) all.set(cls.subarray((l * H + h) * n, (l * H + h + 1) * n), (l * (H + 1) + h) * n);
+    for (let j = 0; j < n; j++) {
+      let s = 0; for (let h = 0; h < H; h++) s += cls[(l * H + h) * n + j];
+      all[(l * (H + 1) + H) * n + j] = s / H;
+    }
+  }
+  const local = { "cls.f4": all.buffer, "image.png": png }, keys = [];
+  for (let l = 0; l < L; l++) {
+    const q = out[`q${l}`].data, k = out[`k${l}`].data, both = new Float32Array(q.length + k.length);
+    both.set(q); both.set(k, q.length);
+    keys.push(`keys-${l}.f4`); local[`keys-${l}.f4`] = both.buffer;
+  }
+  const d = out.q0.dims[out.q0.dims.length - 1];
+  return { token: `device-${name}`, model: m.model, grid: [g, g], patch: m.patch, layers: L, heads: H, prefix: m.prefix,
+           tokens: T, head_dim: d, parts: { cls: "cls.f4", rollout: "rollout.f4", image: "image.png", keys },
+           first: Array.from({ length: L }, (_, i) => i), base: "", state: m.state, fields: m.fields,
+           colormaps: m.colormaps, bytes: 0, local, device: true };
+}
+
+async function run(file) {
+  const m = D.m;
+  if (!m || m.error) return;
+  if (typeof WebAssembly !== "object") { fallBack("this browser has no WebAssembly"); return; }
+  D.busy = true;
+  try {
+    say(`reading ${file.name} here (it is not sent anywhere)…`);
+    const pic = await readPicture(file), prep = prepare(pic.rgb, pic.w, pic.h, m);
+    say(D.sessions.has(m.file) ? "running the model on this device…" : `downloading the model (${mb(m.bytes)}, once)…`);
+    const t0 = performance.now(), sess = await session(m), loaded = performance.now();
+    const ort = await runtime(), feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, m.side, m.side]) };
+    const t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1;
+    D.timings.push(ms);
+    const png = await pngOf(prep.rgb, m.side);
+    const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}`);
+    D.last = { input: prep.x, rgb: prep.rgb, out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.data])),
+               ms, load: loaded - t0 };
+    window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
+    const list = $d(".vx-dev-top5");
+    list.innerHTML = "";
+    if (out.logits) {
+      for (const [label, prob] of top5(out.logits.data, m.labels)) {
+        const li = document.createElement("li");
+        li.textContent = `${label}: ${(100 * prob).toFixed(1)}%`;
+        li.dataset.p = String(prob); li.dataset.label = label;
+        list.append(li);
+      }
+    }
+    $d(".vx-dev-top5-box").hidden = !out.logits;
+    const server = m.server_ms ? ` The server's forward for this model takes about ${Math.round(m.server_ms)} ms.` : "";
+    if (m.server_ms && ms > 3 * m.server_ms && ms > 1500) {
+      fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
+               `${Math.round(m.server_ms)} ms)`);
+    } else {
+      say(`Computed on this device in ${Math.round(ms)} ms (${m.model}, ${m.side}×${m.side} px); the picture was ` +
+          `not sent.${server}`);
+    }
+    element.querySelector(".vx-device").dataset.ms = String(ms);
+    element.querySelector(".vx-device").dataset.done = String((Number(element.querySelector(".vx-device").dataset.done) || 0) + 1);
+  } catch (err) {
+    fallBack(`the model could not run here (${err.message || err})`);
+  } finally {
+    D.busy = false;
+  }
+}
+
+function fallBack(why) {  // the server answers instead: said, and the switch turned off
+  say(`${why[0].toUpperCase()}${why.slice(1)}: the server answers instead (upload the picture above).`);
+  const box = document.querySelector("#device-switch input");
+  if (box && box.checked) box.click();
+}
+
+function show(m) {
+  const was = D.m;
+  D.m = m;
+  const what = $d(".vx-dev-what");
+  document.body.classList.toggle("vx-device-on", !!m);
+  if (!m) {  // switched off: the explorer shows the server's answer again
+    if (was && D.last) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: null }));
+    D.last = null;
+    return;
+  }
+  if (m.error) { what.textContent = ""; fallBack(m.error); return; }
+  if (typeof WebAssembly !== "object") { fallBack("this browser has no WebAssembly"); return; }
+  what.textContent = `${m.model}: ${mb(m.bytes)}, downloaded once and kept by this browser. Choose a picture: it ` +
+    `is read and computed here and never uploaded.${m.notice ? " " + m.notice.replace(/\*\*/g, "") : ""}`;
+  say(D.last ? "" : "no picture yet");
+  const input = $d("#device-picture");
+  if (input && input.files && input.files[0] && !D.busy) run(input.files[0]);  // a model changed: the same picture again
+}
+
+element.addEventListener("change", (ev) => {  // on the element: its inside may be drawn again
+  if (ev.target && ev.target.id === "device-picture") { const f = ev.target.files && ev.target.files[0]; if (f) run(f); }
+});
+element.__device = { D, prepare, resample, top5 };
+window.vitvizDevice = D;  // what was computed last (the tests read it)
+watch("value", () => show(props.value));
+show(props.value);
