@@ -40,7 +40,7 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
     named = api["named_endpoints"]
     expected = {f"/{name}" for name in VIEWS} | {f"/bundle_{n}" for n in (
         "forward_pass", "patches", "position_embeddings", "attention", "classify", "receptive_field", "translation", "data_efficiency",
-        "hybrid_stages")} | {"/explorer"}
+        "hybrid_stages")} | {"/explorer", "/device_model"}
     assert set(named) == expected and not api["unnamed_endpoints"]
     for name, view in VIEWS.items():
         params = named[f"/{name}"]["parameters"]

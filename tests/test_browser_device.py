@@ -137,3 +137,36 @@ def test_on_a_sharpened_model_the_device_and_the_server_draw_the_same_contours(a
     finally:
         registry.REGISTRY.pop(SHARP, None)
         cache.forget(SHARP)
+
+
+def test_classify_computes_its_top5_on_the_device_as_the_server_does(app_url, browser):
+    """The Classify tab's switch: the picture chosen there is classified in the browser at the checkpoint's own size
+    (this tab's server path): the same five classes in the same order, probabilities within 1e-3, nothing sent."""
+    from vitviz.analyses.attention import analyse
+    from vitviz.analyses.classify import top_k
+
+    picture = EXAMPLES / "scene_ring.png"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(app_url + "?tab=classify")
+        page.wait_for_selector("#classify-maps img", state="attached", timeout=120_000)
+        idle(page)
+        page.locator("#classify-device-switch input").check()
+        page.wait_for_function("() => document.querySelector('#classify-device-panel .vx-dev-what')?.textContent"
+                               ".includes('MB')", timeout=120_000)
+        sent = []
+        page.on("request", lambda r: sent.append(r.url) if "/upload" in r.url or "/queue/join" in r.url else None)
+        page.locator("#classify-device-picture").set_input_files(str(picture))
+        page.wait_for_function("() => Number(document.querySelector('#classify-device-panel .vx-device')"
+                               ".dataset.done) > 0", timeout=120_000)
+        top = page.locator("#classify-device-panel .vx-dev-top5 li").evaluate_all(
+            "els => els.map((e) => [e.dataset.label, Number(e.dataset.p)])")
+        page.wait_for_timeout(500)
+        assert sent == []
+    finally:
+        page.close()
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    a = analyse(runner, images.load_rgb(picture, images.INTAKE_SHORT_SIDE), checkpoint_input=True)
+    server = top_k(a.maps.logits[0], runner.labels)
+    assert [label for label, _ in top] == list(server)
+    assert max(abs(p - server[label]) for label, p in top) < 1e-3

@@ -152,6 +152,11 @@ def build(gr_tab: gr.Tab) -> Tab:
                  "small), base64, with their shapes; each further layer's (and the rollout) under 'base' + its part "
                  "name.")
 
+    endpoint(declared.DEVICE_MODEL, lambda _pic, v: device_manifest(v), name="device_model",
+             doc="What a device downloads to compute the attention explorer itself (the picture never leaves it): "
+                 "the model's ONNX graph (served at /vitviz/device/<file>), its size, how to prepare a picture, the "
+                 "labels; made on first use.")
+
     # the page: the explorer first (the main view: its data, the notice first, the short side as used, the ranges
     # of the accordions' sliders), then the server's figures of the same settings (which leave the notice alone:
     # text changing above the explorer would move it under the pointer)
@@ -201,26 +206,32 @@ def build(gr_tab: gr.Tab) -> Tab:
     return tab
 
 
+def device_manifest(values: dict, progress=None) -> dict:
+    """What a device downloads to compute the Attention view itself, for the checked settings ``values`` (model,
+    short side, the explorer's): the graph's file and size, the preprocessing, the labels
+    (:func:`vitviz.models.device.manifest`), the explorer's settings, the server's own forward time and the notice
+    when another model stands in; or ``{"error": why}`` when the model cannot run on a device. The graph is made the
+    first time (seconds), within the server's memory budget."""
+    runner = models.get_model(values["model"], progress)
+    side = runner.side(values["resolution"])
+    tokens = (side // runner.spec.patch) ** 2 + runner.spec.prefix
+    try:
+        with budget.reserve(2 * budget.forward_bytes(runner.spec, tokens), "making the model's file for this device"):
+            made = device.manifest(runner, side)
+    except ValueError as err:
+        return {"error": str(err), "model": runner.spec.key}
+    made |= browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
+                                      {f.name: f for f in HELD}, runner.depth)
+    return made | {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
+
+
 def _device_manifest(form: Form, *args):
-    """The device panel: hidden while the switch is off; else the manifest of the model the form names at its short
-    side (:func:`vitviz.models.device.manifest`: the graph's file, its size, the preprocessing, the labels) with the
-    explorer's settings, or why this model cannot run on a device."""
+    """The device panel: hidden while the switch is off; else :func:`device_manifest` for the form's settings."""
     on, *given, progress = args
     if not on:
         return gr.HTML(value=None, visible=False)
     _, raw = form.values(A, tuple(given))
-    values = A.check(raw)
-    runner = models.get_model(values["model"], lambda f, msg: progress(f, desc=msg))
-    side = runner.side(values["resolution"])
-    try:
-        with budget.reserve(2 * budget.forward_bytes(runner.spec, (side // runner.spec.patch) ** 2 + runner.spec.prefix),
-                            "making the model's file for this device"):
-            made = device.manifest(runner, side)
-    except ValueError as err:
-        return gr.HTML(value={"error": str(err), "model": runner.spec.key}, visible=True)
-    made |= browser.explorer_template(values, {f.name: f for f in HELD})
-    made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
-    return gr.HTML(value=made, visible=True)
+    return gr.HTML(value=device_manifest(A.check(raw), lambda f, msg: progress(f, desc=msg)), visible=True)
 
 
 def _payload_again(form: Form, at: int, *args) -> dict:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form, download_row, examples, explain, figure
+from vitviz.app.components import Form, device_panel, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
-from vitviz.app.tab import Tab
+from vitviz.app.tab import Tab, by_component
 from vitviz.specs import views as declared
 
 C = declared.CLASSIFY
@@ -20,6 +20,9 @@ def build(gr_tab: gr.Tab) -> Tab:
             src = form.add(declared.IMAGE)
             model = form.add(C["model"])  # a list of long names: a dropdown, from the declaration
             go = gr.Button("Classify", variant="primary")
+            on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
+                                    elem_id="classify-device-switch")
+            device_view = device_panel("classify-device-panel", "classify-device-picture", explorer=False)
             dl_button, dl_file = download_row("classify-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "classify-photos-note")
             explain(
@@ -61,8 +64,25 @@ def build(gr_tab: gr.Tab) -> Tab:
     on(tab.answer_triggers([go.click, model.change]), main, main.inputs, main.outputs, trigger_mode="always_last",
        **MODEL).then(None, None, None, js=tab.reveal("#classify-notice"))
     tab.download(C, dl_button, dl_file, **MODEL)
+    # compute on this device: the classifier's manifest at its checkpoint size (what this tab's server path uses)
+    manifest = by_component([on_device, model], _device_manifest, "classify_device_model", progress=True)
+    on([on_device.change, model.change], manifest, manifest.inputs, device_view, trigger_mode="always_last",
+       **MODEL)
     tab.accordion(declared.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(declared.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
     tab.accordion(declared.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
     tab.finish()
     return tab
+
+
+def _device_manifest(on: bool, model: str, progress) -> gr.HTML:
+    """The Classify tab's device panel: hidden while its switch is off; else the classifier's manifest at its
+    checkpoint's own size (the picture prepared as this tab's server path prepares it)."""
+    from vitviz.app.attention import device_manifest
+    from vitviz.models import cache as models
+
+    if not on:
+        return gr.HTML(value=None, visible=False)
+    values = C.check({"model": model})
+    runner = models.get_model(values["model"], lambda f, msg: progress(f, desc=msg))
+    return gr.HTML(value=device_manifest({"model": values["model"], "resolution": runner.resolution}), visible=True)

@@ -121,6 +121,11 @@ KEEP = Field("keep", "float", 0.6, "keep this share of attention mass", 0.1, 0.9
              cli=("--threshold",))
 ALPHA = Field("alpha", "float", 0.6, "overlay opacity", 0.0, 1.0, 0.05, link="alpha")
 CMAP = Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="cmap")
+DEVICE_MODEL = View("device_model", "the model for this device", (ATT_MODEL, SIDE))
+"""What the page's "compute on this device" downloads for a model and short side (no picture: it stays on the
+device)."""
+
+
 FORWARD = View("forward_pass", "the forward pass", (
     IMAGE,
     Field("model", "choice", "ViT-B/16 (ImageNet-1k)", "model", choices=lambda: registry.own_first(

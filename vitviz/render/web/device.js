@@ -13,6 +13,8 @@ const $d = (sel) => element.querySelector(sel);
 
 function appRoot() { return ((window.gradio_config && window.gradio_config.root) || "").replace(/\/$/, ""); }
 
+function explorerHere() { return $d(".vx-device")?.dataset.explorer === "1"; }  // the Attention tab's panel
+
 function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text; }
 
 function mb(n) { return `${(n / 1e6).toFixed(1)} MB`; }
@@ -200,7 +202,8 @@ async function run(file) {
   D.busy = true;
   try {
     say(`reading ${file.name} here (it is not sent anywhere)…`);
-    const pic = await readPicture(file), prep = prepare(pic.rgb, pic.w, pic.h, m);
+    const p0 = performance.now(), pic = await readPicture(file), prep = prepare(pic.rgb, pic.w, pic.h, m);
+    const prepMs = performance.now() - p0;
     say(D.sessions.has(m.file) ? "running the model on this device…" : `downloading the model (${mb(m.bytes)}, once)…`);
     const t0 = performance.now(), sess = await session(m), loaded = performance.now();
     const ort = await runtime(), feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, m.side, m.side]) };
@@ -209,8 +212,8 @@ async function run(file) {
     const png = await pngOf(prep.rgb, m.side);
     const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}`);
     D.last = { input: prep.x, rgb: prep.rgb, out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.data])),
-               ms, load: loaded - t0 };
-    window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
+               ms, prep: prepMs, load: loaded - t0 };
+    if (explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
     const list = $d(".vx-dev-top5");
     list.innerHTML = "";
     if (out.logits) {
@@ -241,7 +244,7 @@ async function run(file) {
 
 function fallBack(why) {  // the server answers instead: said, and the switch turned off
   say(`${why[0].toUpperCase()}${why.slice(1)}: the server answers instead (upload the picture above).`);
-  const box = document.querySelector("#device-switch input");
+  const box = document.querySelector(explorerHere() ? "#device-switch input" : "#classify-device-switch input");
   if (box && box.checked) box.click();
 }
 
@@ -249,9 +252,9 @@ function show(m) {
   const was = D.m;
   D.m = m;
   const what = $d(".vx-dev-what");
-  document.body.classList.toggle("vx-device-on", !!m);
+  if (explorerHere()) document.body.classList.toggle("vx-device-on", !!m);
   if (!m) {  // switched off: the explorer shows the server's answer again
-    if (was && D.last) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: null }));
+    if (was && D.last && explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: null }));
     D.last = null;
     return;
   }
@@ -260,14 +263,15 @@ function show(m) {
   what.textContent = `${m.model}: ${mb(m.bytes)}, downloaded once and kept by this browser. Choose a picture: it ` +
     `is read and computed here and never uploaded.${m.notice ? " " + m.notice.replace(/\*\*/g, "") : ""}`;
   say(D.last ? "" : "no picture yet");
-  const input = $d("#device-picture");
+  const input = $d("input[type=file]");
   if (input && input.files && input.files[0] && !D.busy) run(input.files[0]);  // a model changed: the same picture again
 }
 
 element.addEventListener("change", (ev) => {  // on the element: its inside may be drawn again
-  if (ev.target && ev.target.id === "device-picture") { const f = ev.target.files && ev.target.files[0]; if (f) run(f); }
+  if (ev.target && ev.target.type === "file") { const f = ev.target.files && ev.target.files[0]; if (f) run(f); }
 });
 element.__device = { D, prepare, resample, top5 };
-window.vitvizDevice = D;  // what was computed last (the tests read it)
+if (explorerHere()) window.vitvizDevice = D;  // what was computed last (the tests read it)
+else window.vitvizClassifyDevice = D;
 watch("value", () => show(props.value));
 show(props.value);
