@@ -196,8 +196,10 @@ def device_forward(url: str, side: int, picture: Path) -> dict:
         out = {}
         for run in (1, 2):
             page.locator("#device-picture").set_input_files(str(picture))
-            page.wait_for_function(f"() => Number(document.querySelector('#device-panel .vx-device')"
-                                   f".dataset.done) >= {run}", timeout=600_000)
+            page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", timeout=600_000)
+            failed = page.evaluate("() => window.vitvizDevice.failed")
+            assert not failed and page.locator("#device-switch input").is_checked(), (
+                failed or page.locator("#device-panel .vx-dev-status").inner_text())
             out[run] = page.evaluate("() => ({ms: window.vitvizDevice.last.ms, prep: window.vitvizDevice.last.prep,"
                                      " load: window.vitvizDevice.last.load})")
         browser.close()

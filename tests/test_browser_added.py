@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -71,13 +72,22 @@ def test_the_server_reports_the_broken_entries_and_serves_the_added_models_throu
     assert pair["figures"], pair.get("notice")
 
 
-def test_the_attention_list_offers_the_added_model_and_the_explorer_draws_it(operator_server, browser, tmp_path):
-    url, _ = operator_server
+@contextmanager
+def attention_page(browser, url: str, query: str = ""):
+    """The Attention tab at ``url`` (with ``query``), once its explorer has answered; closed afterwards."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(f"{url}?tab=attention")
+        page.goto(f"{url}?tab=attention{query}")
         page.wait_for_selector("#attention-explorer .vx-big canvas", state="attached", timeout=120_000)
         idle(page)
+        yield page
+    finally:
+        page.close()
+
+
+def test_the_attention_list_offers_the_added_model_and_the_explorer_draws_it(operator_server, browser, tmp_path):
+    url, _ = operator_server
+    with attention_page(browser, url) as page:
         page.get_by_label("model", exact=True).first.click()
         option = page.get_by_role("option", name=f"{LAB} (added by this server)")
         sync_api.expect(option).to_be_visible()
@@ -95,20 +105,12 @@ def test_the_attention_list_offers_the_added_model_and_the_explorer_draws_it(ope
         assert drawn > 0.5, drawn  # the picture and its map, not an empty canvas
         assert f"model={quote(LAB)}" in page.url or "model=Lab" in page.url
         page.screenshot(path=str(tmp_path / "added_model.png"))  # looked at by hand: docs/19_added_model.png
-    finally:
-        page.close()
 
 
 def test_a_link_naming_a_model_this_server_does_not_have_says_so_and_opens_the_usual_model(operator_server,
                                                                                           browser):
     url, _ = operator_server
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        page.goto(f"{url}?tab=attention&model={quote('Somebody else ViT')}")
-        page.wait_for_selector("#attention-explorer .vx-big canvas", state="attached", timeout=120_000)
-        idle(page)
+    with attention_page(browser, url, f"&model={quote('Somebody else ViT')}") as page:
         sync_api.expect(page.locator("#link-notice")).to_contain_text("Somebody else ViT")
         sync_api.expect(page.locator("#link-notice")).to_contain_text("which this server does not have")
         assert page.get_by_label("model", exact=True).first.input_value() != "Somebody else ViT"
-    finally:
-        page.close()
