@@ -192,11 +192,17 @@ def device_forward(url: str, side: int, picture: Path) -> dict:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(f"{url}?tab=attention&device=1&side={side}")
         page.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent"
-                               ".includes('MB')", timeout=600_000)
+                               ".includes('MB')", polling=500, timeout=600_000)
         out = {}
         for run in (1, 2):
             page.locator("#device-picture").set_input_files(str(picture))
-            page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", timeout=600_000)
+            try:
+                page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", polling=500, timeout=600_000)
+            except Exception:  # say where it stopped
+                raise SystemExit(f"the device path did not answer at {side} px: " + page.evaluate(
+                    "() => JSON.stringify({status: document.querySelector('#device-panel .vx-dev-status')"
+                    "?.textContent, state: Object.keys(window.vitvizDevice || {}), "
+                    "classify: !!window.vitvizClassifyDevice})")) from None
             failed = page.evaluate("() => window.vitvizDevice.failed")
             assert not failed and page.locator("#device-switch input").is_checked(), (
                 failed or page.locator("#device-panel .vx-dev-status").inner_text())

@@ -22,7 +22,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             go = gr.Button("Classify", variant="primary")
             on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
                                     elem_id="classify-device-switch")
-            device_view = device_panel("classify-device-panel", "classify-device-picture", explorer=False)
+            device_view = device_panel("classify-device-panel", "classify-device-picture")
             dl_button, dl_file = download_row("classify-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "classify-photos-note")
             explain(

@@ -150,7 +150,7 @@ def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
 
 
 DEVICE_TEMPLATE = (
-    '<div class="vx-device" data-explorer="{explorer}"><p class="vx-dev-what"></p>'
+    '<div class="vx-device"><p class="vx-dev-what"></p>'
     '<label class="vx-dev-pick">Picture (read and computed here, never uploaded)'
     '<input id="{input_id}" type="file" accept="image/*"></label>'
     '<p class="vx-dev-status" role="status" aria-live="polite"></p>'
@@ -158,11 +158,12 @@ DEVICE_TEMPLATE = (
     '</div>')
 
 
-def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture", explorer: bool = True) -> gr.HTML:
+def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture") -> gr.HTML:
     """'Compute on this device' (render/web/device.js): a picture chosen in its file input (``input_id``) runs
-    through the model in the browser, and its top 5 (and, with ``explorer``, the Attention explorer's maps) are
-    drawn; its value is the server's manifest for the model (what to download, how to prepare the picture)."""
-    template = DEVICE_TEMPLATE.format(explorer=int(explorer), input_id=input_id)
+    through the model in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn; its
+    value is the server's manifest for the model (what to download, how to prepare the picture). The Classify tab's
+    is ``classify-device-panel``."""
+    template = DEVICE_TEMPLATE.format(input_id=input_id)
     return gr.HTML(None, elem_id=elem_id, apply_default_css=False, visible=False, html_template=template,
                    css_template=(WEB / "device.css").read_text(), js_on_load=(WEB / "device.js").read_text())
 

@@ -14,7 +14,10 @@ const $d = (sel) => element.querySelector(sel);
 
 function appRoot() { return ((window.gradio_config && window.gradio_config.root) || "").replace(/\/$/, ""); }
 
-function explorerHere() { return $d(".vx-device")?.dataset.explorer === "1"; }  // the Attention tab's panel
+// the Attention tab's panel (its explorer draws what is computed here), not Classify's: known from where this element
+// sits, which holds before its inside is drawn
+const IN_CLASSIFY = element.id === "classify-device-panel" || !!element.closest?.("#classify-device-panel");
+function explorerHere() { return !IN_CLASSIFY; }
 
 function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text; }
 
@@ -267,12 +270,15 @@ function show(m) {
   what.textContent = `${m.model}: ${mb(m.bytes)}, downloaded once and kept by this browser. Choose a picture: it ` +
     `is read and computed here and never uploaded.${m.notice ? " " + m.notice.replace(/\*\*/g, "") : ""}`;
   say(D.last ? "" : "no picture yet");
-  const input = $d("input[type=file]");
-  if (input && input.files && input.files[0] && !D.busy) run(input.files[0]);  // a model changed: the same picture again
+  if (D.file && !D.busy) run(D.file);  // the model or the side changed: the same picture again
 }
 
 element.addEventListener("change", (ev) => {  // on the element: its inside may be drawn again
-  if (ev.target && ev.target.type === "file") { const f = ev.target.files && ev.target.files[0]; if (f) run(f); }
+  if (ev.target && ev.target.type === "file") {
+    const f = ev.target.files && ev.target.files[0];
+    if (f) { D.file = f; run(f); }
+    ev.target.value = "";  // the same file chosen again is a new choice
+  }
 });
 element.__device = { D, prepare, resample, top5 };
 if (explorerHere()) window.vitvizDevice = D;  // what was computed last (the tests read it)
