@@ -59,6 +59,10 @@ def friendly(fn: Callable) -> Callable:
 
 # ---- the browser views' data --------------------------------------------------------------------------------------
 
+IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
+"""For what never changes under its name (the explorer's parts, the runtime, content-named graphs)."""
+
+
 def data_routes() -> list:
     """HTTP routes the app adds to gradio's server: ``GET /vitviz/explorer/<token>/<part>``, the attention
     explorer's data (:func:`vitviz.render.browser.explorer_part`); ``GET /vitviz/ort/<file>``, ONNX Runtime Web;
@@ -91,14 +95,12 @@ def data_routes() -> list:
             return JSONResponse({"missing": "this server does not hold that analysis"}, status_code=404,
                                 headers={"Cache-Control": "no-store"})
         body, media = got
-        return Response(body, media_type=media, headers={"Cache-Control": "public, max-age=31536000, immutable"})
+        return Response(body, media_type=media, headers=IMMUTABLE)
 
     from starlette.responses import FileResponse
 
     from vitviz import assets
     from vitviz.models import device
-
-    immutable = {"Cache-Control": "public, max-age=31536000, immutable"}
 
     async def runtime(request):  # ONNX Runtime Web, from the package (no CDN: a classroom may have none)
         name = request.path_params["name"]
@@ -106,13 +108,13 @@ def data_routes() -> list:
         if name not in assets.ORT_FILES or not path.is_file():
             return JSONResponse({"missing": "no such file"}, status_code=404)
         media = {"js": "text/javascript", "mjs": "text/javascript", "wasm": "application/wasm"}[name.rsplit(".", 1)[1]]
-        return FileResponse(path, media_type=media, headers=immutable)
+        return FileResponse(path, media_type=media, headers=IMMUTABLE)
 
     async def graph(request):  # a model's graph for the device path: content-named, made before it is named
         path = device.find(request.path_params["name"])
         if path is None:
             return JSONResponse({"missing": "no such graph"}, status_code=404, headers={"Cache-Control": "no-store"})
-        return FileResponse(path, media_type="application/octet-stream", headers=immutable)
+        return FileResponse(path, media_type="application/octet-stream", headers=IMMUTABLE)
 
     return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"]),
             Route("/vitviz/ort/{name}", runtime, methods=["GET"]),

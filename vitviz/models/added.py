@@ -151,8 +151,9 @@ def _entry(item: object, base: Path) -> Entry:
         return p
 
     timm_name, folder, hub = text("timm"), local("transformers", folder=True), text("hub")
-    if (timm_name is None) == (folder is None) and not (hub and timm_name is None and folder is None):
-        raise EntryError("timm" if timm_name else "transformers",
+    given = [k for k, v in (("timm", timm_name), ("transformers", folder)) if v is not None]
+    if len(given) > 1 or not (given or hub):  # a hub repo alone is a transformers checkpoint
+        raise EntryError(given[0] if given else "timm",
                          "give the architecture once: timm = a timm name, or transformers = a local folder.")
     weights = local("weights")
     if weights is not None and weights.suffix != ".safetensors":

@@ -130,7 +130,9 @@ def runner_for(module: torch.nn.Module, name: str, *, labels: list[str] | None =
         if labels is not None and int(cfg.num_labels) != len(labels):
             raise ValueError(f"{len(labels)} labels, but the model's head has {cfg.num_labels} outputs.")
         forward = _hf_forward(module)
-        mean, std = mean or (0.485, 0.456, 0.406), std or (0.229, 0.224, 0.225)
+        from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
+        mean, std = mean or IMAGENET_DEFAULT_MEAN, std or IMAGENET_DEFAULT_STD
     else:
         kind = getattr(getattr(module, "config", None), "model_type", None) or type(module).__name__
         raise ValueError(f"vitviz cannot record the attention of {kind}: it records timm's ViT family (ViT, DeiT, "

@@ -111,8 +111,10 @@ _digests: dict[int, str] = {}
 def image_key(rgb: np.ndarray) -> str:
     """A digest of an (H, W, 3) array's pixels and shape (a shared picture's, computed when it was shared)."""
     known = _digests.get(id(rgb))
-    if known is not None:
-        return known
+    return known if known is not None else _digest(rgb)
+
+
+def _digest(rgb: np.ndarray) -> str:
     return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
 
 
@@ -120,8 +122,7 @@ def shared_picture(rgb: np.ndarray) -> np.ndarray:
     """Make ``rgb`` read-only and hash it once, for every request that will use it (a decoded upload: the events
     of one click hand it along and its digest with it, instead of hashing its pixels again). Returns ``rgb``."""
     rgb.flags.writeable = False  # shared by the requests that use this picture: nobody may change it
-    key = hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
-    _digests[id(rgb)] = key
+    _digests[id(rgb)] = _digest(rgb)
     weakref.finalize(rgb, _digests.pop, id(rgb), None)
     return rgb
 
