@@ -234,8 +234,8 @@ async function run(file) {
       fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
                `${Math.round(m.server_ms)} ms)`);
     } else {
-      say(`Computed on this device in ${Math.round(ms)} ms (${m.model}, ${m.side}×${m.side} px); the picture was ` +
-          `not sent.${server}`);
+      say(`${file.name}: computed on this device in ${Math.round(ms)} ms (${m.model}, ${m.side}×${m.side} px); ` +
+          `the picture was not sent.${server}`);
     }
     $d(".vx-device").dataset.ms = String(ms);
   } catch (err) {
@@ -259,7 +259,8 @@ function show(m) {
   const was = D.m;
   D.m = m;
   const what = $d(".vx-dev-what");
-  if (explorerHere()) document.body.classList.toggle("vx-device-on", !!m);
+  // the server's answers beside this panel are of the server's picture, not this one: hidden while it is on
+  document.body.classList.toggle(explorerHere() ? "vx-device-on" : "vx-classify-device-on", !!m);
   if (!m) {  // switched off: the explorer shows the server's answer again
     if (was && D.last && explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: null }));
     D.last = null;
