@@ -143,33 +143,110 @@ def case(url: str, pid: int, students: int, side: int, folder: Path, seed: int) 
 DEVICE_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 
 
-def device_case(url: str, pid: int, students: int, side: int, first_visit: bool) -> dict:
-    """``students`` browsers at once on the device path: the page, the manifest and (``first_visit``) the runtime
-    and the graph. Per student: seconds until it could run its forward, and the server's CPU-seconds."""
-    import httpx
-    from gradio_client import Client
+def record_visit(url: str, side: int, pid: int, visits: int = 5) -> dict:
+    """A real visit of the device path in headless Chromium: the page opened with ``?tab=attention&device=1`` until
+    the model's manifest is there (the moment a chosen picture can run). Returns the requests that reached the
+    server on the first visit and on a later one (the browser's cache kept what it may), in order, for
+    :func:`replay`; and the server's CPU per later visit, measured here over ``visits`` visits minus what the idle
+    server spends in the same time (gradio's queue polls its loops)."""
+    from playwright.sync_api import sync_playwright
 
-    warm = Client(url, verbose=False).predict("DINO ViT-S/8", side, api_name="/device_model")  # the graph made
-    assert warm.get("file") and not warm.get("notice"), warm
-    clients = [Client(url, verbose=False) for _ in range(students)]
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+    address = f"{url}?tab=attention&device=1&side={side}"
+    ready = ("() => document.querySelector('#device-panel .vx-dev-what')?.textContent.includes('MB')")
+    out: dict = {"cpu": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        for visit in range(visits + 1):
+            page = context.new_page()
+            cdp = context.new_cdp_session(page)
+            cdp.send("Network.enable")
+            sent, cached = {}, set()
+            cdp.on("Network.requestWillBeSent", lambda e: sent.setdefault(e["requestId"], e["request"]))
+            cdp.on("Network.requestServedFromCache", lambda e: cached.add(e["requestId"]))
+            cdp.on("Network.responseReceived",
+                   lambda e: cached.add(e["requestId"]) if e["response"].get("fromDiskCache") else None)
+            time.sleep(2)
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            time.sleep(3)
+            idle = (cpu_seconds(pid) - c0) / (time.perf_counter() - t0)
+            c0, t0 = cpu_seconds(pid), time.perf_counter()
+            page.goto(address)
+            page.wait_for_function(ready, polling=200, timeout=600_000)
+            page.wait_for_timeout(3000)  # the page's own events after the manifest (the link's tab opened, ...)
+            spent = cpu_seconds(pid) - c0 - idle * (time.perf_counter() - t0)
+            reached = [dict(method=r["method"], url=r["url"], body=r.get("postData")) for i, r in sent.items()
+                       if i not in cached and r["url"].startswith(url)]
+            if visit == 0:
+                out["first"] = reached
+            else:
+                out["again"], out["cpu"] = reached, out["cpu"] + [spent]
+            page.close()
+        browser.close()
+    return out
+
+
+def replay(url: str, requests: list[dict], session: str) -> tuple[float, int]:
+    """One student's visit as recorded (:func:`record_visit`), with a session of its own: each GET read to its end,
+    each event sent and waited for (through gradio's event stream, as the page does: the page's events follow one
+    another), the heartbeat left out (it only keeps a page's session alive). Returns the seconds until the
+    manifest was there, and the bytes received."""
+    import json
+
+    import httpx
+
+    got, ready = 0, None
+    t0 = time.perf_counter()
+    with httpx.Client(timeout=600) as http:
+        old = None
+        for r in requests:
+            address = r["url"]
+            if "/heartbeat/" in address or "/queue/data" in address:
+                continue
+            if r["method"] == "GET":
+                with http.stream("GET", address) as answer:
+                    got += sum(len(chunk) for chunk in answer.iter_bytes(1 << 20))
+                if "/vitviz/device-manifest" in address:
+                    ready = time.perf_counter() - t0
+                continue
+            body = json.loads(r["body"] or "{}")
+            old = old or body.get("session_hash")
+            body["session_hash"] = session
+            answer = http.post(address, json=body)
+            got += len(answer.content)
+            if "/queue/join" in address:
+                event = answer.json().get("event_id")
+                with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
+                    for line in stream.iter_lines():
+                        got += len(line)
+                        if event in line and '"process_completed"' in line:
+                            break
+                if "device_model" in r["body"] and ready is None:
+                    ready = time.perf_counter() - t0
+    return (ready if ready is not None else time.perf_counter() - t0), got
+
+
+def device_case(url: str, pid: int, students: int, side: int, visit: dict, first_visit: bool, graph: str) -> dict:
+    """``students`` browsers at once on the device path, each doing what a recorded visit did (the first visit
+    also fetches the runtime and the graph). Per student: seconds until the manifest was there, the server's
+    CPU-seconds, the bytes downloaded."""
+    import httpx
+
+    requests = visit["first" if first_visit else "again"]
     start = threading.Barrier(students)
     times, fetched = [0.0] * students, [0] * students
 
-    def size(http, address: str) -> int:  # read as a browser does, without keeping it
-        with http.stream("GET", address) as r:
-            r.raise_for_status()
-            return sum(len(chunk) for chunk in r.iter_bytes(1 << 20))
-
     def student(i: int) -> None:
-        with httpx.Client(timeout=600) as http:
-            start.wait()
-            t0 = time.perf_counter()
-            got = size(http, url) + size(http, url + "config")
-            m = clients[i].predict("DINO ViT-S/8", side, api_name="/device_model")
-            if first_visit:
-                got += sum(size(http, url + f"vitviz/ort/{name}") for name in DEVICE_FILES)
-                got += size(http, url + f"vitviz/device/{m['file']}")
-            times[i], fetched[i] = time.perf_counter() - t0, got
+        start.wait()
+        ready, got = replay(url, requests, f"student{i:03d}x{int(first_visit)}")
+        if first_visit:
+            with httpx.Client(timeout=600) as http:
+                for address in [f"vitviz/ort/{name}" for name in DEVICE_FILES] + [f"vitviz/device/{graph}"]:
+                    with http.stream("GET", url + address) as r:
+                        r.raise_for_status()
+                        got += sum(len(chunk) for chunk in r.iter_bytes(1 << 20))
+        times[i], fetched[i] = ready, got
 
     cpu0 = cpu_seconds(pid)
     with ThreadPoolExecutor(students) as pool:
@@ -178,7 +255,7 @@ def device_case(url: str, pid: int, students: int, side: int, first_visit: bool)
     times.sort()
     return {"students": students, "side": side, "first": first_visit, "p50": statistics.median(times),
             "p95": times[min(len(times) - 1, int(round(0.95 * len(times))) - 1)], "cpu": cpu / students,
-            "mb": statistics.mean(fetched) / 1e6, "graph_mb": warm["bytes"] / 1e6}
+            "mb": statistics.mean(fetched) / 1e6}
 
 
 def device_forward(url: str, side: int, picture: Path) -> dict:
@@ -213,16 +290,31 @@ def device_forward(url: str, side: int, picture: Path) -> dict:
 
 
 def device_table(url: str, pid: int, sides: list[int], folder: Path) -> None:
+    from gradio_client import Client
+
+    from vitviz import assets
+
     picture = pictures(1, folder, square=True, seed=99)[0]
+    made = {s: Client(url, verbose=False).predict("DINO ViT-S/8", s, api_name="/device_model") for s in sides}
+    assert all(m.get("file") and not m.get("notice") for m in made.values()), made
+    visits = {s: record_visit(url, s, pid) for s in sides}
     forward = {s: device_forward(url, s, picture) for s in sides}
-    rows = [device_case(url, pid, n, s, first) for s in sides for n in (30, 100) for first in (False, True)]
+    rows = [device_case(url, pid, n, s, visits[s], first, made[s]["file"]) for s in sides for n in (30, 100)
+            for first in (False, True)]
     print()
     print("Device path. The forward in headless Chromium here (ONNX Runtime Web 1.30, WebAssembly SIMD, one thread; "
           "second run; first run in brackets; preparing the picture): "
           + "; ".join(f"{s} px {forward[s]['ms']:,.0f} ms ({forward[s]['first_ms']:,.0f} ms), prep "
                       f"{forward[s]['prep_ms']:,.0f} ms" for s in sides))
+    print("A real visit in Chromium (the page cached by the browser, until the manifest is there): server CPU "
+          + "; ".join(f"{s} px {statistics.median(visits[s]['cpu']) * 1000:.0f} ms (median of "
+                      f"{len(visits[s]['cpu'])}), {len(visits[s]['again'])} requests reached the server "
+                      f"({len(visits[s]['first'])} on a first visit)" for s in sides))
+    print("One-time download per model: " + "; ".join(
+        f"{s} px graph {made[s]['bytes'] / 1e6:.1f} MB + runtime "
+        f"{sum((assets.ORT / n).stat().st_size for n in DEVICE_FILES) / 1e6:.1f} MB" for s in sides))
     print()
-    print("| students | short side | visit | server's side p50 | p95 | first map p95 (+ device here) | server CPU "
+    print("| students | short side | visit | manifest there p50 | p95 | first map p95 (+ device here) | server CPU "
           "per student | downloaded per student |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:

@@ -27,11 +27,18 @@ def _device_page(browser, app_url, picture: Path, model: str | None = None):
     the page sent to the server after the choice, the browser's numbers)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     query = "?tab=attention&device=1" + (f"&model={quote(model)}" if model else "")
+    opening = []
+    page.on("request", lambda r: opening.append((r.method, r.url)) if "heartbeat" not in r.url else None)
     page.goto(app_url + query)
-    page.wait_for_selector("#attention-explorer .vx-big canvas", state="attached", timeout=120_000)
-    idle(page)
     page.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent.includes('MB')",
                            timeout=120_000)
+    idle(page)
+    # opening the page on the device path asks the server for no analysis: no explorer data, no server picture
+    assert not [u for _, u in opening if "/vitviz/explorer/" in u or "/upload" in u], opening
+    assert any("/vitviz/device-manifest" in u for _, u in opening), opening
+    joins = [u for _, u in opening if "/queue/join" in u]
+    if model is None:  # (a model in the link is a model change: the tab's own answer hears of it, and skips)
+        assert len(joins) <= 2, joins  # the link read back, and the model's file made when it was not yet
     if model:
         page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what').textContent.startsWith(m)",
                                arg=model, timeout=60_000)

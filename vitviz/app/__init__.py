@@ -43,6 +43,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         except ValueError as err:  # the file itself: the app starts with vitviz's own models
             log.error("%s The app starts with vitviz's own models only.", err)
     serving.return_freed_memory()
+    adapters.lazy_session_configs()  # a page opened costs gradio 30 ms less (vitviz.app.adapters)
     plotting.gate_drawing(budget.reserve)  # the server's figures share its memory budget (a notebook's do not)
     # gradio removes the files it made for this app 10 minutes after their last use, every 5 minutes; a picture an
     # open page uses is kept alive (vitviz.app.files), and this server's own outputs are swept by it.
@@ -77,6 +78,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
                 tabs["vitcnn"] = vitcnn.build(t)
         with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
             gr.HTML(lessons.BUILDER)
+        links.label_lists(tabs)
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened, "lesson": lesson_bar,
@@ -109,7 +111,7 @@ def launch_kwargs() -> dict:
                   show_error=True,
                   # the explorer's data, served with a long-lived cache; the page compressed
                   app_kwargs={"routes": serving.data_routes(),
-                              "middleware": serving.body_limit() + serving.compression(),
+                              "middleware": serving.page_files() + serving.body_limit() + serving.compression(),
                               "lifespan": files.lifespan})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util

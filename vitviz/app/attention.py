@@ -19,6 +19,7 @@ from vitviz.app.components import (
     browser_carrier,
     browser_view,
     device_panel,
+    device_want,
     download_row,
     examples,
     explain,
@@ -58,7 +59,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             go = gr.Button("Show attention", variant="primary")
             on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
                                     elem_id="device-switch")
-            device_view = device_panel()
+            device_view, device_make = device_panel()
             dl_button, dl_file = download_row("attention-bundle")
             photos_note = examples(src, uploads.SCENES + uploads.PHOTOS, "attention-photos-note")
             explain(
@@ -185,8 +186,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     # every piece of work), whenever the switch, the model or the short side changes
     manifest = by_component([on_device] + inputs, lambda *args: _device_manifest(form, *args), "device_model",
                             progress=True)
-    on([on_device.change, model.change, side.release], manifest, manifest.inputs, device_view,
-       trigger_mode="always_last", **MODEL)
+    on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
+    on([on_device.change, model.change, side.release], None, [on_device, model, side], None,
+       js=device_want("attention"))
     on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
 
     tab.accordion(A, figs_box, [carrier.change], [("heads", heads), ("query", query)], texts=[("table", table)],
@@ -205,7 +207,23 @@ def build(gr_tab: gr.Tab) -> Tab:
     return tab
 
 
-def device_manifest(values: dict, progress=None) -> dict:
+MADE: dict[tuple[str, str, str], dict] = {}
+"""The manifests made so far, by (tab, model asked, short side asked or ''): what ``GET /vitviz/device-manifest``
+answers from without any work (:func:`made_manifest`). At most a few dozen (the lists' models at the sides asked)."""
+
+
+def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
+    """A manifest already made for ``tab`` ('attention' or 'classify'), ``model`` and (Attention) ``side``, with the
+    explorer's settings at their defaults (the page puts its own over them); None when it has not been made (the
+    page then asks through the queue, which makes it)."""
+    made = MADE.get((tab, model, side))
+    if made is None:
+        return None
+    return made | browser.explorer_template({f.name: f.default for f in HELD}, {f.name: f for f in HELD},
+                                            made.get("layers"))
+
+
+def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict:
     """What a device downloads to compute the Attention view itself, for the checked settings ``values`` (model,
     short side, the explorer's): the graph's file and size, the preprocessing, the labels
     (:func:`vitviz.models.device.manifest`), the explorer's settings, the server's own forward time and the notice
@@ -219,18 +237,24 @@ def device_manifest(values: dict, progress=None) -> dict:
             made = device.manifest(runner, side)
     except ValueError as err:
         return {"error": str(err), "model": runner.spec.key}
-    made |= browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
-                                      {f.name: f for f in HELD}, runner.depth)
-    return made | {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
+    made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
+    asked = str(int(values["resolution"])) if tab == "attention" else ""
+    if len(MADE) > 256:
+        MADE.clear()
+    MADE[(tab, str(values["model"]), asked)] = made
+    return made | browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
+                                            {f.name: f for f in HELD}, runner.depth)
 
 
 def _device_manifest(form: Form, *args):
-    """The device panel: hidden while the switch is off; else :func:`device_manifest` for the form's settings."""
+    """The device panel's manifest when the page could not get it made (:func:`made_manifest`): nothing while the
+    switch is off; else :func:`device_manifest` for the form's settings (the graph made on first use)."""
     on, *given, progress = args
     if not on:
-        return gr.HTML(value=None, visible=False)
+        return None
     _, raw = form.values(A, tuple(given))
-    return gr.HTML(value=device_manifest(A.check(raw), lambda f, msg: progress(f, desc=msg)), visible=True)
+    return device_manifest(A.check(raw), lambda f, msg: progress(f, desc=msg))
+
 
 
 def _payload_again(form: Form, at: int, *args) -> dict:

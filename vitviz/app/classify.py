@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form, device_panel, download_row, examples, explain, figure
+from vitviz.app.components import Form, device_panel, device_want, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab, by_component
 from vitviz.specs import views as declared
@@ -22,7 +22,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             go = gr.Button("Classify", variant="primary")
             on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
                                     elem_id="classify-device-switch")
-            device_view = device_panel("classify-device-panel", "classify-device-picture")
+            device_view, device_make = device_panel("classify-device-panel", "classify-device-picture")
             dl_button, dl_file = download_row("classify-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "classify-photos-note")
             explain(
@@ -66,8 +66,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.download(C, dl_button, dl_file, **MODEL)
     # compute on this device: the classifier's manifest at its checkpoint size (what this tab's server path uses)
     manifest = by_component([on_device, model], _device_manifest, "classify_device_model", progress=True)
-    on([on_device.change, model.change], manifest, manifest.inputs, device_view, trigger_mode="always_last",
-       **MODEL)
+    on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
+    on([on_device.change, model.change], None, [on_device, model], None,
+       js=device_want("classify"))
     tab.accordion(declared.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(declared.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
     tab.accordion(declared.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
@@ -75,14 +76,14 @@ def build(gr_tab: gr.Tab) -> Tab:
     return tab
 
 
-def _device_manifest(on: bool, model: str, progress) -> gr.HTML:
+def _device_manifest(on: bool, model: str, progress) -> dict | None:
     """The Classify tab's device panel: hidden while its switch is off; else the classifier's manifest at its
     checkpoint's own size (the picture prepared as this tab's server path prepares it)."""
     from vitviz.app.attention import device_manifest
     from vitviz.models import cache as models
 
     if not on:
-        return gr.HTML(value=None, visible=False)
+        return None
     values = C.check({"model": model})
     runner = models.get_model(values["model"], lambda f, msg: progress(f, desc=msg))
-    return gr.HTML(value=device_manifest({"model": values["model"], "resolution": runner.resolution}), visible=True)
+    return device_manifest({"model": values["model"], "resolution": runner.resolution}, tab="classify")

@@ -158,14 +158,26 @@ DEVICE_TEMPLATE = (
     '</div>')
 
 
-def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture") -> gr.HTML:
+def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture") -> tuple[gr.HTML, gr.Button]:
     """'Compute on this device' (render/web/device.js): a picture chosen in its file input (``input_id``) runs
-    through the model in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn; its
-    value is the server's manifest for the model (what to download, how to prepare the picture). The Classify tab's
-    is ``classify-device-panel``."""
+    through the model in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn. The
+    panel shows while its switch is on (:func:`device_want`) and gets the model's manifest (what to download, how to
+    prepare the picture) from ``GET /vitviz/device-manifest``; when it has not been made yet, the panel presses the
+    hidden button returned with it, whose event (through the queue) makes it and sets it as the panel's value. The
+    Classify tab's is ``classify-device-panel``."""
     template = DEVICE_TEMPLATE.format(input_id=input_id)
-    return gr.HTML(None, elem_id=elem_id, apply_default_css=False, visible=False, html_template=template,
-                   css_template=(WEB / "device.css").read_text(), js_on_load=(WEB / "device.js").read_text())
+    panel = gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template=template,
+                    css_template=(WEB / "device.css").read_text(), js_on_load=(WEB / "device.js").read_text())
+    make = gr.Button("Make the model's file for this device", elem_id=f"{elem_id}-make", visible="hidden")
+    return panel, make
+
+
+def device_want(tab: str) -> str:
+    """The page's side of a device switch (``tab``: 'attention' or 'classify'), for an event of the switch, the
+    model and (Attention) the short side: runs in the browser only; the server hears of it only when the manifest
+    must be made. Kept for the panel when it is not drawn yet (a tab not opened yet): it asks as it loads."""
+    return (f"(on, model, side) => {{ (window.vitvizDeviceWanted ||= {{}})[{tab!r}] = [on, model, side]; "
+            f"window.vitvizDevicePanels?.[{tab!r}]?.want(on, model, side); return []; }}")
 
 
 def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = None) -> gr.Markdown | None:

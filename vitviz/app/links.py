@@ -44,6 +44,23 @@ def model_choices(field) -> list[tuple[str, str]]:
     return [(models.choice_label(k), k) for k in field.options()]
 
 
+def model_list(field, task: str, available: dict[str, bool], asked: str | None = None) -> tuple[list, str]:
+    """A model setting's (label, key) choices and its value: the model ``asked`` (by a link), else the default when
+    it can be had now, else the stand-in for its ``task`` (the offline model)."""
+    stand_in = registry.CNN_OFFLINE_KEY if task == "cnn" else registry.OFFLINE_KEY
+    return model_choices(field), asked or (field.default if available.get(field.default, False) else stand_in)
+
+
+def label_lists(tabs: dict[str, Tab]) -> None:
+    """Give every model list, as the page is built, the labels and the value a page load would give it now, so the
+    load changes them only when something changed since (a model downloaded): each change would start the tab's
+    work."""
+    available = models.available_now()
+    for name, field, task in MODEL_LISTS:
+        control = tabs[name].form[field]
+        control.choices, control.value = model_list(field, task, available)
+
+
 def photos_note(model: str) -> str:
     """What the examples list says when a tab's own model cannot be had here."""
     return (f"**Offline here:** {model} is not available, so this tab opens on a shape scene with "
@@ -70,7 +87,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
                         out[form[field]] = list(value) if isinstance(value, tuple) else value
                     elif field in form.browser:
                         held[field.name] = value
-            if form.carrier is not None:
+            if form.carrier is not None and held:  # the browser view's settings the link changes
                 start = {f.name: f.default for f in form.browser} | held
                 out[form.carrier] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in start.items()})
         said = []
@@ -80,12 +97,16 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             if asked and asked not in field.options() and name == tab:
                 said.append(f"This link names the model “{asked[:80]}”, which this server does not have, so the "
                             "tab opens on its usual model instead (a server's own models are on its lists).")
-            stand_in = registry.CNN_OFFLINE_KEY if task == "cnn" else registry.OFFLINE_KEY
-            chosen = out.get(control) or (field.default if available.get(field.default, False) else stand_in)
-            out[control] = gr.Dropdown(choices=model_choices(field), value=chosen)
+            choices, chosen = model_list(field, task, available, out.get(control))
+            if choices != [tuple(c) for c in control.choices] or chosen != control.value:
+                out[control] = gr.Dropdown(choices=choices, value=chosen)  # else as built: no change event
             if field is tabs[name].model_field and not available.get(field.default, False):
                 out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
         picture = tabs[tab].src
+        if q.get("device") == "1" and tab == "attention":
+            # compute on this device: the server computes nothing for this page; the device panel shows the tab's
+            # example computed on the device until a picture is chosen
+            picture = None
         if picture is not None:
             wanted = q.get("image")
             if uploads.example_path(wanted):

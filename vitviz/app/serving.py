@@ -66,7 +66,9 @@ IMMUTABLE = {"Cache-Control": "public, max-age=31536000, immutable"}
 def data_routes() -> list:
     """HTTP routes the app adds to gradio's server: ``GET /vitviz/explorer/<token>/<part>``, the attention
     explorer's data (:func:`vitviz.render.browser.explorer_part`); ``GET /vitviz/ort/<file>``, ONNX Runtime Web;
-    ``GET /vitviz/device/<hash>.onnx``, a model's graph for the device path (:mod:`vitviz.models.device`).
+    ``GET /vitviz/device/<hash>.onnx``, a model's graph for the device path (:mod:`vitviz.models.device`);
+    ``GET /vitviz/device-manifest?tab=&model=&side=``, its manifest once made (204, no content, before: the page then
+    asks the queue, which makes it).
 
     A part never changes under its name (the token names the weights, the picture and the short side), so it is
     served with a year-long, immutable cache: a browser that opens the same example again sends no request. 404 when
@@ -116,8 +118,20 @@ def data_routes() -> list:
             return JSONResponse({"missing": "no such graph"}, status_code=404, headers={"Cache-Control": "no-store"})
         return FileResponse(path, media_type="application/octet-stream", headers=IMMUTABLE)
 
+    async def manifest(request):  # a device manifest already made: no work here (else the page asks the queue)
+        from vitviz.app.attention import made_manifest
+
+        q = request.query_params
+        tab, model, side = q.get("tab", "attention"), q.get("model", ""), q.get("side", "")
+        side = side.split(".")[0] if tab == "attention" else ""
+        made = made_manifest(tab, model, side) if tab in ("attention", "classify") else None
+        if made is None:  # not an error (a browser's console would say so): the page asks the queue instead
+            return Response(status_code=204, headers={"Cache-Control": "no-store"})
+        return JSONResponse(made, headers={"Cache-Control": "no-store"})
+
     return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"]),
             Route("/vitviz/ort/{name}", runtime, methods=["GET"]),
+            Route("/vitviz/device-manifest", manifest, methods=["GET"]),
             Route("/vitviz/device/{name}", graph, methods=["GET"])]
 
 
@@ -178,6 +192,110 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+class PageCache:
+    """ASGI middleware: the page itself (``GET /``) made once and sent as made.
+
+    gradio renders the page for every visit: its configuration (about 1 MB of JSON: every component and event) and
+    the API description, then the compression, about 60 ms of the server's CPU, the largest share of what a class
+    opening the page at once costs it. The page is the same for every visitor of one address (vitviz has no
+    logins; gradio reads only the address the page is served at, and its ``page`` and ``deep_link`` parameters,
+    which are left to gradio), so it is kept per (host, forwarded host and protocol, root path, gzip or not). A
+    request with gradio's login cookie is never answered from it."""
+
+    FORWARDED = (b"host", b"x-forwarded-host", b"x-forwarded-proto", b"x-forwarded-port")
+
+    def __init__(self, app, size: int = 32) -> None:
+        self.app, self.size, self.kept = app, size, {}
+
+    def key(self, scope) -> tuple | None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
+            return None
+        query = scope.get("query_string", b"")
+        if b"page=" in query or b"deep_link=" in query:
+            return None
+        headers = dict(scope.get("headers") or ())
+        if b"access-token" in headers.get(b"cookie", b""):
+            return None
+        return (scope.get("scheme"), scope.get("root_path", ""), b"gzip" in headers.get(b"accept-encoding", b""),
+                *(headers.get(h) for h in self.FORWARDED))
+
+    async def __call__(self, scope, receive, send):
+        key = self.key(scope)
+        if key is None:
+            return await self.app(scope, receive, send)
+        kept = self.kept.get(key)
+        if kept is not None:
+            start, body = kept
+            await send(start)
+            await send({"type": "http.response.body", "body": body})
+            return
+        start, parts = None, []
+
+        async def keeping(message):
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+            elif message["type"] == "http.response.body":
+                parts.append(message.get("body", b""))
+                if not message.get("more_body") and start is not None and start["status"] == 200:
+                    if len(self.kept) >= self.size:
+                        self.kept.pop(next(iter(self.kept)))
+                    self.kept[key] = (start, b"".join(parts))
+            await send(message)
+
+        await self.app(scope, receive, keeping)
+
+
+class Lasting:
+    """ASGI middleware: how long a browser may keep gradio's own files without asking again (gradio sends none, so a
+    browser asks again for each of its ~90 scripts and styles on every visit). Content-named scripts and styles
+    (``/assets/<name>-<hash>.js``) and the theme named by its hash (``/theme.css?v=``): a year, immutable; gradio's
+    fonts (``/static/``): a day; a picture gradio serves from its files (``/gradio_api/file=``, in a folder named
+    by its content's hash): a day, by this browser only. A response that says already is left alone."""
+
+    import re as _re
+    NAMED = _re.compile(rb"^/assets/.+-[A-Za-z0-9_-]{8,}\.(js|css|woff2?|svg|png)$")
+    HASHED_FILE = _re.compile(rb"^/gradio_api/file=.*/[0-9a-f]{64}/[^/]+$")
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def lasting(self, scope) -> bytes | None:
+        path = scope.get("raw_path") or scope["path"].encode()
+        path = path.split(b"?", 1)[0]
+        if self.NAMED.match(path) or (path == b"/theme.css" and b"v=" in scope.get("query_string", b"")):
+            return IMMUTABLE["Cache-Control"].encode()
+        if path.startswith(b"/static/"):
+            return b"public, max-age=86400"
+        if self.HASHED_FILE.match(path):
+            return b"private, max-age=86400"
+        return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)
+        lasting = self.lasting(scope)
+        if lasting is None:
+            return await self.app(scope, receive, send)
+
+        async def marking(message):
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                headers = list(message.get("headers") or [])
+                if not any(k.lower() == b"cache-control" for k, _ in headers):
+                    message = {**message, "headers": headers + [(b"cache-control", lasting)]}
+            await send(message)
+
+        await self.app(scope, receive, marking)
+
+
+def page_files() -> list:
+    """:class:`PageCache` and :class:`Lasting`, outermost: the page and gradio's files cost a visit next to
+    nothing."""
+    from starlette.middleware import Middleware
+
+    return [Middleware(PageCache), Middleware(Lasting)]
 
 
 def body_limit() -> list:

@@ -429,16 +429,20 @@ class Tab:
 
     def open_on_load(self, loaded, opened: gr.State) -> None:
         """A tab without a picture is shown when the page opens on it (its link's tab): the load event's tab switch
-        does not always reach the tab's own select (not on a phone's wrapped tabs)."""
+        does not always reach the tab's own select (not on a phone's wrapped tabs). Decided in the browser from
+        the link, as the load event decides: a page opened on another tab sends the server nothing for it."""
         if self.on_open is None:
             return
         fn, inputs, outputs = self.on_open
         name = self.name
+        press = gr.Button(f"Open {name}", visible="hidden", elem_id=f"{name}-opened")
 
         def when_opened(values: dict, request: gr.Request, progress=gr.Progress()):
             return fn(values, request, progress) if values[opened] == name else gr.skip()
 
-        on(loaded.then, when_opened, {opened} | set(inputs), outputs)
+        loaded.then(None, None, None, js=f"() => {{ if (new URLSearchParams(location.search).get('tab') === "
+                                          f"{name!r}) document.getElementById('{name}-opened')?.click(); }}")
+        on(press.click, when_opened, {opened} | set(inputs), outputs)
 
     def opener(self, models_available: Callable[[], dict]) -> Callable:
         """UI only: whenever the tab is opened without a picture, it gets its example (which starts its work).
@@ -447,9 +451,12 @@ class Tab:
         (before anything else has run) opens the tab computed too.
         """
         def open_tab(picture, opened, request: gr.Request):
-            linked = (dict(request.query_params) if request is not None else {}).get("tab") or "patches"
+            q = dict(request.query_params) if request is not None else {}
+            linked = q.get("tab") or "patches"
             if picture is not None or (opened is None and linked != self.name and self.first):
                 return gr.skip()  # a picture already, or the first tab selected as the page mounts
+            if self.name == "attention" and q.get("device") == "1":
+                return gr.skip()  # computed on the device: the server computes nothing for this page
             return uploads.example(self.example(models_available()))
         return open_tab
 

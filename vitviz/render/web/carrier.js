@@ -12,6 +12,7 @@ const state = window.vitvizState || (window.vitvizState = {
   },
   get(view) { return this.held[view] || null; },
 });
+(state.values || (state.values = {}))[props.view_name] = () => props.value;  // as the link or the view left it
 let timer = null;
 state.carriers[props.view_name] = (values) => {
   clearTimeout(timer);

@@ -1,8 +1,9 @@
 // vitviz "compute on this device": the picture is read from a file input and never leaves the browser; the model's
 // graph (vitviz/models/device.py) runs in ONNX Runtime Web, served by the app from the package (/vitviz/ort/), and
 // the attention explorer draws what it gives, as it draws the server's answers. Runs as gr.HTML's js_on_load
-// (`element`, `props`, `watch`); its value is the server's manifest for the chosen model (file, size, preprocessing,
-// labels, the explorer's settings), or {error}.
+// (`element`, `props`, `watch`). The manifest of the chosen model (file, size, preprocessing, labels, the explorer's
+// settings, or {error}) comes from GET /vitviz/device-manifest when the server has made it (no work there), else as
+// this element's value, from the queued event its hidden "make" button starts (the graph made on first use).
 //
 // The picture is prepared exactly as the server's checkpoint path prepares it (timm's eval transform through PIL):
 // resized with Pillow's own resampling (antialiased bicubic or bilinear, its 22-bit fixed-point arithmetic), the
@@ -18,6 +19,7 @@ function appRoot() { return ((window.gradio_config && window.gradio_config.root)
 // sits, which holds before its inside is drawn
 const IN_CLASSIFY = element.id === "classify-device-panel" || !!element.closest?.("#classify-device-panel");
 function explorerHere() { return !IN_CLASSIFY; }
+const TAB = IN_CLASSIFY ? "classify" : "attention", ON = IN_CLASSIFY ? "vx-classify-device-on" : "vx-device-on";
 
 function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text; }
 
@@ -255,12 +257,43 @@ function fallBack(why) {  // the server answers instead: said, and the switch tu
   if (box && box.checked) box.click();
 }
 
+// the explorer's settings as the page holds them (the link's, or as the explorer left them) over the manifest's
+// defaults: a manifest from GET carries the defaults only
+function withHeld(m) {
+  if (!m || m.error || !m.state || !explorerHere()) return m;
+  let linked = {};
+  try { linked = JSON.parse(window.vitvizState?.values?.attention?.() || "{}") || {}; } catch (e) { linked = {}; }
+  const held = { ...linked, ...(window.vitvizState?.get?.("attention") || {}) }, st = { ...m.state };
+  for (const k of Object.keys(st)) if (held[k] !== undefined) st[k] = held[k];
+  st.layer = Math.max(1, Math.min(m.layers || 1, Math.round(Number(st.layer) || 1)));
+  return { ...m, state: st };
+}
+
+let asked = 0;
+// the switch, the model or the short side changed (device_want in vitviz/app/components.py)
+async function want(on, model, side) {
+  const mine = ++asked;
+  // the server's answers beside this panel are of the server's picture, not this one: hidden while it is on
+  document.body.classList.toggle(ON, !!on);
+  if (!on) { show(null); return; }
+  say("looking up the model…");
+  const q = new URLSearchParams({ tab: TAB, model: String(model ?? "") });
+  if (!IN_CLASSIFY && side != null) q.set("side", String(Math.round(Number(side))));
+  try {
+    const r = await fetch(`${appRoot()}/vitviz/device-manifest?${q}`);
+    if (mine !== asked) return;
+    if (r.status === 200) { show(withHeld(await r.json())); return; }  // 204: not made yet
+  } catch (e) { /* the queue answers instead */ }
+  if (mine !== asked) return;
+  say("making the model's file for this device (the first time only)…");
+  const make = document.getElementById(`${IN_CLASSIFY ? "classify-device-panel" : "device-panel"}-make`);
+  if (make) make.click();
+}
+
 function show(m) {
   const was = D.m;
   D.m = m;
   const what = $d(".vx-dev-what");
-  // the server's answers beside this panel are of the server's picture, not this one: hidden while it is on
-  document.body.classList.toggle(explorerHere() ? "vx-device-on" : "vx-classify-device-on", !!m);
   if (!m) {  // switched off: the explorer shows the server's answer again
     if (was && D.last && explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: null }));
     D.last = null;
@@ -284,5 +317,7 @@ element.addEventListener("change", (ev) => {  // on the element: its inside may 
 element.__device = { D, prepare, resample, top5 };
 if (explorerHere()) window.vitvizDevice = D;  // what was computed last (the tests read it)
 else window.vitvizClassifyDevice = D;
-watch("value", () => show(props.value));
-show(props.value);
+(window.vitvizDevicePanels || (window.vitvizDevicePanels = {}))[TAB] = { want };
+watch("value", () => { if (props.value || !D.m) show(props.value); });  // the queue's answer (null: switched off)
+if (props.value) show(props.value);
+else if (window.vitvizDeviceWanted?.[TAB]) want(...window.vitvizDeviceWanted[TAB]);  // asked before this was drawn
