@@ -7,12 +7,14 @@ process, with the default model's architecture (a DINO ViT-S/8-shaped checkpoint
     python -m benchmarks.classroom --device          # the device path too: 30 and 100 students at 224 and 480
     python -m benchmarks.classroom --device-only
 
-The device path ("compute on this device", issue 35): each student's browser asks the server for the model's
-manifest (``/device_model``, through the queue like the page's own event) and, the first time only, downloads
-ONNX Runtime Web and the model's graph; the forward then runs in the browser. Measured here: the server's side
-with N students at once (the page, the manifest, and on a first visit the files: time and CPU-seconds per
-student), and the forward in headless Chromium on this machine (its own column: a student's laptop is not this
-machine). A student's first map = the server's side + the device's preparation and forward.
+The device path ("compute on this device", issue 35): a real visit is recorded in headless Chromium (the page
+opened with ``?tab=attention&device=1`` until the model's manifest is there; the first visit and a later one, whose
+files the browser kept), and the server's CPU per visit is measured there. Then N students replay that visit at
+once, each with a session of its own (every request that reached the server, in order; events waited for as the
+page waits for them; the heartbeat left out), and on a first visit also fetch the runtime and the graph. The
+forward itself is timed in headless Chromium on this machine (its own column: a student's laptop is not this
+machine). A student's first map = the time until the manifest is there + the device's preparation and forward.
+Bytes received are counted as delivered (uncompressed).
 
 For each case: every student's time from sending the picture to the answer (the first map the page would show:
 the same analysis), p50 / p95 / last, and the server's CPU-seconds per student (/proc: user + system of the app's
