@@ -201,7 +201,6 @@ def replay(url: str, requests: list[dict], session: str) -> tuple[float, int]:
     got, ready = 0, None
     t0 = time.perf_counter()
     with httpx.Client(timeout=600) as http:
-        old = None
         for r in requests:
             address = r["url"]
             if "/heartbeat/" in address or "/queue/data" in address:
@@ -213,7 +212,6 @@ def replay(url: str, requests: list[dict], session: str) -> tuple[float, int]:
                     ready = time.perf_counter() - t0
                 continue
             body = json.loads(r["body"] or "{}")
-            old = old or body.get("session_hash")
             body["session_hash"] = session
             answer = http.post(address, json=body)
             got += len(answer.content)

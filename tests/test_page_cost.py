@@ -60,12 +60,14 @@ def test_gradios_content_named_files_are_kept_by_the_browser_and_nothing_else():
 def test_a_device_manifest_is_answered_without_work_once_made_and_not_before(monkeypatch):
     from vitviz.app import attention
 
-    monkeypatch.setattr(attention, "MADE", {})
+    from vitviz.core.lru import LRU
+
+    monkeypatch.setattr(attention, "MADE", LRU(4))
     client = TestClient(Starlette(routes=serving.data_routes()))
     asked = {"tab": "attention", "model": "DINO ViT-S/8", "side": "224"}
     missing = client.get("/vitviz/device-manifest", params=asked)
     assert missing.status_code == 204 and missing.headers["cache-control"] == "no-store"
-    attention.MADE[("attention", "DINO ViT-S/8", "224")] = {"file": "f.onnx", "bytes": 5, "layers": 12}
+    attention.MADE.put(("attention", "DINO ViT-S/8", "224"), {"file": "f.onnx", "bytes": 5, "layers": 12})
     got = client.get("/vitviz/device-manifest", params=asked)
     assert got.status_code == 200 and got.json()["file"] == "f.onnx"
     assert got.json()["state"]["layer"] == attention.A["layer"].default  # the explorer's defaults (the page's over)

@@ -121,21 +121,14 @@ class _Configs(dict):
             if not dict.__contains__(self, key):
                 self[key]  # noqa: B018 (made by __missing__)
 
-    def items(self):
-        self._all()
-        return dict.items(self)
+    def _whole(name: str):  # noqa: N805 (a method maker, used in this body only)
+        def method(self, *args):
+            self._all()
+            return getattr(dict, name)(self, *args)
+        return method
 
-    def values(self):
-        self._all()
-        return dict.values(self)
-
-    def keys(self):
-        self._all()
-        return dict.keys(self)
-
-    def __iter__(self):
-        self._all()
-        return dict.__iter__(self)
+    items, values, keys, __iter__ = _whole("items"), _whole("values"), _whole("keys"), _whole("__iter__")
+    del _whole
 
     def __len__(self) -> int:
         return len(self._keys | set(dict.keys(self)))

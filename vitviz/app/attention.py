@@ -27,6 +27,7 @@ from vitviz.app.components import (
 )
 from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, by_component
+from vitviz.core.lru import LRU
 from vitviz.models import budget, device
 from vitviz.models import cache as models
 from vitviz.models.runner import image_key
@@ -207,9 +208,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     return tab
 
 
-MADE: dict[tuple[str, str, str], dict] = {}
+MADE: LRU[dict] = LRU(256)
 """The manifests made so far, by (tab, model asked, short side asked or ''): what ``GET /vitviz/device-manifest``
-answers from without any work (:func:`made_manifest`). At most a few dozen (the lists' models at the sides asked)."""
+answers from without any work (:func:`made_manifest`)."""
 
 
 def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
@@ -224,7 +225,8 @@ def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
 
 
 def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict:
-    """What a device downloads to compute the Attention view itself, for the checked settings ``values`` (model,
+    """What a device downloads to compute ``tab``'s view (Attention, or Classify) itself, for the checked settings
+    ``values`` (model,
     short side, the explorer's): the graph's file and size, the preprocessing, the labels
     (:func:`vitviz.models.device.manifest`), the explorer's settings, the server's own forward time and the notice
     when another model stands in; or ``{"error": why}`` when the model cannot run on a device. The graph is made the
@@ -238,10 +240,7 @@ def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict
     except ValueError as err:
         return {"error": str(err), "model": runner.spec.key}
     made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
-    asked = str(int(values["resolution"])) if tab == "attention" else ""
-    if len(MADE) > 256:
-        MADE.clear()
-    MADE[(tab, str(values["model"]), asked)] = made
+    MADE.put((tab, str(values["model"]), str(int(values["resolution"])) if tab == "attention" else ""), made)
     return made | browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
                                             {f.name: f for f in HELD}, runner.depth)
 
@@ -254,7 +253,6 @@ def _device_manifest(form: Form, *args):
         return None
     _, raw = form.values(A, tuple(given))
     return device_manifest(A.check(raw), lambda f, msg: progress(f, desc=msg))
-
 
 
 def _payload_again(form: Form, at: int, *args) -> dict:

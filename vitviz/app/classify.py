@@ -77,8 +77,8 @@ def build(gr_tab: gr.Tab) -> Tab:
 
 
 def _device_manifest(on: bool, model: str, progress) -> dict | None:
-    """The Classify tab's device panel: hidden while its switch is off; else the classifier's manifest at its
-    checkpoint's own size (the picture prepared as this tab's server path prepares it)."""
+    """The Classify tab's device manifest when the page could not get it made: nothing while its switch is off;
+    else the classifier's at its checkpoint's own size (the picture prepared as this tab's server path does)."""
     from vitviz.app.attention import device_manifest
     from vitviz.models import cache as models
 

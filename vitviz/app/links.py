@@ -104,8 +104,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
                 out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
         picture = tabs[tab].src
         if q.get("device") == "1" and tab == "attention":
-            # compute on this device: the server computes nothing for this page; the device panel shows the tab's
-            # example computed on the device until a picture is chosen
+            # compute on this device: the server computes nothing for this page (the explorer waits for the
+            # picture chosen in the device panel)
             picture = None
         if picture is not None:
             wanted = q.get("image")

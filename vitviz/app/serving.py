@@ -14,6 +14,7 @@ import inspect
 import io
 import logging
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Any, Callable
@@ -255,9 +256,8 @@ class Lasting:
     fonts (``/static/``): a day; a picture gradio serves from its files (``/gradio_api/file=``, in a folder named
     by its content's hash): a day, by this browser only. A response that says already is left alone."""
 
-    import re as _re
-    NAMED = _re.compile(rb"^/assets/.+-[A-Za-z0-9_-]{8,}\.(js|css|woff2?|svg|png)$")
-    HASHED_FILE = _re.compile(rb"^/gradio_api/file=.*/[0-9a-f]{64}/[^/]+$")
+    NAMED = re.compile(rb"^/assets/.+-[A-Za-z0-9_-]{8,}\.(js|css|woff2?|svg|png)$")
+    HASHED_FILE = re.compile(rb"^/gradio_api/file=.*/[0-9a-f]{64}/[^/]+$")
 
     def __init__(self, app) -> None:
         self.app = app
