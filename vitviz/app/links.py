@@ -87,7 +87,9 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
                         out[form[field]] = list(value) if isinstance(value, tuple) else value
                     elif field in form.browser:
                         held[field.name] = value
-            if form.carrier is not None and held:  # the browser view's settings the link changes
+            if form.carrier is not None:  # set on every load, defaults too: the browser view's changes reach
+                # the server through this carrier's change event only once a load has set it
+                # (tests/test_browser_explorer.py)
                 start = {f.name: f.default for f in form.browser} | held
                 out[form.carrier] = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in start.items()})
         said = []
