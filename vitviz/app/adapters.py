@@ -19,14 +19,6 @@ signature and type hints; a view's parameters are data (its declared settings), 
 the signature the declarations make (``__signature__``, which ``inspect.signature`` honours, PEP 362, and the
 matching ``__annotations__`` that ``typing.get_type_hints`` reads). The upstream change that would remove it:
 ``gr.api`` taking a parameter list.
-
-**A new session's copy of the page's configuration, made as it is used.** gradio gives every new session its own
-copy of every component's configuration (``SessionState.config_values``, for deep links), made at once, when the
-session's first event arrives: for vitviz's 580 components that is 30 ms of the server's CPU per page opened, the
-largest share of what a class opening the page at once costs it (and 580 dictionaries kept per session).
-:func:`lazy_session_configs` makes each entry when it is first read or written, with the same value gradio would have
-made (the component's configuration as the session holds it). The upstream change that would remove it: gradio making
-these entries on demand.
 """
 
 from __future__ import annotations
@@ -96,69 +88,3 @@ def remove_app_files(blocks: Any) -> None:
 
     delete_files_created_by_app(blocks, None)
 
-
-class _Configs(dict):
-    """A session's ``config_values`` whose entries are made on first use (:func:`lazy_session_configs`)."""
-
-    def __init__(self, blocks_config: Any, keys: set[int]) -> None:
-        super().__init__()
-        self._blocks_config, self._keys = blocks_config, keys
-
-    def __missing__(self, key: int) -> dict:
-        if key not in self._keys:
-            raise KeyError(key)
-        made = self[key] = self._blocks_config.config_for_block(key, [], self._blocks_config.blocks[key])
-        return made
-
-    def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or key in self._keys
-
-    def get(self, key: int, default: Any = None) -> Any:  # what is not made yet holds the page's default
-        return dict.get(self, key, default)
-
-    def _all(self) -> None:
-        for key in self._keys:
-            if not dict.__contains__(self, key):
-                self[key]  # noqa: B018 (made by __missing__)
-
-    def _whole(name: str):  # noqa: N805 (a method maker, used in this body only)
-        def method(self, *args):
-            self._all()
-            return getattr(dict, name)(self, *args)
-        return method
-
-    items, values, keys, __iter__ = _whole("items"), _whole("values"), _whole("keys"), _whole("__iter__")
-    del _whole
-
-    def __len__(self) -> int:
-        return len(self._keys | set(dict.keys(self)))
-
-
-def lazy_session_configs() -> bool:
-    """Make gradio's per-session configuration copies on demand (see the module's text). Applied once; only to the
-    pinned gradio's ``SessionState`` (another version keeps its own behaviour, and the test says so). Returns
-    whether it is applied."""
-    import gradio
-    from gradio import state_holder
-
-    cls = state_holder.SessionState
-    if getattr(cls, "_vitviz_lazy", False):
-        return True
-    if gradio.__version__ != GRADIO:
-        return False
-    import copy
-    import os
-
-    original = cls.__init__
-
-    def __init__(self, blocks) -> None:  # gradio 6.31's SessionState.__init__, the copies made on demand
-        self.blocks_config = copy.copy(blocks.default_config)
-        self.config_values = _Configs(self.blocks_config, {k for k in self.blocks_config.blocks if k in blocks.blocks})
-        self.state_data = {}
-        self._state_ttl = {}
-        self.is_closed = False
-        self.STATE_TTL_WHEN_CLOSED = 1 if os.getenv("GRADIO_IS_E2E_TEST", None) else 3600
-
-    cls.__init__ = __init__
-    cls._vitviz_lazy, cls._vitviz_gradio_init = True, original
-    return True
