@@ -47,4 +47,3 @@ def test_an_endpoint_made_by_typed_has_the_declared_schema_and_gets_its_argument
     assert [p["parameter_name"] for p in params] == ["layer", "cmap"]
     assert params[0]["python_type"]["type"] == "int" and params[0]["parameter_default"] == 3
     assert params[1]["type"].get("enum") == ["viridis", "magma"], params[1]
-
