@@ -36,9 +36,9 @@ def _device_page(browser, app_url, picture: Path, model: str | None = None):
     # opening the page on the device path asks the server for no analysis: no explorer data, no server picture
     assert not [u for _, u in opening if "/vitviz/explorer/" in u or "/upload" in u], opening
     assert any("/vitviz/device-manifest" in u for _, u in opening), opening
-    joins = [u for _, u in opening if "/queue/join" in u]
-    if model is None:  # (a model in the link is a model change: the tab's own answer hears of it, and skips)
-        assert len(joins) <= 2, joins  # the link read back, and the model's file made when it was not yet
+    posts = [u for m, u in opening if m == "POST"]
+    if model is None:  # the page opened in the browser: at most the model's file made, when it was not yet
+        assert len(posts) <= 1 and all("/queue/join" in u for u in posts), posts
     if model:
         page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what').textContent.startsWith(m)",
                                arg=model, timeout=60_000)
@@ -79,6 +79,49 @@ def test_a_picture_chosen_on_the_device_is_drawn_and_never_sent(app_url, browser
         fetched = {u.rsplit("/", 1)[-1] for m, u, _ in sent if "/vitviz/" in u}
         assert fetched <= {"ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
                            device.graph_name(cache.get_model(registry.OFFLINE_KEY), 64)}, fetched
+    finally:
+        page.close()
+
+
+def test_the_device_link_opens_in_the_browser_and_the_explorer_still_reaches_the_server(app_url, browser):
+    """A device link is opened by the page itself: once the model's file is made, opening it sends the server no
+    event at all (gradio's select of the first tab as the page mounts included), yet the page is as the link says
+    (the tab, the switch, the short side, contrast) and, the switch turned off, the explorer's settings reach the
+    server's figures as after any load."""
+    first = browser.new_page(viewport={"width": 1280, "height": 900})
+    first.goto(app_url + "?tab=attention&device=1&side=96")  # the model's file made, if it was not yet
+    first.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent.includes('MB')",
+                            timeout=120_000)
+    first.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    sent, addresses = [], []
+    page.on("request", lambda r: sent.append((r.method, r.url, r.post_data or "")) if "heartbeat" not in r.url
+            else None)
+    page.on("framenavigated", lambda f: addresses.append(f.url) if f == page.main_frame else None)
+    try:
+        page.goto(app_url + "?tab=attention&device=1&side=96&contrast=1")
+        page.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent"
+                               ".includes('MB')", timeout=120_000)
+        idle(page)
+        page.wait_for_timeout(1000)
+        assert [(m, u) for m, u, _ in sent if m == "POST"] == [], sent
+        assert [u.split("?")[1] for _, u, _ in sent if "/vitviz/device-manifest" in u][-1].endswith("&side=96")
+        side = page.locator(".tabitem:visible input[aria-label^='number input for short side']").first
+        assert side.input_value() == "96", side.input_value()
+        assert page.locator("#device-switch input").is_checked() and page.locator("#contrast input").is_checked()
+        assert page.get_by_role("tab", name="Attention", exact=True).get_attribute("aria-selected") == "true"
+        assert page.evaluate("() => location.search") == "?tab=attention&device=1&side=96&contrast=1"
+        assert page.evaluate("() => document.body.classList.contains('vx-device-on')")
+        # the switch off, an example: the server's explorer; a layer changed in it reaches the server's figures
+        page.locator("#device-switch input").uncheck()
+        page.locator(".tabitem:visible").first.locator(".gallery-item, tr.tr-body").nth(0).click()
+        page.locator("#attention-explorer .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        sent.clear()
+        page.locator("#attention-explorer .vx-step").nth(1).click()  # layer 2
+        page.wait_for_timeout(1500)  # the carrier's burst settles (300 ms), then the event
+        carried = [b for m, u, b in sent if "/queue/join" in u and ('\\"layer\\": 2' in b or '\\"layer\\":2' in b)]
+        assert carried, [b[:300] for _, u, b in sent if "/queue/join" in u]
     finally:
         page.close()
 

@@ -75,3 +75,67 @@ def test_a_device_manifest_is_answered_without_work_once_made_and_not_before(mon
     assert client.get("/vitviz/device-manifest", params=asked | {"side": "480"}).status_code == 204
     assert client.get("/vitviz/device-manifest", params=asked | {"tab": "classify"}).status_code == 204
     assert client.get("/vitviz/device-manifest", params=asked | {"tab": "other"}).status_code == 204
+
+
+def test_a_renewed_page_is_made_again():
+    calls: list = []
+    client = TestClient(_app(calls))
+    client.get("/")
+    client.get("/")
+    serving.PageCache.renew()  # the server's models changed: the page's lists are labelled again
+    third = client.get("/")
+    assert calls == ["/", "/"] and third.text.startswith("page 2")
+
+
+def test_a_page_closing_is_heard_from_its_heartbeat_stream_ending_only():
+    """A page that closes (its heartbeat stream ends, even by an error) lets its pictures go; nothing else does."""
+    closed: list = []
+
+    async def beat(request):
+        if request.path_params["session"] == "broken":
+            raise RuntimeError("the stream broke")
+        return PlainTextResponse("data: ALIVE\n\n")
+
+    async def other(request):
+        return PlainTextResponse("x")
+
+    from starlette.middleware import Middleware
+
+    app = Starlette(routes=[Route("/gradio_api/heartbeat/{session}", beat), Route("/gradio_api/{rest:path}", other)],
+                    middleware=[Middleware(serving.PageClosed, closed=closed.append)])
+    client = TestClient(app, raise_server_exceptions=False)
+    client.get("/gradio_api/heartbeat/page-1")
+    client.get("/gradio_api/queue/data", params={"session_hash": "page-2"})
+    client.post("/gradio_api/heartbeat/page-3")
+    client.get("/gradio_api/heartbeat/broken")
+    assert closed == ["page-1", "broken"]
+
+
+def test_the_page_as_built_says_what_a_load_would_and_a_load_changes_only_what_changed(monkeypatch):
+    """The page is labelled as it is built (model lists, the photos notes, the registers button), so a load of a
+    link that sets nothing returns nothing for them; when a model becomes available, the load sends the new labels
+    and the page is made again."""
+    import gradio as gr
+
+    from vitviz.app import build_demo, links
+    from vitviz.models import cache as models
+
+    demo = build_demo()
+    load = next(f for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_load")
+    from starlette.requests import Request
+
+    request = gr.Request(request=Request({"type": "http", "method": "GET", "path": "/", "headers": [],
+                                          "query_string": b"tab=classify"}))
+    out = load.fn(request)
+    dropdowns = [c for c, v in out.items() if isinstance(v, gr.Dropdown)]
+    notes = [c for c in out if (getattr(c, "elem_id", None) or "").endswith("photos-note")]
+    assert dropdowns == [] and notes == [] and out, out
+    available = models.available_now()
+    assert any(not ok for ok in available.values())  # offline here: the photos' models need a download
+    made = serving.PageCache.made
+    monkeypatch.setattr(models, "available_now", lambda: {k: True for k in available})
+    monkeypatch.setattr(links.models, "available_now", lambda: {k: True for k in available})
+    out = load.fn(request)
+    assert any(isinstance(v, gr.Dropdown) for v in out.values()) and serving.PageCache.made == made + 1
+    assert all("needs download" not in str(choice) for c in demo.blocks.values() if isinstance(c, gr.Dropdown)
+               for choice in (c.choices or []))

@@ -77,27 +77,34 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
                 tabs["vitcnn"] = vitcnn.build(t)
         with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
             gr.HTML(lessons.BUILDER)
-        links.label_lists(tabs)
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened, "lesson": lesson_bar,
                 **tabs["attention"].extras}
-        loaded = demo.load(links.opener(tabs, page), None, links.outputs(tabs, page), api_visibility="private")
+        links.label_page(tabs, page)
+
+        def relabel() -> dict:  # the server's models changed since the page was made: the page made again
+            available = links.label_page(tabs, page)
+            demo.config = demo.get_config_file()
+            serving.PageCache.renew()
+            return available
+
+        # The page opens as its link says: in the browser when the link asks only for what the browser can set
+        # (page.js: the device link), else the server's opener, through a hidden button (links.opens_here).
+        carriers = [t.form.carrier for t in tabs.values() if t.form.carrier is not None]
+        here = [tabs["attention"].form[f] for f in links.HERE]
+        demo.load(None, carriers, [tab_set, projector, contrast, *here, page["device"]] + carriers,
+                  js=f"(...held) => window.vitvizLink.open(held.slice(0, {len(carriers)}))")
+        open_here = gr.Button("Open the link", visible="hidden", elem_id="page-open")
+        loaded = open_here.click(links.opener(tabs, page, relabel), None, links.outputs(tabs, page),
+                                 api_visibility="private")
         tabs["positions"].open_on_load(loaded, opened)
-        for name, tab in tabs.items():
+        for tab in tabs.values():
             tab.opens(models.available_now, opened)
-            tab.gr_tab.select(None, None, None, js=f"() => window.vitvizLink?.tab({name!r})")
-        demo.unload(_page_closed)
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
     return demo
-
-
-def _page_closed(request: gr.Request) -> None:
-    """A page closed (or reloaded): the pictures it used age out as usual."""
-    if request is not None and request.session_hash:
-        files.PICTURES.release(request.session_hash)
 
 
 def launch_kwargs() -> dict:
@@ -110,7 +117,9 @@ def launch_kwargs() -> dict:
                   show_error=True,
                   # the explorer's data, served with a long-lived cache; the page compressed
                   app_kwargs={"routes": serving.data_routes(),
-                              "middleware": serving.page_files() + serving.body_limit() + serving.compression(),
+                              # a page closed (or reloaded): the pictures it used age out as usual
+                              "middleware": serving.page_files(closed=files.PICTURES.release) + serving.body_limit()
+                              + serving.compression(),
                               "lifespan": files.lifespan})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util

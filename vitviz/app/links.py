@@ -29,13 +29,21 @@ MODEL_LISTS = (("forward", declared.FORWARD["model"], "forward"),
 had, opens on the stand-in for that task."""
 
 
+HERE = (declared.SIDE,)
+"""The settings a device link may carry and the page still opens it by itself (``page.js``: a whole number in
+range, which the page reads as :meth:`~vitviz.specs.state.Field.from_link` does; anything else goes to the
+server's opener). Whole-number settings of the Attention tab only, in the order of the load's outputs."""
+
+
 def page_script() -> str:
-    """The page's script (render/web/page.js) with the tab each link key belongs to: the address shows the open
-    tab's settings only, and every tab's again when it is opened."""
+    """The page's script (render/web/page.js) with the tab each link key belongs to (the address shows the open
+    tab's settings only, and every tab's again when it is opened) and the ranges of :data:`HERE`."""
     from vitviz.app.components import WEB
 
     tabs = {f.link: r.tab for r in views.RECORDS.values() for f in r.view.settings() if f.link}
-    return (WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
+    here = {f.link: {"lo": f.lo, "hi": f.hi} for f in HERE}
+    return ((WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
+            .replace("/*HERE-SETTINGS*/{}", json.dumps(here)))
 
 
 def model_choices(field) -> list[tuple[str, str]]:
@@ -51,14 +59,23 @@ def model_list(field, task: str, available: dict[str, bool], asked: str | None =
     return model_choices(field), asked or (field.default if available.get(field.default, False) else stand_in)
 
 
-def label_lists(tabs: dict[str, Tab]) -> None:
-    """Give every model list, as the page is built, the labels and the value a page load would give it now, so the
-    load changes them only when something changed since (a model downloaded): each change would start the tab's
-    work."""
+def label_page(tabs: dict[str, Tab], page: dict[str, Any]) -> dict[str, bool]:
+    """Give the page, as it is built, what a page load would set from what this server has now: every model list's
+    labels and value, each tab's note on photos that need a download, the registers button. A load then changes
+    them only when something changed since (a model downloaded): each model list's change would start its tab's
+    work, and a page the browser opens by itself (``page.js``: the device link) needs them right. Returns the
+    availability used."""
     available = models.available_now()
     for name, field, task in MODEL_LISTS:
         control = tabs[name].form[field]
         control.choices, control.value = model_list(field, task, available)
+        note = tabs[name].extras.get("photos_note") if field is tabs[name].model_field else None
+        if note is not None and not available.get(field.default, False):
+            note.value, note.visible = photos_note(field.default), True
+    registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
+    page["registers"].interactive = registers_ok
+    page["registers_note"].value = "" if registers_ok else REGISTERS_UNAVAILABLE
+    return available
 
 
 def photos_note(model: str) -> str:
@@ -68,8 +85,13 @@ def photos_note(model: str) -> str:
             f"{model} from the hub; shown to the shapes model, they get its nearest shape, marked as such.")
 
 
-def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
-    """The page-load callback: open the page as its link says (tab, picture, every setting), or on an example."""
+def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dict] | None = None) -> Callable:
+    """The page-load callback: open the page as its link says (tab, picture, every setting), or on an example.
+
+    ``relabel`` re-makes the page as served (:func:`label_page`, then the served configuration) and returns the
+    availability it used: called when a load finds the server's models changed since the page was made, after this
+    page's own changes are worked out (this page was served as made before)."""
+    built = {"available": models.available_now()}
 
     def on_load(request: gr.Request) -> dict:
         """Only the open tab gets its picture now (which starts its work); the others get theirs when first
@@ -102,8 +124,9 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
             choices, chosen = model_list(field, task, available, out.get(control))
             if choices != [tuple(c) for c in control.choices] or chosen != control.value:
                 out[control] = gr.Dropdown(choices=choices, value=chosen)  # else as built: no change event
-            if field is tabs[name].model_field and not available.get(field.default, False):
-                out[tabs[name].extras["photos_note"]] = gr.Markdown(photos_note(field.default), visible=True)
+            note = tabs[name].extras.get("photos_note") if field is tabs[name].model_field else None
+            if note is not None and (not available.get(field.default, False)) != bool(note.visible):
+                out[note] = gr.Markdown(photos_note(field.default), visible=not available.get(field.default, False))
         picture = tabs[tab].src
         if q.get("device") == "1" and tab == "attention":
             # compute on this device: the server computes nothing for this page (the explorer waits for the
@@ -133,10 +156,12 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any]) -> Callable:
         if q.get("device") == "1" and tab == "attention":  # compute on this device (the Attention tab's switch)
             out[page["device"]] = True
         registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
-        out[page["registers"]] = gr.Button(interactive=registers_ok)
-        if not registers_ok:
-            out[page["registers_note"]] = REGISTERS_UNAVAILABLE
+        if registers_ok != page["registers"].interactive:  # else as built
+            out[page["registers"]] = gr.Button(interactive=registers_ok)
+            out[page["registers_note"]] = "" if registers_ok else REGISTERS_UNAVAILABLE
         out[page["opened"]] = tab
+        if relabel is not None and available != built["available"]:
+            built["available"] = relabel()
         return out
 
     return on_load

@@ -206,9 +206,17 @@ class PageCache:
     request with gradio's login cookie is never answered from it."""
 
     FORWARDED = (b"host", b"x-forwarded-host", b"x-forwarded-proto", b"x-forwarded-port")
+    made = 0
+    """How many times the page was re-made (:meth:`renew`): part of every key, so a page made before is not sent."""
 
     def __init__(self, app, size: int = 32) -> None:
         self.app, self.size, self.kept = app, size, {}
+
+    @classmethod
+    def renew(cls) -> None:
+        """The page changed (its configuration re-made: a model became available): make it again on the next
+        visit."""
+        cls.made += 1
 
     def key(self, scope) -> tuple | None:
         if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/":
@@ -219,8 +227,8 @@ class PageCache:
         headers = dict(scope.get("headers") or ())
         if b"access-token" in headers.get(b"cookie", b""):
             return None
-        return (scope.get("scheme"), scope.get("root_path", ""), b"gzip" in headers.get(b"accept-encoding", b""),
-                *(headers.get(h) for h in self.FORWARDED))
+        return (PageCache.made, scope.get("scheme"), scope.get("root_path", ""),
+                b"gzip" in headers.get(b"accept-encoding", b""), *(headers.get(h) for h in self.FORWARDED))
 
     async def __call__(self, scope, receive, send):
         key = self.key(scope)
@@ -290,12 +298,35 @@ class Lasting:
         await self.app(scope, receive, marking)
 
 
-def page_files() -> list:
+class PageClosed:
+    """ASGI middleware: ``closed(session)`` when a page's heartbeat stream ends (the page was closed or reloaded).
+
+    gradio's own ``unload`` event would do it, but it runs as an event of the page's session, and a session's first
+    event costs gradio a copy of the configuration of every component (about 30 ms here): a page that sent no event
+    (the device link, opened in the browser) would pay it on closing. The stream is gradio's
+    ``/gradio_api/heartbeat/<session>``, which stays open while the page is."""
+
+    BEAT = re.compile(r"/heartbeat/([^/?]+)$")
+
+    def __init__(self, app, closed: Callable[[str], None] = lambda session: None) -> None:
+        self.app, self.closed = app, closed
+
+    async def __call__(self, scope, receive, send):
+        beat = self.BEAT.search(scope["path"]) if scope["type"] == "http" and scope["method"] == "GET" else None
+        if beat is None:
+            return await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.closed(beat.group(1))
+
+
+def page_files(closed: Callable[[str], None] = lambda session: None) -> list:
     """:class:`PageCache` and :class:`Lasting`, outermost: the page and gradio's files cost a visit next to
-    nothing."""
+    nothing; :class:`PageClosed` calls ``closed(session)`` as a page goes."""
     from starlette.middleware import Middleware
 
-    return [Middleware(PageCache), Middleware(Lasting)]
+    return [Middleware(PageCache), Middleware(Lasting), Middleware(PageClosed, closed=closed)]
 
 
 def body_limit() -> list:

@@ -418,14 +418,21 @@ class Tab:
     def opens(self, models_available: Callable[[], dict], opened: gr.State) -> None:
         """Opening the tab shows it computed: its example when it has no picture yet, or its view (no picture).
 
-        gradio also selects the first tab by itself when a page mounts, before the page's load event has read
-        the link (``opened`` is still empty then): when the link opens another tab, that select is ignored.
+        A tab with a picture is decided in the browser first (``page.js``, ``vitvizLink.selected``): gradio's own
+        select of the first tab as a page mounts (when the link opens another tab) and the Attention tab of a
+        device page ask the server nothing; otherwise its hidden button asks the server, which decides again
+        (``opened`` is still empty before the page's load event has read the link).
         """
+        press = None
         if self.src is not None:
-            on(self.gr_tab.select, self.opener(models_available), [self.src, opened], self.src, queue=False)
+            press = gr.Button(f"Open {self.name}", visible="hidden", elem_id=f"{self.name}-open")
+            on(press.click, self.opener(models_available), [self.src, opened], self.src, queue=False)
         elif self.on_open is not None:
             fn, inputs, outputs = self.on_open
             on(self.gr_tab.select, fn, inputs, outputs, trigger_mode="always_last")
+        target = f"{self.name}-open" if press is not None else None
+        self.gr_tab.select(None, None, None,
+                           js=f"() => window.vitvizLink?.selected({json.dumps(self.name)}, {json.dumps(target)})")
 
     def open_on_load(self, loaded, opened: gr.State) -> None:
         """A tab without a picture is shown when the page opens on it (its link's tab): the load event's tab switch

@@ -50,6 +50,40 @@
     document.body.classList.toggle("vx-contrast", !!on);
     link.set({ contrast: on ? "1" : null });
   };
+  // Opening the page as its link says. A device link (the Attention tab computed on this device, perhaps with
+  // projector or contrast) is opened here and the server hears nothing; any other link goes to the server's opener
+  // (its hidden button). `held`: the browser views' settings carriers as built, set back as the server's opener
+  // sets them on every load (links.opener says why).
+  const HERE = ["tab", "device", "projector", "contrast"];
+  const SETTINGS = /*HERE-SETTINGS*/{};  // the device link's settings set here: link key -> range (from the server)
+  const whole = (key, text) => {  // a whole number in range, read as the server reads it; else null (the server's)
+    const r = SETTINGS[key];
+    return r && /^[0-9]{1,6}$/.test(text) && Number(text) >= r.lo && Number(text) <= r.hi ? Number(text) : null;
+  };
+  link.open = (held) => {
+    const q = new URL(window.location.href).searchParams;
+    const here = q.get("tab") === "attention" && q.get("device") === "1"
+      && [...q.keys()].every((k) => HERE.includes(k) || whole(k, q.get(k)) !== null);
+    if (!here) { document.getElementById("page-open")?.click(); return []; }
+    return [{ __type__: "update", selected: "attention" }, q.get("projector") === "1" || undefined,
+      q.get("contrast") === "1" || undefined, ...Object.keys(SETTINGS).map((k) => whole(k, q.get(k)) ?? undefined),
+      true, ...held];
+  };
+  // A tab was selected. gradio selects the first tab by itself as a page mounts, and the page's opening selects
+  // the link's: a select of another tab than the one being opened counts only when a person's pointer or key was
+  // on a tab just before (else the server hears nothing of it). A tab with a picture then asks the server for its
+  // example (its hidden button `press`), unless it is the Attention tab computed on this device.
+  let touched = -1e9;
+  for (const kind of ["pointerdown", "keydown"]) {
+    document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = performance.now(); }, true);
+  }
+  link.opening = link.get("tab") || "patches";
+  link.selected = (name, press) => {
+    if (name !== link.opening && performance.now() - touched > 2000) return;
+    link.opening = name;
+    link.tab(name);
+    if (press && !(name === "attention" && link.get("device") === "1")) document.getElementById(press)?.click();
+  };
   for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }  // the link opened
   window.vitvizLink = link;
   link.show();
