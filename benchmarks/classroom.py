@@ -258,9 +258,10 @@ def device_case(url: str, pid: int, students: int, side: int, visit: dict, first
             "mb": statistics.mean(fetched) / 1e6}
 
 
-def device_forward(url: str, side: int, picture: Path) -> dict:
+def device_forward(url: str, side: int, picture: Path, limit_s: float = 120) -> dict | None:
     """The device path in headless Chromium on this machine: milliseconds of the first and the second forward
-    (the second steady), and of preparing the picture, for one picture at ``side``."""
+    (the second steady), and of preparing the picture, for one picture at ``side``; None when the first forward
+    has not finished within ``limit_s`` seconds."""
     from playwright.sync_api import sync_playwright
 
     args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -274,8 +275,12 @@ def device_forward(url: str, side: int, picture: Path) -> dict:
         for run in (1, 2):
             page.locator("#device-picture").set_input_files(str(picture))
             try:
-                page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", polling=500, timeout=600_000)
+                page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", polling=500,
+                                       timeout=limit_s * 1000)
             except Exception:  # say where it stopped
+                if run == 1 and page.evaluate("() => !window.vitvizDevice?.failed"):
+                    browser.close()
+                    return None  # still computing
                 raise SystemExit(f"the device path did not answer at {side} px: " + page.evaluate(
                     "() => JSON.stringify({status: document.querySelector('#device-panel .vx-dev-status')"
                     "?.textContent, state: Object.keys(window.vitvizDevice || {}), "
@@ -305,11 +310,15 @@ def device_table(url: str, pid: int, sides: list[int], folder: Path) -> None:
     print("Device path. The forward in headless Chromium here (ONNX Runtime Web 1.30, WebAssembly SIMD, one thread; "
           "second run; first run in brackets; preparing the picture): "
           + "; ".join(f"{s} px {forward[s]['ms']:,.0f} ms ({forward[s]['first_ms']:,.0f} ms), prep "
-                      f"{forward[s]['prep_ms']:,.0f} ms" for s in sides))
+                      f"{forward[s]['prep_ms']:,.0f} ms" if forward[s] else f"{s} px did not finish in 2 min"
+                      for s in sides))
     print("A real visit in Chromium (the page cached by the browser, until the manifest is there): server CPU "
           + "; ".join(f"{s} px {statistics.median(visits[s]['cpu']) * 1000:.0f} ms (median of "
                       f"{len(visits[s]['cpu'])}), {len(visits[s]['again'])} requests reached the server "
                       f"({len(visits[s]['first'])} on a first visit)" for s in sides))
+    for s in sides:
+        print(f"What reached the server on a later visit at {s} px: "
+              + ", ".join(f"{r['method']} {r['url'][len(url) - 1:].split('?')[0]}" for r in visits[s]["again"]))
     print("One-time download per model: " + "; ".join(
         f"{s} px graph {made[s]['bytes'] / 1e6:.1f} MB + runtime "
         f"{sum((assets.ORT / n).stat().st_size for n in DEVICE_FILES) / 1e6:.1f} MB" for s in sides))
@@ -319,9 +328,9 @@ def device_table(url: str, pid: int, sides: list[int], folder: Path) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = forward[r["side"]]
-        total = r["p95"] + (f["prep_ms"] + f["ms"]) / 1000
+        total = f"{r['p95'] + (f['prep_ms'] + f['ms']) / 1000:.2f} s" if f else "(no forward here)"
         print(f"| {r['students']} | {r['side']} | {'first (files)' if r['first'] else 'again (cached)'} | "
-              f"{r['p50']:.2f} s | {r['p95']:.2f} s | {'' if r['first'] else f'{total:.2f} s'} | "
+              f"{r['p50']:.2f} s | {r['p95']:.2f} s | {'' if r['first'] else total} | "
               f"{r['cpu'] * 1000:.0f} ms | {r['mb']:.1f} MB |")
 
 

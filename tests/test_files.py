@@ -212,6 +212,19 @@ def test_an_accepted_upload_is_held_by_its_page(app_url):
     assert upload not in files.PICTURES.held()
 
 
+def test_a_page_closing_lets_its_pictures_go(app_url):
+    """A page's heartbeat stream (gradio's, which stays open while the page is) ends: its pictures are let go."""
+    session = "page-closing"
+    files.PICTURES.hold(session, EXAMPLES / "scene_star.png")
+    with httpx.stream("GET", f"{app_url}gradio_api/heartbeat/{session}", timeout=10) as beat:
+        assert next(beat.iter_text()).startswith("data: ALIVE")
+        assert str(EXAMPLES / "scene_star.png") in files.PICTURES.held()  # open: held
+    deadline = time.monotonic() + 10
+    while session in files.PICTURES._pages and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert session not in files.PICTURES._pages
+
+
 # ---- the whole server (slow: a process of its own) ------------------------------------------------------------
 
 def rss_mib(pid: int) -> float:

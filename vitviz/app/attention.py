@@ -76,7 +76,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                                     "attention explorer: point at a patch or use the arrow keys")
             carrier = form.hold_in_browser(A, HELD)
             again = browser_carrier("attention-again")  # the explorer's picture, sent back when the server forgot
-            with gr.Row():
+            with gr.Row(elem_id="attn-crops"):  # hidden, captions too, while the device computes (theme.css)
                 with gr.Column(min_width=200):
                     box = figure("attn-box", "Box around the head-mean mask")
                 with gr.Column(min_width=200):

@@ -7,9 +7,9 @@
 - **Pictures a page uses** (an upload, an example the page received): gradio removes the files it made for this app
   once they are ``PICTURE_SECONDS`` old, counted from their last change of status (ctime). A page that uses a picture
   holds it (:meth:`Pictures.hold`): every sweep touches the held files, so they outlive gradio's limit while the page
-  is open, however long a class works on one picture; when the page closes (gradio's unload event) it lets go and
-  the file ages out as usual. Together the held files stay under ``HELD_BYTES``: past that, the least recently used
-  are no longer kept alive.
+  is open, however long a class works on one picture; when the page closes (its heartbeat stream ends:
+  ``serving.PageClosed``) it lets go and the file ages out as usual. Together the held files stay under
+  ``HELD_BYTES``: past that, the least recently used are no longer kept alive.
 
 Nothing here knows about views or models; :func:`lifespan` is what the app hands to its server (a FastAPI lifespan).
 """
