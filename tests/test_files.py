@@ -216,9 +216,9 @@ def test_a_page_closing_lets_its_pictures_go(app_url):
     """A page's heartbeat stream (gradio's, which stays open while the page is) ends: its pictures are let go."""
     session = "page-closing"
     files.PICTURES.hold(session, EXAMPLES / "scene_star.png")
+    assert str(EXAMPLES / "scene_star.png") in files.PICTURES.held()
     with httpx.stream("GET", f"{app_url}gradio_api/heartbeat/{session}", timeout=10) as beat:
         assert next(beat.iter_text()).startswith("data: ALIVE")
-        assert str(EXAMPLES / "scene_star.png") in files.PICTURES.held()  # open: held
     deadline = time.monotonic() + 10
     while session in files.PICTURES._pages and time.monotonic() < deadline:
         time.sleep(0.05)
