@@ -117,7 +117,7 @@ def test_the_page_as_built_says_what_a_load_would_and_a_load_changes_only_what_c
     and the page is made again."""
     import gradio as gr
 
-    from vitviz.app import build_demo, links
+    from vitviz.app import build_demo
     from vitviz.models import cache as models
 
     demo = build_demo()
@@ -134,8 +134,9 @@ def test_the_page_as_built_says_what_a_load_would_and_a_load_changes_only_what_c
     assert any(not ok for ok in available.values())  # offline here: the photos' models need a download
     made = serving.PageCache.made
     monkeypatch.setattr(models, "available_now", lambda: {k: True for k in available})
-    monkeypatch.setattr(links.models, "available_now", lambda: {k: True for k in available})
     out = load.fn(request)
     assert any(isinstance(v, gr.Dropdown) for v in out.values()) and serving.PageCache.made == made + 1
     assert all("needs download" not in str(choice) for c in demo.blocks.values() if isinstance(c, gr.Dropdown)
                for choice in (c.choices or []))
+    notes = [c for c in demo.blocks.values() if (getattr(c, "elem_id", None) or "").endswith("photos-note")]
+    assert notes and not any(n.visible for n in notes)  # the page as made again: no photo needs a download

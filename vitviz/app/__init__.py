@@ -90,11 +90,13 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
             return available
 
         # The page opens as its link says: in the browser when the link asks only for what the browser can set
-        # (page.js: the device link), else the server's opener, through a hidden button (links.opens_here).
+        # (page.js, vitvizLink.open: the device link), else the server's opener, through a hidden button (also
+        # when the page's script is not there yet).
         carriers = [t.form.carrier for t in tabs.values() if t.form.carrier is not None]
         here = [tabs["attention"].form[f] for f in links.HERE]
         demo.load(None, carriers, [tab_set, projector, contrast, *here, page["device"]] + carriers,
-                  js=f"(...held) => window.vitvizLink.open(held.slice(0, {len(carriers)}))")
+                  js=f"(...held) => window.vitvizLink ? window.vitvizLink.open(held.slice(0, {len(carriers)})) "
+                     f": (document.getElementById('page-open')?.click(), [])")
         open_here = gr.Button("Open the link", visible="hidden", elem_id="page-open")
         loaded = open_here.click(links.opener(tabs, page, relabel), None, links.outputs(tabs, page),
                                  api_visibility="private")

@@ -70,8 +70,8 @@ def label_page(tabs: dict[str, Tab], page: dict[str, Any]) -> dict[str, bool]:
         control = tabs[name].form[field]
         control.choices, control.value = model_list(field, task, available)
         note = tabs[name].extras.get("photos_note") if field is tabs[name].model_field else None
-        if note is not None and not available.get(field.default, False):
-            note.value, note.visible = photos_note(field.default), True
+        if note is not None:
+            note.value, note.visible = photos_note(field.default), not available.get(field.default, False)
     registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
     page["registers"].interactive = registers_ok
     page["registers_note"].value = "" if registers_ok else REGISTERS_UNAVAILABLE
