@@ -12,4 +12,4 @@ def __getattr__(name: str):
 
 
 if __name__ == "__main__":
-    main([])
+    main()  # its arguments: python app.py --models FILE --port N

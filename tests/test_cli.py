@@ -299,3 +299,36 @@ def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
     for name, page in shown["figures"].items():
         with Image.open(page) as a, Image.open(tmp_path / "figures" / f"{name}.png") as b:
             assert np.array_equal(np.asarray(a.convert("RGB")), np.asarray(b.convert("RGB"))), name
+
+
+def test_serve_takes_its_port_from_gradio_server_port_and_app_py_reads_its_own_arguments(monkeypatch, tmp_path):
+    """``vitviz serve`` listens where GRADIO_SERVER_PORT says (a flag still wins); ``python app.py --models FILE``
+    hands the file to the server (app.py once called main([]), which dropped every argument)."""
+    import runpy
+
+    import vitviz.app
+
+    seen: list = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: seen.append(cmd) or 0)
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
+    assert run("serve").returncode == 0 and seen[-1][-2:] == ["--port", "7999"]
+    assert run("serve", "--port", "8001").returncode == 0 and seen[-1][-2:] == ["--port", "8001"]
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "99999")
+    assert run("serve").returncode == 2  # refused in words, as a flag would be
+
+    built: list = []
+
+    class Stop(Exception):
+        pass
+
+    def build(models_file=None):
+        built.append(models_file)
+        raise Stop
+
+    monkeypatch.setattr(vitviz.app, "build_demo", build)
+    monkeypatch.setattr(vitviz.app.files, "stop_on_sigterm", lambda: None)
+    models = tmp_path / "models.toml"
+    monkeypatch.setattr(sys, "argv", ["app.py", "--models", str(models), "--port", "8002"])
+    with pytest.raises(Stop):
+        runpy.run_path(str(Path(__file__).resolve().parent.parent / "app.py"), run_name="__main__")
+    assert built == [str(models)]

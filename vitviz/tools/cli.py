@@ -23,6 +23,7 @@ import argparse
 import csv
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -521,7 +522,8 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_bundle)
 
     p = _add(sub, "serve", help="the web app")
-    p.add_argument("--port", type=_port, default=7860, help="the port to serve on, 1 to 65535 (default: 7860)")
+    p.add_argument("--port", type=_port, default=os.environ.get("GRADIO_SERVER_PORT", "7860"),
+                   help="the port to serve on, 1 to 65535 (default: GRADIO_SERVER_PORT, else 7860)")
     p.set_defaults(run=cmd_serve)
     ap.commands = tuple(sub.choices)  # type: ignore[attr-defined]
     return ap
