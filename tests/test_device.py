@@ -99,5 +99,5 @@ def test_the_app_serves_the_runtime_and_the_graphs_with_an_immutable_cache(app_u
         assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert len(httpx.get(app_url + f"vitviz/device/{name}", timeout=30).content) == (assets.TINY / name).stat().st_size
     for bad in ("vitviz/ort/../../__init__.py", "vitviz/ort/README.md", "vitviz/device/..%2Fmodel.safetensors",
-                "vitviz/device/model.safetensors", "vitviz/device/0000.onnx"):
-        assert httpx.get(app_url + bad, timeout=30).status_code == 404, bad
+                "vitviz/device/model.safetensors", "vitviz/device/0000.onnx", "vitviz/device/" + "a" * 5000 + ".onnx"):
+        assert httpx.get(app_url + bad, timeout=30).status_code == 404, bad[:40]

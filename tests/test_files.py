@@ -140,6 +140,22 @@ def test_outputs_are_swept_by_age_and_size_and_leave_no_empty_folder(tmp_path, m
     assert not (tmp_path / "out").exists()
 
 
+def test_the_outputs_of_a_server_that_died_are_removed_when_the_next_one_starts(tmp_path):
+    """A server killed with SIGKILL runs no cleanup: its outputs folder stayed for ever. The next server's first use
+    of its outputs removes every such folder whose process is gone; a live server's folder stays."""
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    dead = tmp_path / f"{files.OUTPUTS_PREFIX}{done.pid}"
+    (dead / "figures").mkdir(parents=True)
+    (dead / "figures" / "a.png").write_bytes(b"x" * 100)
+    live = tmp_path / f"{files.OUTPUTS_PREFIX}{os.getppid()}"
+    live.mkdir()
+    other = tmp_path / "vitviz-outputs-notapid"
+    other.mkdir()
+    assert files.sweep_stale(tmp_path) == [dead]
+    assert not dead.exists() and live.is_dir() and other.is_dir()
+
+
 def test_a_figure_written_by_many_at_once_is_read_whole(tmp_path):
     out = files.Outputs(tmp_path)
     data = os.urandom(300_000)

@@ -178,15 +178,46 @@ PICTURES = Pictures()
 """The pictures this process's open pages hold."""
 
 
+OUTPUTS_PREFIX = "vitviz-outputs-"
+
+
 def outputs() -> Outputs:
-    """This process's outputs (one folder in gradio's cache, made on first use)."""
+    """This process's outputs (one folder in gradio's cache, made on first use; the folders of servers that died
+    without removing theirs are removed then)."""
     global _outputs
     with _state_lock:
         if _outputs is None:
             from gradio import utils
 
-            _outputs = Outputs(Path(utils.get_upload_folder()) / f"vitviz-outputs-{os.getpid()}")
+            folder = Path(utils.get_upload_folder())
+            sweep_stale(folder)
+            _outputs = Outputs(folder / f"{OUTPUTS_PREFIX}{os.getpid()}")
         return _outputs
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_stale(folder: Path) -> list[Path]:
+    """Remove the outputs folders in ``folder`` whose server process is gone (killed with SIGKILL, or the machine
+    stopped: nothing ran its cleanup); a live process's folder stays. Returns what was removed."""
+    gone = []
+    for path in folder.glob(f"{OUTPUTS_PREFIX}*") if folder.is_dir() else ():
+        pid = path.name[len(OUTPUTS_PREFIX):]
+        if path.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+    if gone:
+        log.info("removed %d outputs folder(s) of servers that are gone: %s", len(gone),
+                 ", ".join(p.name for p in gone))
+    return gone
 
 
 @contextlib.asynccontextmanager
@@ -207,6 +238,7 @@ async def lifespan(app=None) -> AsyncIterator[None]:
             await asyncio.sleep(SWEEP_SECONDS)
             await asyncio.to_thread(sweep)
 
+    await asyncio.to_thread(outputs)  # made now: the folders of servers that died are removed at start
     with _state_lock:
         _running += 1
     task = asyncio.create_task(every_minute())

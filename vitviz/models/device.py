@@ -22,6 +22,7 @@ import io
 import logging
 import math
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -178,9 +179,13 @@ def graph_file(runner: Runner, side: int) -> Path:
         return path
 
 
+GRAPH_NAME = re.compile(r"^[0-9a-f]{20}\.onnx$")
+"""What :func:`graph_name` makes: nothing else is looked for on disk."""
+
+
 def find(name: str) -> Path | None:
     """The graph file named ``name`` (as :func:`graph_name` makes them), shipped or made here, or None."""
-    if not name.endswith(".onnx") or "/" in name or name.startswith("."):
+    if not GRAPH_NAME.match(name):  # before the file system is asked (a 5,000-character name is no file's)
         return None
     for folder in (assets.TINY, DEVICE_DIR):
         path = folder / name
