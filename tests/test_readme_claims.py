@@ -139,3 +139,7 @@ def test_a_newcomer_meets_the_two_commands_and_the_cpu_variant_on_the_first_scre
     cpu = f"pip install torch=={pins['torch']} torchvision=={pins['torchvision']} --index-url " \
           "https://download.pytorch.org/whl/cpu"
     assert cpu in first
+    # the CPU build is installed before the run command pulls PyTorch in (else pip takes the 6 GB CUDA build first)
+    block = first[first.index("```bash"):first.index("```", first.index("```bash") + 3)]
+    assert cpu in block and block.index(cpu) < block.index("pip install -r requirements.txt")
+    assert "second terminal" in first
