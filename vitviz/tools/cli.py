@@ -6,7 +6,7 @@
     vitviz attention IMAGE... --out DIR [--model KEY …]    per picture NAME: NAME.heads.png, NAME.rollout.png,
                                                            NAME.mask.png and NAME.json (the numbers)
     vitviz crop FOLDER|LIST.csv --out DIR [--batch 8] [--engine local|ray]   the camera-trap recipe: attention ->
-                                                           mask -> box -> crop (crops/<path>.png mirroring the
+                                                           mask -> box -> crop (crops/<path>, same name, mirroring the
                                                            tree, boxes.csv; resumable; Ray for a cluster)
     vitviz bundle params.json --out DIR                    a downloaded view's figures again, pixel for pixel
     vitviz serve [--port 7860]                             the web app
@@ -244,8 +244,13 @@ def cmd_crop(args: argparse.Namespace) -> int:
         return FAILED
     for rel, n in crop.duplicates(source).items():
         _say(f"{rel} is listed {n} times; it is cropped once.")
-    listed = len(items)
+    passed = crop.passed_over(source)
+    hidden = [s for s in passed if s.why.startswith("a hidden")]
+    for s in hidden:  # left out on purpose (.DS_Store, .git): said, not counted as a failure
+        _say(f"left out {s.rel}: {s.why.split(':')[0]}")
+    listed = len(items) + len(passed) - len(hidden)
     items, skipped = crop.in_output(items, out)
+    skipped += [s for s in passed if s not in hidden]  # a FIFO, a link to nothing: not a picture it could read
     crop.clear_unfinished(out)
     runner = models.get_model(values["model"])
     if runner.notice:
@@ -477,7 +482,7 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_attention, view=declared.ATTENTION, only=None)
 
     p = _add(sub, "crop", help="crop every picture in a folder tree (or a CSV list) to where the class token "
-                                    "looks", description="Crops go to OUT/crops/<path>.png (the tree mirrored), the "
+                                    "looks", description="Crops go to OUT/crops/<path> (the tree mirrored, same name and format), the "
                        "boxes to OUT/boxes.csv; a rerun skips what is done. --engine ray spreads the batches over a "
                        "Ray cluster (pip install 'vitviz[ray]').")
     p.add_argument("source", help="a folder (searched recursively) or a .csv file listing pictures (a 'path' column)")

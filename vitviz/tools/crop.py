@@ -3,8 +3,11 @@
 The work is cut the same way for every engine, so they write the same files byte for byte:
 
 1. :func:`list_inputs` reads a folder tree or a CSV list of paths; each picture keeps its path relative to the
-   source (``rel``), and its crop goes to ``crops/<rel>.png`` (the tree is mirrored; ``a.jpg`` and ``a.png`` give
-   ``a.jpg.png`` and ``a.png.png``: no two pictures share an output).
+   source (``rel``), and its crop goes to ``crops/<rel>``: the tree is mirrored and the crop keeps the picture's
+   name and format (``a.jpg`` gives a JPEG ``crops/a.jpg`` re-encoded with the picture's own quantisation tables,
+   ``a.png`` a PNG ``crops/a.png``: no two pictures share an output). A picture whose format Pillow cannot write
+   gets a PNG named ``<name>.png``. What a folder holds that is not a picture file (a hidden file or folder, a
+   FIFO, a link to nothing) is listed with the reason, not passed over in silence.
 2. :func:`plan` reads each picture's header (size and EXIF orientation, no pixels), computes the shape the model
    will see, and groups pictures of one shape, in order, into batches of at most ``batch``: one forward each.
 3. :func:`crop_batch` decodes a batch, runs one forward, writes each crop and its record. The local engine runs
@@ -57,24 +60,53 @@ class Skip:
 
 
 def list_inputs(source: Path, out: Path | None = None) -> list[Item]:
-    """The pictures under a folder (recursively; hidden files and folders left out) or named in a CSV file (a
-    ``path`` column, else the first column; relative paths are relative to the CSV's folder; ``\\`` read as ``/``),
-    sorted by ``rel``; a path listed twice is one picture (:func:`duplicates` says which). Raises ``ValueError`` when
-    ``out`` (the output folder) is the source folder or inside it: the crops would land among the pictures,
-    overwrite files there and be cropped again by the next run."""
+    """The pictures under a folder (recursively; hidden files and folders left out: :func:`passed_over` lists
+    them) or named in a CSV file (a ``path`` column, else the first column; relative paths are relative to the CSV's
+    folder; ``\\`` read as ``/``), sorted by ``rel``; a path listed twice is one picture (:func:`duplicates` says
+    which). Raises ``ValueError`` when ``out`` (the output folder) is the source folder or inside it: the crops would
+    land among the pictures, overwrite files there and be cropped again by the next run."""
     source = Path(source)
     if source.is_dir():
         if out is not None and _inside(Path(out), source):
             raise ValueError(f"--out {out} is the source folder or inside it: the crops would be written among the "
                              "pictures (and cropped again by the next run). Choose an output folder outside it")
-        items = [Item(str(p), p.relative_to(source).as_posix()) for p in source.rglob("*")
-                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(source).parts)]
+        items = [Item(str(p), rel) for p, rel, why in _walk(source) if why is None]
     elif source.is_file() and source.suffix.lower() == ".csv":
         items = _listed(source)
     else:
         raise ValueError(f"{source} is neither a folder nor a .csv list of pictures")
     unique = {i.rel: i for i in items}
     return [unique[k] for k in sorted(unique)]
+
+
+def _walk(source: Path) -> Iterator[tuple[Path, str, str | None]]:
+    """Every entry under the folder ``source``: (path, rel, None) for a picture file to crop, (path, rel, why) for
+    what is passed over (hidden, not a regular file, a link to nothing). A hidden folder is one entry: nothing
+    below it is looked at."""
+    for folder, dirs, names in os.walk(source):
+        base = Path(folder)
+        for d in sorted(dirs):
+            if d.startswith("."):
+                yield base / d, (base / d).relative_to(source).as_posix(), "a hidden folder: left out"
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            p = base / name
+            rel = p.relative_to(source).as_posix()
+            if name.startswith("."):
+                yield p, rel, "a hidden file: left out"
+            elif p.is_symlink() and not p.exists():
+                yield p, rel, "a link to nothing (its target is gone)"
+            elif not p.is_file():
+                yield p, rel, "not a regular file (a FIFO, a socket or a device)"
+            else:
+                yield p, rel, None
+
+
+def passed_over(source: Path) -> list[Skip]:
+    """What a folder holds besides the pictures :func:`list_inputs` takes, each with the reason (nothing for a CSV
+    list: it names its pictures)."""
+    source = Path(source)
+    return [Skip(rel, why) for _, rel, why in _walk(source) if why is not None] if source.is_dir() else []
 
 
 def _listed(listing: Path) -> list[Item]:
@@ -146,8 +178,43 @@ def output_path(root: Path, rel: str, suffix: str) -> Path:
     return Path(root, *folders, _short(parts[-1], suffix, rel))
 
 
+def crop_format(rel: str) -> str | None:
+    """The format a picture's crop is written in: the one its name's extension says, when Pillow writes it (JPEG,
+    PNG, WebP, TIFF, GIF, BMP, ...); None when it does not (the crop is then a PNG named ``<name>.png``)."""
+    from PIL import Image
+
+    fmt = Image.registered_extensions().get(PurePosixPath(rel).suffix.lower())
+    return fmt if fmt is not None and fmt in Image.SAVE else None
+
+
 def crop_file(out: Path, rel: str) -> Path:
-    return output_path(Path(out) / "crops", rel, ".png")
+    """Where the crop of ``rel`` goes: ``crops/<rel>``, or ``crops/<rel>.png`` for a format Pillow cannot write."""
+    return output_path(Path(out) / "crops", rel, "" if crop_format(rel) else ".png")
+
+
+def save_crop(path: str, crop, rel: str, source: str) -> None:
+    """Write the (h, w, 3) uint8 ``crop`` of the picture ``source`` (listed as ``rel``) at ``path`` in the picture's
+    own format: a JPEG with the picture's quantisation tables and chroma subsampling when it has them (quality 95
+    otherwise), WebP lossless, anything else with Pillow's defaults; PNG for a format Pillow does not write."""
+    from PIL import Image, JpegImagePlugin
+
+    fmt = crop_format(rel) or "PNG"
+    image = Image.fromarray(crop)
+    options: dict = {}
+    if fmt == "JPEG":
+        options = {"quality": 95}
+        try:
+            with Image.open(source) as original:
+                if original.format == "JPEG" and getattr(original, "quantization", None):
+                    options = {"qtables": original.quantization,
+                               "subsampling": JpegImagePlugin.get_sampling(original)}
+        except OSError:
+            pass
+        if options.get("subsampling", 0) < 0:  # not a sampling Pillow names: its default
+            options.pop("subsampling")
+    elif fmt == "WEBP":
+        options = {"lossless": True}
+    image.save(path, format=fmt, **options)
 
 
 def record_file(out: Path, rel: str) -> Path:
@@ -281,7 +348,7 @@ def crop_batch(runner, batch: list[Item], values: dict, out: Path) -> tuple[list
         if warning:
             record["warning"] = warning.replace("**", "")
         try:
-            _atomic_write(crop, lambda tmp, r=rgb[top:bottom, left:right]: Image.fromarray(r).save(tmp, format="PNG"))
+            _atomic_write(crop, lambda tmp, r=rgb[top:bottom, left:right], i=item: save_crop(tmp, r, i.rel, i.path))
             _atomic_write(record_file(out, item.rel), lambda tmp, r=record: Path(tmp).write_text(json.dumps(r)))
         except OSError as err:  # a full disk, a folder that cannot be made: this picture is skipped, the run goes on
             skipped.append(Skip(item.rel, f"its crop cannot be written ({err.strerror or err})"))

@@ -200,7 +200,7 @@ def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     t = fp.stages[3].shape[0]
     text = (f"One forward of {key} on this picture: {fitted.grid[0]}×{fitted.grid[1]} = {fp.grid[0] * fp.grid[1]} "
             f"patches of {runner.spec.patch}×{runner.spec.patch} pixels become {t} tokens of width "
-            f"{fp.stages[3].shape[1]}, which pass through {fp.layers} blocks. Open a stage for its numbers.")
+            f"{fp.stages[3].shape[1]}, which pass through {fp.layers} blocks.")
     texts = {"text": text}
     if fp.probs is not None:
         figures["lens"] = render_lens(fp, key)
