@@ -8,11 +8,13 @@ DINO's rule draws on the true attention."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import numpy as np
 import pytest
 import torch
+import precision
 from conftest import EXAMPLES, module_of
 
 from vitviz.analyses import attention as analysis
@@ -34,6 +36,31 @@ def true_attention(a: analysis.Analysis) -> list[np.ndarray]:
     with hooks.record_attention(model, lambda i, t: kept.__setitem__(i, t[0].double())), torch.inference_mode():
         model(pixel_values=x, interpolate_pos_encoding=True) if hasattr(model, "config") else model(x)
     return [kept[i].numpy() for i in range(len(kept))]
+
+
+def raw_queries_and_keys(a: analysis.Analysis, eager: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every layer's (H, T, d) queries (times the scale) and keys as the model computes them (not centred) on its
+    fused path (what the analysis kept) or its eager one (what :func:`true_attention` reads), from hooks of this
+    test's own."""
+    kept: dict[int, tuple] = {}
+    model = module_of(a.runner)
+    x = a.runner.normalise(a.fitted.image)
+    with hooks.record_keys(model, lambda i, q, k, s: kept.__setitem__(i, ((q[0] * s).double().numpy(),
+                                                                          k[0].double().numpy()))), \
+            (hooks.eager_attention(model) if eager else contextlib.nullcontext()), torch.inference_mode():
+        model(pixel_values=x, interpolate_pos_encoding=True) if hasattr(model, "config") else model(x)
+    return [kept[i] for i in range(len(kept))]
+
+
+def agreement_bound(fused: tuple, eager: tuple, true: np.ndarray) -> np.ndarray:
+    """How far rows from the fused forward's q and k may be from the eager forward's own rows ``true`` (H, Q, T),
+    derived, not tuned: the float32 rounding of the scores (tests/precision.py) plus what the two paths' q and k
+    already differ by (the fused and eager kernels round each layer's output differently, and later layers inherit
+    it; measured here, |Δq|·|k| + |q|·|Δk| per score)."""
+    (qf, kf), (qe, ke) = fused, eager
+    kt = np.swapaxes
+    drift = np.abs(qf - qe) @ kt(np.abs(ke), -1, -2) + np.abs(qf) @ kt(np.abs(kf - ke), -1, -2)
+    return precision.softmax_bound(true, precision.dot_bound(qe, kt(ke, -1, -2)) + drift)
 
 
 def test_rows_are_a_softmax_of_scaled_query_key_products_and_centring_the_keys_changes_nothing():
@@ -84,17 +111,23 @@ def sharp_dino(dino_s8_dir):
     return runner
 
 
-def contours_agree(rows: np.ndarray, true: np.ndarray, keep: float = 0.6) -> tuple[int, int]:
+def contours_agree(rows: np.ndarray, true: np.ndarray, bound: np.ndarray, keep: float = 0.6) -> tuple[int, int]:
     """(rows whose mass-threshold masks differ, of those, rows where the true attention has no genuine tie at the
-    threshold): a mask may differ only where two patches are within 1e-6 of the cut."""
+    threshold): a mask may differ only where the rows' agreement ``bound`` (per entry, derived) allows it: the
+    patches that differ are within twice the row's largest bound of the cut, or the mass kept at the cut is within
+    the row's summed bound of ``keep``."""
     differ = unexplained = 0
-    for mine, want in zip(rows, true):
+    for mine, want, b in zip(rows, true, bound):
         m1, _, _ = att.mass_mask(mine, keep)
         m2, _, _ = att.mass_mask(want, keep)
         if (m1 != m2).any():
             differ += 1
-            cut = np.sort(want)[::-1][int(m2.sum()) - 1]
-            if np.abs(want[m1 != m2] - cut).max() > 1e-6:
+            order = np.sort(want)[::-1]
+            cut = order[int(m2.sum()) - 1]
+            near_cut = np.abs(want[m1 != m2] - cut).max() <= 2 * b.max()
+            near_keep = min(abs(order[:int(m2.sum())].sum() - keep * want.sum()),
+                            abs(order[:int(m2.sum()) - 1].sum() - keep * want.sum())) <= b.sum()
+            if not (near_cut or near_keep):
                 unexplained += 1
     return differ, unexplained
 
@@ -103,15 +136,22 @@ def test_sharp_heads_keep_float32_keys_and_their_contours_are_the_true_ones(shar
     a = analysis.analyse(sharp_dino, rgb_cat, 224)
     assert a.maps.grid == (28, 42)
     full = true_attention(a)
+    fused, eager = raw_queries_and_keys(a, eager=False), raw_queries_and_keys(a, eager=True)
     p = a.maps.prefix
     for layer, keys in enumerate(a.maps.keys):
         assert full[layer].max(-1).mean() > 0.1 and full[layer].max() > 0.9  # sharp rows, as DINO's are
         assert keys.q.dtype == np.float32, layer
         some = np.arange(p, a.maps.tokens, 13)
         rows = keys.rows(some)
-        assert np.abs(rows - full[layer][:, some]).max() < 5e-5, layer  # the model's own float32 rounding of scores near 100
-        differ, unexplained = contours_agree(rows[..., p:].reshape(-1, a.maps.cls.shape[-1]),
-                                             full[layer][:, some, p:].reshape(-1, a.maps.cls.shape[-1]))
+        # scores near 100: 6.0e-5 off with AVX2 kernels, 5.8e-5 with SSE, less with AVX-512 (a tolerance of 5e-5 once
+        # failed on every AVX2 machine); the bound is derived from float32's precision and the values' sizes
+        fq, fk = fused[layer]
+        eq, ek = eager[layer]
+        bound = agreement_bound((fq[:, some], fk), (eq[:, some], ek), full[layer][:, some])
+        assert (np.abs(rows - full[layer][:, some]) <= bound).all(), (layer, np.abs(rows - full[layer][:, some]).max())
+        n = a.maps.cls.shape[-1]
+        differ, unexplained = contours_agree(rows[..., p:].reshape(-1, n), full[layer][:, some, p:].reshape(-1, n),
+                                             bound[..., p:].reshape(-1, n))
         assert unexplained == 0, (layer, differ)
 
 
@@ -149,9 +189,13 @@ def test_at_480_px_pointed_contours_are_the_true_ones_for_patch_queries(sharp_di
     full = true_attention(a)
     p, n = a.maps.prefix, a.maps.cls.shape[-1]
     some = np.arange(p, a.maps.tokens, 97)
+    fused, eager = raw_queries_and_keys(a, eager=False), raw_queries_and_keys(a, eager=True)
     for layer in (0, 5, 11):
         rows = a.maps.keys[layer].rows(some)
-        differ, unexplained = contours_agree(rows[..., p:].reshape(-1, n), full[layer][:, some, p:].reshape(-1, n))
+        (fq, fk), (eq, ek) = fused[layer], eager[layer]
+        bound = agreement_bound((fq[:, some], fk), (eq[:, some], ek), full[layer][:, some])
+        differ, unexplained = contours_agree(rows[..., p:].reshape(-1, n), full[layer][:, some, p:].reshape(-1, n),
+                                             bound[..., p:].reshape(-1, n))
         assert unexplained == 0, (layer, differ)
     pay = browser.attention_payload(a, declared.ATTENTION.check({}), FIELDS)
     assert pay["grid"] == [60, 60] and pay["first"] == [11] and pay["bytes"] <= 16 * 2**20

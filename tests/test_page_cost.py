@@ -42,6 +42,9 @@ def test_the_page_is_made_once_per_address_and_sent_as_made():
     assert len(calls) == 5
     client.get("/")
     assert len(calls) == 5
+    config = [client.get("/config") for _ in range(3)]  # what every gradio_client asks for first: made once too
+    assert calls.count("/config") == 1 and config[0].content == config[2].content
+    assert client.get("/config?deep_link=x").status_code == 200 and calls.count("/config") == 2
 
 
 def test_gradios_content_named_files_are_kept_by_the_browser_and_nothing_else():

@@ -30,7 +30,7 @@ from vitviz.app.tab import Tab, by_component
 from vitviz.core.lru import LRU
 from vitviz.models import budget, device
 from vitviz.models import cache as models
-from vitviz.models.runner import image_key
+from vitviz.models.runner import picture_address
 from vitviz.render import browser
 from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
@@ -46,7 +46,7 @@ def explorer_payload(picture, values: dict, progress=None, inline: bool = False)
     rgb = uploads.picture(picture)
     a, settled = attention_view.analysis_for(rgb, values, progress)
     return browser.attention_payload(a, settled.values, {f.name: f for f in HELD}, inline=inline) | {
-        "picture": image_key(rgb)}  # its content address: made again from it while the server has the picture
+        "picture": picture_address(rgb)}  # its (keyed) address: made again from it while the server has the picture
 
 
 def build(gr_tab: gr.Tab) -> Tab:

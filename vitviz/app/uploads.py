@@ -108,13 +108,13 @@ def picture(payload: Any) -> np.ndarray:
 
     rgb = _decoded.get_or_make(key, decode)
     if isinstance(src, str):  # a file on this server: the picture can be read again by its content address
-        _files.put(runner.image_key(rgb), src)
+        _files.put(runner.picture_address(rgb), src)
     return rgb
 
 
 _files: LRU[str] = LRU(4096)
-"""A decoded picture's content address (:func:`vitviz.models.runner.image_key`) -> the server file it came from (an
-upload, an example)."""
+"""A decoded picture's address (:func:`vitviz.models.runner.picture_address`, keyed with the server's secret) -> the
+server file it came from (an upload, an example)."""
 
 
 def file_of(picture_key: str) -> str | None:

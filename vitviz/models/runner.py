@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import torch
 
+from vitviz.core import digest
 from vitviz.core.images import Fitted, fit_to_patches, fitted_shape, source_size
 from vitviz.core.lru import LRU
 from vitviz.models import budget, hooks
@@ -106,6 +107,12 @@ def clear_results() -> None:
 
 _digests: dict[int, str] = {}
 """The digests of shared pictures (:func:`shared_picture`), by the array's id while it lives."""
+
+
+def picture_address(rgb: np.ndarray) -> str:
+    """The name a page may ask for a picture by (the explorer's analysis made again from the server's own file):
+    keyed with the server's secret, so that holding a picture does not tell anyone whether this server has it."""
+    return digest.keyed("picture", image_key(rgb), size=32)
 
 
 def image_key(rgb: np.ndarray) -> str:
@@ -281,7 +288,7 @@ class Runner:
             seconds = time.perf_counter() - t0
             shown = fitted if not probe.checkpoint_input else self._checkpoint_fitted(rgb, x)
             named = (self.spec.key, self.weights_id, probe.key, key[2], side)
-            token = hashlib.sha1(repr(named).encode()).hexdigest()[:16]
+            token = digest.keyed(*named)  # keyed: nobody names another person's analysis from the picture
             if len(_by_token) > 4 * len(_results) + 256:  # forget the tokens of runs the store let go
                 for old in [t for t, k in list(_by_token.items()) if k not in _results]:
                     _by_token.pop(old, None)

@@ -18,8 +18,9 @@ at a patch or moving a slider needs no server call. What it receives for one ana
   kept queries and keys when its part is first fetched).
 
 The JSON answer is small: names of these parts, served by :func:`explorer_part` under ``/vitviz/explorer/<token>/``
-with a long-lived cache (the token names the model's weights, the picture and the short side: a part never
-changes under its name, so the same example in 30 browsers is computed once and each browser fetches it once).
+with a long-lived cache (the token names the model's weights, the picture and the short side, keyed with the
+server's secret: a part never changes under its name, so the same example in 30 browsers is computed once and each
+browser fetches it once).
 The first answer lists every layer's keys when together they fit :data:`FIRST_KEYS_BYTES`, else the layer on
 screen; another layer's keys are fetched when first needed. When the server no longer holds the analysis (it
 restarted, or another process answers) the browser sends the fitted picture back and gets a new analysis.

@@ -18,7 +18,7 @@ from vitviz.analyses.attention import rollout as attention_rollout
 from vitviz.core import attention as att
 from vitviz.core.lru import LRU
 from vitviz.models import cache as models
-from vitviz.models.runner import image_key
+from vitviz.models.runner import picture_address
 from vitviz.render import plotting
 from vitviz.specs import registry
 from vitviz.specs.state import Settled, clamp, settle
@@ -398,7 +398,7 @@ def show_explorer(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     a, s = analysis_for(rgb, values, progress)
     held = {n: declared.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
     # the picture's content address: the analysis can be made again from it while the server holds the picture
-    data = {"explorer": browser.attention_payload(a, s.values, held) | {"picture": image_key(rgb)}}
+    data = {"explorer": browser.attention_payload(a, s.values, held) | {"picture": picture_address(rgb)}}
     return Shown({}, {"info": _model_line(a)}, {"model": a.runner.spec.key, "grid": list(a.maps.grid),
                                                  "layers": a.maps.layers, "heads": a.maps.heads},
                  s, a.runner.spec.key, a.runner.notice, data)
