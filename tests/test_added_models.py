@@ -292,3 +292,90 @@ def test_the_vit_families_vitviz_records_are_accepted_and_their_attention_record
     finally:
         registry.REGISTRY.pop(name, None)
         cache.forget(name)
+
+
+def test_hostile_entries_are_each_reported_with_their_field_and_the_server_starts_with_the_rest(tmp_path):
+    """Every way one entry can be broken leaves that entry out, named with the field at fault and why; none stops
+    the server (a 0-d head, a pickle renamed .safetensors, a header claiming 1 TB, a CNN with weights, a hub name
+    offline, nan/inf/zero statistics, a position table of another size, a labels file of 5 MB)."""
+    import struct
+
+    import timm
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    good = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=2).state_dict()
+    save_file(good, str(tmp_path / "good.safetensors"))
+    save_file({**good, "head.weight": torch.tensor(1.0)}, str(tmp_path / "zero_d.safetensors"))
+    torch.save(good, tmp_path / "pickled.safetensors")
+    (tmp_path / "huge.safetensors").write_bytes(struct.pack("<Q", 2**40) + b"{}" * 10)
+    save_file(timm.create_model("resnet18", pretrained=False).state_dict(), str(tmp_path / "cnn.safetensors"))
+    at384 = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=2, img_size=384).state_dict()
+    save_file(at384, str(tmp_path / "at384.safetensors"))
+    (tmp_path / "two.txt").write_text("cat\ndog\n")
+    (tmp_path / "big.txt").write_text("x\n" * (2_600_000))
+    entry = 'timm = "vit_tiny_patch16_224"\nweights = "good.safetensors"\nlabels = "two.txt"'
+    (tmp_path / "models.toml").write_text(f"""
+[[model]]
+name = "Good"
+{entry}
+[[model]]
+name = "Zero-d head"
+timm = "vit_tiny_patch16_224"
+weights = "zero_d.safetensors"
+[[model]]
+name = "Renamed pickle"
+timm = "vit_tiny_patch16_224"
+weights = "pickled.safetensors"
+[[model]]
+name = "Huge header"
+timm = "vit_tiny_patch16_224"
+weights = "huge.safetensors"
+[[model]]
+name = "A CNN"
+timm = "resnet18"
+weights = "cnn.safetensors"
+[[model]]
+name = "Hub offline"
+timm = "vit_tiny_patch16_224"
+hub = "someone/some-vit"
+[[model]]
+name = "NaN mean"
+{entry}
+mean = [nan, 0.5, 0.5]
+[[model]]
+name = "Inf std"
+{entry}
+std = [inf, 0.5, 0.5]
+[[model]]
+name = "Zero std"
+{entry}
+std = [0.0, 0.5, 0.5]
+[[model]]
+name = "Other position table"
+timm = "vit_tiny_patch16_224"
+weights = "at384.safetensors"
+[[model]]
+name = "Huge labels"
+timm = "vit_tiny_patch16_224"
+weights = "good.safetensors"
+labels = "big.txt"
+""")
+    try:
+        report = added.install(tmp_path / "models.toml")
+        assert list(report.added) == ["Good"]
+        faults = {p.name: (p.field, p.why) for p in report.problems}
+        assert faults["Zero-d head"] == ("weights", "head.weight has shape (); a classifier's head is (classes, width).")
+        assert faults["Renamed pickle"][0] == "weights" and "not a safetensors file" in faults["Renamed pickle"][1]
+        assert faults["Huge header"][0] == "weights" and "header is missing, too large" in faults["Huge header"][1]
+        assert faults["A CNN"][0] == "timm" and "not a Vision Transformer" in faults["A CNN"][1]
+        assert faults["Hub offline"][0] == "hub" and "cannot be reached" in faults["Hub offline"][1]
+        assert faults["NaN mean"] == ("mean", "must be three finite numbers (not nan or inf).")
+        assert faults["Inf std"] == ("std", "must be three finite numbers (not nan or inf).")
+        assert faults["Zero std"][0] == "std" and "positive" in faults["Zero std"][1]
+        assert faults["Other position table"][0] == "weights" and "(1, 577, 192)" in faults["Other position table"][1]
+        assert faults["Huge labels"][0] == "labels" and "at most 4 MiB" in faults["Huge labels"][1]
+        assert len(faults) == 10
+    finally:
+        added.remove()

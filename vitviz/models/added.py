@@ -21,6 +21,7 @@ A broken entry is reported with its name and the field at fault and left out; th
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import tomllib
 from dataclasses import dataclass, field
@@ -171,8 +172,10 @@ def _entry(item: object, base: Path) -> Entry:
         if v is not None and (not isinstance(v, list) or len(v) != 3
                               or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
             raise EntryError(key, "must be three numbers, one per colour channel.")
+        if v is not None and not all(math.isfinite(x) for x in v):
+            raise EntryError(key, "must be three finite numbers (not nan or inf).")
         if key == "std" and v is not None and min(v) <= 0:
-            raise EntryError(key, "must be three positive numbers.")
+            raise EntryError(key, "must be three positive numbers (a picture is divided by them).")
         stats[key] = tuple(float(x) for x in v) if v is not None else None
     res = item.get("resolution")
     if res is not None and (not isinstance(res, int) or isinstance(res, bool) or not 16 <= res <= 1024):
@@ -180,10 +183,20 @@ def _entry(item: object, base: Path) -> Entry:
     return Entry(name.strip(), timm_name, folder, weights, hub, local("labels"), stats["mean"], stats["std"], res)
 
 
+LABELS_BYTES = 4 * 2**20
+"""The largest labels file read (about 100,000 class names; ImageNet-21k's are 0.7 MB): checked before reading."""
+HEADER_BYTES = 100 * 2**20
+"""The largest safetensors header read (the JSON that lists the tensors; a real checkpoint's is a few hundred kB)."""
+
+
 def read_labels(e: Entry) -> list[str] | None:
     """The entry's class names (one per non-empty line), or None without a labels file."""
     if e.labels is None:
         return None
+    size = e.labels.stat().st_size
+    if size > LABELS_BYTES:
+        raise EntryError("labels", f"the labels file is {size / 2**20:.0f} MiB; a labels file holds at most "
+                                   f"{LABELS_BYTES // 2**20} MiB of class names, one per line.")
     try:
         names = [line.strip() for line in e.labels.read_text(encoding="utf-8").splitlines() if line.strip()]
     except UnicodeDecodeError:
@@ -193,23 +206,67 @@ def read_labels(e: Entry) -> list[str] | None:
     return names
 
 
+def safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    """Every tensor's shape in a safetensors file, read from its header alone (``EntryError`` for a file that is
+    not one: a pickle renamed, a header that claims more than :data:`HEADER_BYTES` or more than the file holds)."""
+    import json
+    import struct
+
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        if not 2 <= n <= min(HEADER_BYTES, size - 8):
+            raise EntryError("weights", "not a safetensors file (its header is missing, too large or longer than "
+                                        "the file).")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, ValueError):
+            raise EntryError("weights", "not a safetensors file (its header is not JSON).") from None
+    if not isinstance(header, dict):
+        raise EntryError("weights", "not a safetensors file (its header lists no tensors).")
+    shapes = {k: v.get("shape") for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
+    if not shapes or not all(isinstance(s, list) and all(isinstance(d, int) and d >= 0 for d in s)
+                             for s in shapes.values()):
+        raise EntryError("weights", "not a safetensors file (its header lists no tensors with shapes).")
+    return shapes
+
+
+VIT_MODULES = ("timm.models.vision_transformer", "timm.models.deit")
+"""The timm modules whose architectures vitviz records (ViT, DeiT, DINOv2 and register ViTs are defined there)."""
+
+
 def _timm_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
     """The timm model with the entry's weights, loaded strictly; its head as the weights have it (timm would drop a
-    head whose size differs from the one asked for: vitviz never asks for another)."""
+    head whose size differs from the one asked for: vitviz never asks for another), and its position table exactly
+    as the weights hold it (timm would resample one of another size, silently)."""
     import timm
-    from safetensors import safe_open
 
     if e.timm not in timm.list_models() and e.timm not in timm.list_pretrained():
         raise EntryError("timm", f"{e.timm!r} is not a timm architecture.")
+    entry_module = getattr(timm.models.model_entrypoint(e.timm), "__module__", "")
+    if entry_module not in VIT_MODULES:
+        raise EntryError("timm", f"{e.timm!r} is not a Vision Transformer vitviz can record (its attention): "
+                                 f"vitviz records timm's ViT family (ViT, DeiT, DINOv2, with or without registers).")
     overlay: dict = {"file": str(e.weights)} if e.weights is not None else {"hf_hub_id": e.hub}
     kwargs: dict = {}
     if e.weights is not None:
-        with safe_open(str(e.weights), "pt") as f:
-            classes = f.get_slice("head.weight").get_shape()[0] if "head.weight" in f.keys() else 0
+        shapes = safetensors_shapes(e.weights)
+        head = shapes.get("head.weight")
+        if head is not None and len(head) != 2:
+            raise EntryError("weights", f"head.weight has shape {tuple(head)}; a classifier's head is (classes, "
+                                        "width).")
+        classes = head[0] if head is not None else 0
         if labels is not None and classes != len(labels):
             raise EntryError("labels", f"{len(labels)} labels, but the weights' head has "
                                        f"{classes or 'no'} output{'s' if classes != 1 else ''}.")
         kwargs["num_classes"] = overlay["num_classes"] = classes
+        want = _shape_of(e.timm, "pos_embed", num_classes=classes)
+        held = shapes.get("pos_embed")
+        if held is not None and want is not None and len(held) == 3 and held[2] == want[2] and held[1] != want[1]:
+            raise EntryError("weights", f"the position embedding holds {tuple(held)}, but {e.timm} "
+                                        f"has {tuple(want)}: the weights are of another input size or patch size "
+                                        "(name the architecture that matches them).")
     try:
         module = timm.create_model(e.timm, pretrained=True, pretrained_cfg_overlay=overlay, dynamic_img_size=True,
                                    **kwargs)
@@ -220,6 +277,16 @@ def _timm_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
     if labels is not None and module.num_classes != len(labels):
         raise EntryError("labels", f"{len(labels)} labels, but the model's head has {module.num_classes} outputs.")
     return module
+
+
+def _shape_of(name: str, parameter: str, **kwargs) -> tuple[int, ...] | None:
+    """The shape of ``parameter`` in timm's ``name`` built without weights (on the meta device: nothing allocated)."""
+    import timm
+
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False, **kwargs)
+    p = dict(model.named_parameters()).get(parameter)
+    return tuple(p.shape) if p is not None else None
 
 
 def _hf_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
@@ -334,12 +401,31 @@ def install(path: str | Path) -> Report:
             except ValueError as err:  # the name of one of vitviz's own models
                 report.problems.append(Problem(e.name, "name", str(err)))
                 continue
+            except Exception as err:  # noqa: BLE001 - whatever else one entry raises, the server starts without it
+                report.problems.append(Problem(e.name, _at_fault(e, err), _said(err)))
+                continue
             _entries[e.name] = e
             cache.adopt(e.name, runner)
             report.added[e.name] = runner.origin
     for line in report.lines():
         log.info("%s", line)
     return report
+
+
+def _at_fault(e: Entry, err: Exception) -> str:
+    """The field an unexpected failure most likely comes from: the hub name when the hub is involved, the
+    weights when a file is, else the architecture."""
+    if e.hub is not None and ("hub" in type(err).__module__ or "Entry" in type(err).__name__):
+        return "hub"
+    return "weights" if e.weights is not None or e.transformers is not None else "timm" if e.timm else "hub"
+
+
+def _said(err: Exception) -> str:
+    """An unexpected failure in one line: its kind and the first line of its message (no traceback)."""
+    first = (str(err).strip().splitlines() or [""])[0][:300]
+    if "LocalEntryNotFound" in type(err).__name__ or "offline" in first.lower():
+        return "the hub cannot be reached and the checkpoint is not in the local cache."
+    return f"it could not be loaded ({type(err).__name__}{': ' + first if first else ''})."
 
 
 def remove() -> None:
