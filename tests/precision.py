@@ -47,3 +47,11 @@ def values_bound(terms: int, magnitude: float) -> float:
     """Bound on two float32 computations of a value reached by summing ``terms`` terms whose absolute values add
     up to at most ``magnitude`` (a matrix product's entry, a norm, a logit)."""
     return gamma(terms) * magnitude
+
+
+def linear_bound(weight: np.ndarray, bias: np.ndarray | None, x: np.ndarray) -> np.ndarray:
+    """Bound on two float32 computations of a linear layer's outputs ``x @ weightᵀ + bias`` for (…, D) inputs:
+    γ_{D+1} · (|x| @ |weight|ᵀ + |bias|)."""
+    w = np.abs(np.asarray(weight, np.float64))
+    b = 0.0 if bias is None else np.abs(np.asarray(bias, np.float64))
+    return gamma(w.shape[-1] + 1) * (np.abs(np.asarray(x, np.float64)) @ w.T + b)

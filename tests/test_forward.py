@@ -35,12 +35,12 @@ def run(model: torch.nn.Module, x: torch.Tensor, prefix: int, patch: int, labels
     """The probe on ``model``'s own call (what a Runner hands it), and the model's own output."""
     out = {}
 
-    def forward(x):
+    def forward(x):  # as a Runner's forward: (logits or None, tokens)
         if isinstance(model, timm.models.VisionTransformer):
             out["y"] = model(x)
-        else:
-            out["y"] = model(pixel_values=x, interpolate_pos_encoding=True)
-        return out["y"]
+            return (out["y"] if model.num_classes else None), None
+        out["y"] = model(pixel_values=x, interpolate_pos_encoding=True)
+        return getattr(out["y"], "logits", None), None
 
     with torch.inference_mode():
         fp = ForwardProbe(prefix, patch, labels)(model, x, forward)
@@ -217,3 +217,161 @@ def test_eight_threads_get_the_sequential_answers(rgb_cat):
     with ThreadPoolExecutor(8) as pool:
         together = list(pool.map(numbers, pictures * 2))
     assert together == alone * 2
+
+
+# ---- the model's own pooling and head (a distilled DeiT's two heads, a model that averages its patch tokens) -------
+
+def _probs_agree(fp, logits, head_bound) -> None:
+    """The view's probabilities are the model's own softmax, and the lens at the last layer equals them within the
+    float32 rounding of the head (``head_bound``: per logit, tests/precision.py), carried through the softmax."""
+    import precision
+
+    probs = torch.softmax(logits.double(), -1).reshape(-1).numpy()
+    assert np.array_equal(fp.probs, probs)  # its own output, not one of its heads
+    assert (np.abs(fp.lens[-1] - probs) <= precision.softmax_bound(probs, head_bound)).all()
+
+
+def _head_bound(head: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    import precision
+
+    return precision.linear_bound(head.weight.detach().numpy(), head.bias.detach().numpy(), x.detach().numpy())
+
+
+@pytest.mark.parametrize("library", ["timm", "transformers"])
+def test_a_distilled_deit_answers_with_its_two_heads_averaged_as_the_model_does(library):
+    """The probabilities were once the class-token head's alone (0.60 off, another top-1): now the model's own
+    answer, (head(CLS) + head_dist(DIST)) / 2, and the lens reads the same way."""
+    torch.manual_seed(0)
+    if library == "timm":
+        model = timm.create_model("deit_tiny_distilled_patch16_224", pretrained=False, num_classes=6, depth=2,
+                                  dynamic_img_size=True).eval()
+        with torch.no_grad():
+            model.head_dist.weight.mul_(-3)  # the two heads disagree, as trained ones can
+        heads = (model.head, model.head_dist)
+    else:
+        from transformers import DeiTConfig, DeiTForImageClassificationWithTeacher
+
+        model = DeiTForImageClassificationWithTeacher(DeiTConfig(
+            image_size=64, patch_size=8, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=96, num_labels=6)).eval()
+        with torch.no_grad():
+            model.distillation_classifier.weight.mul_(-3)
+        heads = (model.cls_classifier, model.distillation_classifier)
+    x = torch.randn(1, 3, 64, 64)
+    fp, y = run(model, x, 2, 16 if library == "timm" else 8, tuple(f"c{i}" for i in range(6)))
+    logits = y if library == "timm" else y.logits
+    with torch.inference_mode():
+        z = parts_of(model).norm(blocks_by_hand(model, x)[-1][None])[0]
+        one = heads[0](z[0])
+    bound = (_head_bound(heads[0], z[0]) + _head_bound(heads[1], z[1])) / 2
+    _probs_agree(fp, logits, bound)
+    assert np.abs(fp.probs - torch.softmax(one.double(), -1).numpy()).max() > 0.05  # the one head alone is not it
+    assert fp.tracks == "[CLS]" and fp.prefix_norms.shape[1] == 2
+
+
+@pytest.mark.parametrize("name, kwargs", [("vit_medium_patch16_gap_256", {}),
+                                          ("vit_small_patch16_224", {"global_pool": "avg"})])
+def test_a_model_that_averages_its_patch_tokens_is_read_through_its_own_pooling_and_norm(name, kwargs):
+    """Such a model's lens once read token 0 (a patch, or an unused [CLS]) through an Identity norm: 0.98 and 0.80
+    away from its prediction. Now the lens pools as the model does (mean of the patches, then fc_norm, then the
+    head); the residual view follows that mean, and the stages show the pooling and its LayerNorm."""
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, num_classes=5, depth=3, dynamic_img_size=True, **kwargs).eval()
+    prefix = model.num_prefix_tokens
+    x = torch.randn(1, 3, 64, 96)
+    fp, logits = run(model, x, prefix, 16, tuple(f"c{i}" for i in range(5)))
+    outs = blocks_by_hand(model, x)
+    with torch.inference_mode():
+        pooled = model.fc_norm(model.norm(outs[-1][None])[0, prefix:].mean(0))
+    _probs_agree(fp, logits, _head_bound(model.head, pooled))
+    names = [st.name for st in fp.stages]
+    after = ["pooled: the mean of the patch tokens", "head: logits", "softmax: probabilities"]
+    if isinstance(model.norm, torch.nn.Identity):  # the norm comes after the pooling: no card for an Identity
+        assert "final LayerNorm" not in names and names[-4:] == after[:1] + ["LayerNorm after pooling"] + after[1:]
+    else:
+        assert names[-4:] == ["final LayerNorm"] + after
+    assert fp.tracks == "the mean of the patch tokens"
+    with torch.inference_mode():
+        for i, o in enumerate(outs):  # every layer through the model's own pooling, and each patch on its own
+            ours = torch.softmax(model.forward_head(model.norm(o[None]))[0].double(), -1).numpy()
+            assert np.abs(fp.lens[i] - ours).max() < 1e-9, i  # the same computation on the same tensor
+            each = torch.softmax(model.head(model.fc_norm(model.norm(o[None])[0, prefix:])).double(), -1)
+            assert np.abs(fp.lens_patches[i] - each[:, fp.probs.argmax()].numpy()).max() < 1e-6, i
+        z = model.norm_pre(model._pos_embed(model.patch_embed(x)))
+        blk = model.blocks[0]
+        a = blk.ls1(blk.attn(blk.norm1(z)))
+        want = float(a[0, prefix:].mean(0).norm() / z[0, prefix:].mean(0).norm())
+    assert abs(fp.attn_update[0] - want) <= 1e-5 * want  # the mean of the patches, not token 0
+
+
+def test_a_dinov2_classifier_reads_cls_beside_the_patches_mean_registers_left_out():
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersForImageClassification
+
+    torch.manual_seed(0)
+    model = Dinov2WithRegistersForImageClassification(Dinov2WithRegistersConfig(
+        hidden_size=48, num_hidden_layers=2, num_attention_heads=4, patch_size=14, image_size=56,
+        num_register_tokens=4, num_labels=5)).eval()
+    x = torch.randn(1, 3, 56, 70)
+    fp, y = run(model, x, 5, 14, tuple(f"c{i}" for i in range(5)))
+    with torch.inference_mode():
+        z = parts_of(model).norm(blocks_by_hand(model, x)[-1][None])[0]
+        read = torch.cat([z[0], z[5:].mean(0)])
+    _probs_agree(fp, y.logits, _head_bound(model.classifier, read))
+    assert fp.pool == "cls+mean" and fp.registers == 4 and fp.pos_on_prefix == (True, False, False, False, False)
+
+
+def test_what_the_cards_say_is_true_of_each_model():
+    """Which prefix tokens get a position embedding (transformers' registers get none; timm's no_embed_class models
+    add them to the patches only), the image card's axes in the shape's own order, and a headless model called
+    self-supervised only when it is (DINO), not for any model given without a head."""
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    from vitviz.views import forward as view
+
+    torch.manual_seed(0)
+    dinov2 = Dinov2WithRegistersModel(Dinov2WithRegistersConfig(hidden_size=48, num_hidden_layers=1,
+                                                                num_attention_heads=4, patch_size=14, image_size=56,
+                                                                num_register_tokens=4)).eval()
+    fp, _ = run(dinov2, torch.randn(1, 3, 56, 56), 5, 14)
+    words = view.entering_words(fp)
+    assert "added to [CLS] and every patch" in words and "The 4 registers get none." in words
+    reg = timm.create_model("vit_small_patch14_reg4_dinov2", pretrained=False, depth=1, img_size=56,
+                            dynamic_img_size=True).eval()  # timm's DINOv2: no_embed_class
+    fp, _ = run(reg, torch.randn(1, 3, 56, 56), 5, 14)
+    words = view.entering_words(fp)
+    assert "added to every patch." in words and "[CLS] and the 4 registers get none." in words
+    fp, _ = run(hf_vit(head=False), torch.randn(1, 3, 64, 64), 1, 8)
+    assert view.entering_words(fp).endswith("a position embedding added to [CLS] and every patch.")
+    assert view.stage_words("image", fp).startswith("x ∈ ℝ^{C×H×W}")  # beside the shape 3 × H × W
+    rgb = np.zeros((64, 64, 3), np.uint8)
+    from vitviz.core.images import fit_to_patches
+
+    fitted = fit_to_patches(rgb, 64, 8, "keep")
+    dino = registry.REGISTRY["DINO ViT-S/8"]
+    assert "without labels (self-supervised" in view.diagram(fp, fitted, dino.key, 64, "viridis",
+                                                             view.is_self_supervised(dino))
+    added = registry.ModelSpec("Lab backbone", "hf", "lab/backbone", 8, 1, 64, 1.0, "attention", added=True)
+    html_ = view.diagram(fp, fitted, added.key, 64, "viridis", view.is_self_supervised(added))
+    assert "No head." in html_ and "without labels" not in html_
+
+
+def test_registers_norms_are_shown_beside_the_patches():
+    """A DINOv2's high-norm registers never showed (the norm maps are of the patches): the residual numbers and the
+    chart's text now carry every prefix token's norm per layer."""
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    from vitviz.views import forward as view
+
+    torch.manual_seed(0)
+    model = Dinov2WithRegistersModel(Dinov2WithRegistersConfig(hidden_size=48, num_hidden_layers=2,
+                                                               num_attention_heads=4, patch_size=14, image_size=56,
+                                                               num_register_tokens=4)).eval()
+    with torch.no_grad():
+        model.embeddings.register_tokens.copy_(50 * torch.randn_like(model.embeddings.register_tokens))  # far above the patches, as trained DINOv2 registers are
+    fp, _ = run(model, torch.randn(1, 3, 56, 56), 5, 14)
+    assert fp.prefix_kinds == ("[CLS]", "register", "register", "register", "register")
+    assert (fp.prefix_norms[:, 1:].min(1) > 3 * np.median(fp.norms, 1)).all()
+    from vitviz.render import plotting
+
+    alt = plotting.alt_of(view.render_updates(fp, "a DINOv2"))
+    assert "register" in alt and "the patch tokens' median" in alt

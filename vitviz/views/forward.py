@@ -2,7 +2,8 @@
 
 The diagram (HTML: each stage a disclosure a keyboard opens, with its shape, what each axis counts, a glimpse of its
 values, its equation in words and a link to the view that explains it), the residual stream (each token's norm
-per layer; how much attention and the MLP change [CLS]; how close [CLS] is to its final value) and, for a model
+per layer, the prefix tokens' beside the patches'; how much attention and the MLP change the token the head reads;
+how close it is to its final value) and, for a model
 with a head, the logit lens. All from one forward (:mod:`vitviz.analyses.forward`).
 """
 
@@ -27,28 +28,78 @@ IMAGE_KEY = "__vitviz_image__"
 """Where a link in the diagram names the picture (the page puts the picture's link name there)."""
 
 LENS_WARNING = ("The logit lens is a probe, not how the model reasons: it reads an intermediate layer's tokens with "
-                "the final LayerNorm and head, which were trained only on the last layer's output. Early layers "
+                "the final norm, pooling and head, which were trained only on the last layer's output. Early layers "
                 "were never meant to be read this way, so their guesses say what is already decodable, not what the "
-                "model 'thinks' there. At the last layer the lens is exactly the model's own prediction.")
+                "model 'thinks' there. At the last layer the lens is the model's own computation, so its own "
+                "prediction (equal up to float32 rounding).")
 
-# (what the stage does in the ViT paper's notation, said in our words; the tab and settings of the view that explains it)
-_EXPLAINED = {
-    "image": ("x ∈ ℝ^{H×W×C}: the picture, resized to the model's grid and normalised per colour channel.",
-              ("patches", {})),
-    "patches, flattened": ("x_p ∈ ℝ^{N×(P²·C)}: the picture cut into N non-overlapping P×P patches, each "
-                           "flattened into one row of P·P·3 numbers.", ("patches", {})),
-    "patch embeddings": ("x_p E: one linear map E (the same for every patch) turns each row into a token of width "
-                         "D; a stride-P convolution computes exactly this.", ("patches", {})),
-    "tokens entering block 1": ("z₀ = [x_class; x_p E] + E_pos: the learned [CLS] token (and registers) put "
-                                "in front, and a position embedding added to every token.", ("positions", {})),
-    "block": ("z′ = MSA(LN(z)) + z, then z = MLP(LN(z′)) + z′: every token looks at every other (attention), "
-              "then each is transformed on its own (MLP); both add to the stream, never replace it.",
-              ("attention", {})),
-    "final LayerNorm": ("y = LN(z_L): the last block's tokens normalised once more; [CLS] is read from here.",
-                        ("attention", {})),
-    "head: logits": ("one linear map from [CLS] to one score per class.", ("classify", {})),
-    "softmax: probabilities": ("softmax turns the scores into probabilities that sum to 1.", ("classify", {})),
-}
+_LINKS = {"image": ("patches", {}), "patches, flattened": ("patches", {}), "patch embeddings": ("patches", {}),
+          "tokens entering block 1": ("positions", {}), "block": ("attention", {}),
+          "final LayerNorm": ("attention", {}), "pooled: the mean of the patch tokens": ("attention", {}),
+          "LayerNorm after pooling": ("attention", {}), "head: logits": ("classify", {}),
+          "softmax: probabilities": ("classify", {})}
+"""The tab (and settings) of the view that explains each stage."""
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def entering_words(fp: ForwardPass) -> str:
+    """What happens before block 1 for this model, in the ViT paper's notation and our words: which tokens are put
+    in front, and which get a position embedding (registers get none in transformers' DINOv2; a timm model with
+    ``no_embed_class`` adds them to the patches only)."""
+    kinds, pos = list(fp.prefix_kinds), list(fp.pos_on_prefix)
+    label = {"[CLS]": "[CLS]", "distillation": "the distillation token", "register": "register"}
+    with_pos = [label[k] for k, p_ in zip(kinds, pos) if p_ and k != "register"]
+    regs_with = sum(1 for k, p_ in zip(kinds, pos) if p_ and k == "register")
+    regs_without = kinds.count("register") - regs_with
+    with_pos += [f"the {regs_with} register{'s' if regs_with > 1 else ''}"] if regs_with else []
+    without = [label[k] for k, p_ in zip(kinds, pos) if not p_ and k != "register"]
+    without += [f"the {regs_without} register{'s' if regs_without > 1 else ''}"] if regs_without else []
+    learned = [label[k] for k in dict.fromkeys(kinds) if k != "register"]
+    learned += [f"{kinds.count('register')} register{'s' if kinds.count('register') > 1 else ''}"] \
+        if "register" in kinds else []
+    if not kinds:
+        return "z₀ = x_p E + E_pos: a position embedding added to every patch token (this model has no [CLS])."
+    words = f"z₀ = [x_class; x_p E] + E_pos: the learned {_and(learned)} put in front; a position embedding added to "
+    words += _and(with_pos + ["every patch"]) + "."
+    if without:
+        one = len(without) == 1 and "registers" not in without[0]
+        words += f" {_and(without)[0].upper()}{_and(without)[1:]} {'gets' if one else 'get'} none."
+    return words
+
+
+def stage_words(name: str, fp: ForwardPass) -> str:
+    """What stage ``name`` computes, in the ViT paper's notation and our words, for this model."""
+    reads = {"token": "[CLS] is what the head reads.",
+             "distilled": "[CLS] and the distillation token are what the two heads read.",
+             "cls+mean": "[CLS] and the mean of the patch tokens are what the head reads."}
+    head = {"token": "one linear map from [CLS] to one score per class.",
+            "distilled": "two linear maps, one from [CLS] and one from the distillation token; the model averages "
+                         "their scores (as a distilled DeiT does when it is not training).",
+            "cls+mean": "one linear map from [CLS] and the mean of the patch tokens, side by side, to one score per "
+                        "class."}
+    if name.startswith("block "):
+        return ("z′ = MSA(LN(z)) + z, then z = MLP(LN(z′)) + z′: every token looks at every other (attention: each "
+                "head's weighted sum of values, the heads joined and projected back to the token width), then each "
+                "is transformed on its own (MLP); both add to the stream, never replace it.")
+    return {
+        "image": "x ∈ ℝ^{C×H×W}: the picture (C = 3 colour channels), resized to the model's grid and normalised "
+                 "per channel.",
+        "patches, flattened": "x_p ∈ ℝ^{N×(P²·C)}: the picture cut into N non-overlapping P×P patches, each "
+                              "flattened into one row of P·P·3 numbers.",
+        "patch embeddings": "x_p E: one linear map E (the same for every patch) turns each row into a token of width "
+                            "D; a stride-P convolution computes exactly this.",
+        "tokens entering block 1": entering_words(fp),
+        "final LayerNorm": "y = LN(z_L): the last block's tokens normalised once more. " + reads.get(
+            fp.pool, "The head reads the mean of the patch tokens, taken from here."),
+        "pooled: the mean of the patch tokens": "this model's head reads one vector: the mean of the patch tokens"
+                                                + (" ([CLS] is not used)." if "[CLS]" in fp.prefix_kinds else "."),
+        "LayerNorm after pooling": "that mean normalised once more (timm's fc_norm) before the head.",
+        "head: logits": head.get(fp.pool, "one linear map from the pooled vector to one score per class."),
+        "softmax: probabilities": "softmax turns the scores into probabilities that sum to 1.",
+    }.get(name, "")
 
 
 def _link(tab: str, model: str, side: int, extra: dict) -> str:
@@ -60,13 +111,13 @@ def _link(tab: str, model: str, side: int, extra: dict) -> str:
     return "?" + urlencode(keys | extra)
 
 
-def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str) -> str:
+def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str, self_supervised: bool = False) -> str:
     """The model as one diagram (HTML): each stage a ``<details>`` (Enter opens it) with its real shape, what each
     axis counts, a glimpse of its values, its equation in words and a link to the view that explains it."""
     rows = []
     for i, st in enumerate(fp.stages):
         kind = "block" if st.name.startswith("block ") else st.name
-        words, (tab, extra) = _EXPLAINED.get(kind, ("", ("attention", {})))
+        words, (tab, extra) = stage_words(st.name, fp), _LINKS.get(kind, ("attention", {}))
         if kind == "block":
             extra = {"layer": st.name.split()[1]}
         if st.name == "image":
@@ -89,12 +140,20 @@ def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str) -
             f'width="{size[0]}" height="{size[1]}"></summary>'
             f'<p>{html.escape(axes)}.</p><p>{html.escape(words)}</p>'
             f'<p><a href="{html.escape(link)}">Open the view that explains it</a></p></details></li>')
+    how = ("it was trained without labels (self-supervised, as DINO is): " if self_supervised else
+           "vitviz was given it without a classifier: ")
     end = ("" if fp.probs is not None else
-           '<li class="vx-stage"><p><strong>No head.</strong> This model (DINO-style) was trained without labels: '
-           f'its output is the final [CLS] token, {fp.stages[-1].shape[-1]:,} numbers that describe the picture '
-           "(used to find similar pictures or to train a small classifier on top), not classes.</p></li>")
+           f'<li class="vx-stage"><p><strong>No head.</strong> This model has no classification head; {how}'
+           f'its output is the final {fp.tracks} token, {fp.stages[-1].shape[-1]:,} numbers that describe the '
+           "picture (used to find similar pictures or to train a small classifier on top), not classes.</p></li>")
     return (f'<ol class="vx-forward" aria-label="the forward pass of {html.escape(model)}, stage by stage">'
             + "".join(rows) + end + "</ol>")
+
+
+def is_self_supervised(spec) -> bool:
+    """Whether ``spec`` is one of the models known to have learned without labels (DINO, DINOv2): vitviz does not
+    assume it of a model an operator added without a head."""
+    return not spec.added and "dino" in spec.source.lower()
 
 
 def render_residual(fp: ForwardPass, fitted: Fitted, model: str, cmap: str) -> Image.Image:
@@ -112,30 +171,54 @@ def render_residual(fp: ForwardPass, fitted: Fitted, model: str, cmap: str) -> I
 
 
 def render_updates(fp: ForwardPass, model: str) -> Image.Image:
-    """Per block: how much attention and the MLP change [CLS] (relative size of what they add), and how close
-    [CLS] already is to its last value (cosine)."""
+    """Per block: how much attention and the MLP change the token the head reads (relative size of what they add),
+    how close it already is to its last value (cosine), and every prefix token's norm beside the patch tokens'
+    (a register or [CLS] far above the patches is a high-norm outlier, as DINOv2's registers are)."""
+    who = fp.tracks
     layers = np.arange(1, fp.layers + 1)
-    with plotting.figure(2, 1, figsize=(plotting.fig_width(7.0), 6.2)) as (fig, (a, b)):
+    rows = 3 if fp.prefix else 2
+    with plotting.figure(rows, 1, figsize=(plotting.fig_width(7.0), 3.1 * rows)) as (fig, axes):
+        a, b = axes[0], axes[1]
         a.plot(layers, fp.attn_update, "o-", color="#0072b2", label="attention")
         a.plot(layers, fp.mlp_update, "s--", color="#e69f00", label="MLP")
         a.set_xlabel("block")
         a.set_ylabel("relative size")
-        a.set_title("what each block adds to [CLS]")
+        a.set_title(f"what each block adds to {_short(who, 24)}")
         a.set_ylim(0, None)
         a.legend(loc="upper right")
         b.plot(np.arange(0, fp.layers + 1), fp.cls_cosine, "o-", color="#009e73")
         b.set_xlabel("after block (0 = the embedding)")
         b.set_ylabel("cosine")
-        b.set_title("[CLS] compared with its last value")
+        b.set_title(f"{_short(who, 24)} compared with its last value")
         b.set_ylim(min(0.0, float(fp.cls_cosine.min())), 1.05)
-        for ax in (a, b):
+        if fp.prefix:
+            c = axes[2]
+            steps = np.arange(0, fp.layers + 1)
+            c.fill_between(steps, fp.norms.min(1), fp.norms.max(1), color="#bbbbbb", label="patch tokens (range)")
+            c.plot(steps, np.median(fp.norms, 1), ":", color="#555555", label="patch tokens (median)")
+            marks = {"[CLS]": ("o-", "#0072b2"), "distillation": ("^-", "#d55e00"), "register": ("s--", "#cc79a7")}
+            shown: set = set()
+            for i, kind in enumerate(fp.prefix_kinds):
+                style, colour = marks.get(kind, ("o-", "#000000"))
+                name = {"[CLS]": "[CLS]", "distillation": "distillation token", "register": "registers"}.get(kind, kind)
+                c.plot(steps, fp.prefix_norms[:, i], style, color=colour, label=None if name in shown else name)
+                shown.add(name)
+            c.set_xlabel("after block (0 = the embedding)")
+            c.set_ylabel("token norm")
+            c.set_title("the prefix tokens' norms beside the patches'")
+            c.legend(loc="upper left", fontsize="small")
+        for ax in axes:
             ax.xaxis.get_major_locator().set_params(integer=True)
-        fig.subplots_adjust(hspace=0.6)
+        fig.subplots_adjust(hspace=0.75)
         image = plotting.to_image(fig)
-    return plotting.described(image, f"Residual stream of [CLS] in {model}: attention adds "
+    prefix = "" if not fp.prefix else "; norms of " + ", ".join(
+        f"{k} {fp.prefix_norms[-1, i]:.1f}" for i, k in enumerate(fp.prefix_kinds)) + \
+        f" after the last block, the patch tokens' median {np.median(fp.norms[-1]):.1f}"
+    return plotting.described(image, f"Residual stream of {who} in {model}: attention adds "
                               + ", ".join(f"{v:.2f}" for v in fp.attn_update) + "; the MLP adds "
                               + ", ".join(f"{v:.2f}" for v in fp.mlp_update) + " of its size per block; cosine with "
-                              "its last value after each block " + ", ".join(f"{v:.2f}" for v in fp.cls_cosine) + ".")
+                              "its last value after each block " + ", ".join(f"{v:.2f}" for v in fp.cls_cosine)
+                              + prefix + ".")
 
 
 def _short(name: str, n: int = 18) -> str:
@@ -153,7 +236,7 @@ def render_lens(fp: ForwardPass, model: str) -> Image.Image:
     chosen = chosen[:10]
     names = [_short(fp.labels[i]) if fp.labels else str(i) for i in chosen]
     m = fp.lens[:, chosen]
-    image = plotting.heatmap(m, "the logit lens on [CLS]", "class", "after block",
+    image = plotting.heatmap(m, f"the logit lens on {_short(fp.tracks, 24)}", "class", "after block",
                              "probability", cmap="viridis", ticks=names,
                              yticks=[str(i) for i in range(1, fp.layers + 1)], annotate=m.shape[1] <= 8,
                              size=(8.0, 1.6 + 0.42 * fp.layers))
@@ -180,7 +263,8 @@ def render_lens_map(fp: ForwardPass, fitted: Fitted, layer: int, cmap: str, mode
 @record(declared.FORWARD, tab="forward", bundle=True, command="forward",
         doc="The Forward-pass view: every stage of one forward with its real tensor shape (numbers.stages), the "
             "residual stream, and for a model with a head the logit lens (numbers.logit_lens: per layer, first "
-            "to last, the top 5 classes of [CLS] read through the final norm and head).")
+            "to last, the top 5 classes of what the head reads ([CLS], or the pooled patches) read through the "
+            "model's own final norm, pooling and head).")
 def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     runner = models.get_model(values["model"], progress)
     s = settle(values)
@@ -195,8 +279,11 @@ def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     stages = [{"name": st.name, "shape": list(st.shape), "axes": list(st.axes)} for st in fp.stages]
     numbers: dict = {"model": key, "stages": stages, "layer": layer,
                      "residual": {"attention_update": fp.attn_update.tolist(), "mlp_update": fp.mlp_update.tolist(),
-                                  "cls_cosine_to_last": fp.cls_cosine.tolist(),
-                                  "largest_token_norm": fp.norms.max(1).tolist()}}
+                                  "cls_cosine_to_last": fp.cls_cosine.tolist(), "tracks": fp.tracks,
+                                  "largest_token_norm": fp.norms.max(1).tolist(),
+                                  "prefix_norms": {f"{k} {i}" if fp.prefix_kinds.count(k) > 1 else k:
+                                                   fp.prefix_norms[:, i].tolist()
+                                                   for i, k in enumerate(fp.prefix_kinds)}}}
     t = fp.stages[3].shape[0]
     text = (f"One forward of {key} on this picture: {fitted.grid[0]}×{fitted.grid[1]} = {fp.grid[0] * fp.grid[1]} "
             f"patches of {runner.spec.patch}×{runner.spec.patch} pixels become {t} tokens of width "
@@ -209,7 +296,8 @@ def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         numbers["top5"] = fp.top(fp.probs)
         texts["lens"] = LENS_WARNING
     else:
-        texts["lens"] = (f"{key} has no classification head (it learned without labels), so there is nothing for "
-                         "a logit lens to read: the residual stream above is what its forward pass shows.")
-    data = {"diagram": diagram(fp, fitted, key, side, cmap)}
+        why = " (it learned without labels)" if is_self_supervised(runner.spec) else ""
+        texts["lens"] = (f"{key} has no classification head{why}, so there is nothing for a logit lens to read: the "
+                         "residual stream above is what its forward pass shows.")
+    data = {"diagram": diagram(fp, fitted, key, side, cmap, self_supervised=is_self_supervised(runner.spec))}
     return Shown(figures, texts, numbers, s, key, runner.notice, data)
