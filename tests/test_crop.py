@@ -60,7 +60,7 @@ def view_box(path: Path) -> tuple[int, ...]:
     rgb = images.load_rgb(path)
     a, _ = analysis_for(rgb, {"model": "DINO ViT-S/8", "resolution": 224, "layer": 4, "head": -1, "query": None})
     box = numbers(a, a.maps.layers, 0.6)["box"] or (0, 0, a.fitted.image.shape[1], a.fitted.image.shape[0])
-    return images.box_to_original(box, *rgb.shape[:2], a.resolution, a.maps.patch)
+    return a.fitted.box_in_source(box)
 
 
 def cli_run(*args: str) -> int:
@@ -126,11 +126,11 @@ def test_a_csv_list_gives_the_same_crops_as_the_folder(tmp_path):
 def test_batching_groups_one_shape_and_changes_no_answer(tmp_path):
     src = tmp_path / "src"
     make_tree(src)
-    items = crop.list_inputs(src)
-    batches, skipped = crop.plan(items, 64, 8, 3)
-    assert [s.rel for s in skipped] == ["north/broken.jpg"] and "not a picture" in skipped[0].why
     from vitviz.core.images import fitted_shape
 
+    items = crop.list_inputs(src)
+    batches, skipped = crop.plan(items, lambda h, w: fitted_shape(h, w, 64, 8, "keep"), 3)
+    assert [s.rel for s in skipped] == ["north/broken.jpg"] and "not a picture" in skipped[0].why
     shapes = [{fitted_shape(*crop.header_shape(i.path), 64, 8, "keep") for i in b} for b in batches]
     assert all(len(b) <= 3 for b in batches) and all(len(s) == 1 for s in shapes)
     assert sum(len(b) for b in batches) == len(items) - 1
@@ -138,7 +138,7 @@ def test_batching_groups_one_shape_and_changes_no_answer(tmp_path):
     cli_run("crop", str(src), "--out", str(one), "--batch", "1")
     with mock.patch.object(crop, "crop_batch", wraps=crop.crop_batch) as spy:
         cli_run("crop", str(src), "--out", str(many), "--batch", "8")
-    assert spy.call_count == 2  # 8 pictures seen at 64×64 and one at 64×80: two forwards
+    assert spy.call_count == 2  # 9 pictures, all 64×64 for the offline model (its own centre crop): batches of 8 and 1
     assert outputs(one) == outputs(many)
 
 
@@ -260,7 +260,7 @@ def test_a_header_that_declares_a_huge_picture_is_skipped_with_its_reason(tmp_pa
     assert "skipped bomb.png: too large" in err and "Traceback" not in err
     assert sorted(p.name for p in (out / "crops").iterdir()) == ["ok0.png", "ok1.png"]
     items = crop.list_inputs(src)  # the planning step itself, as both engines use it
-    _, skipped = crop.plan(items, 64, 8, 8)
+    _, skipped = crop.plan(items, lambda h, w: (64, 64), 8)
     assert [s.rel for s in skipped] == ["bomb.png"] and "megapixels" in skipped[0].why
 
 

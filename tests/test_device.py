@@ -4,7 +4,9 @@ runtime files are the ones the README names, and the app serves both with an imm
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import time
 
 import numpy as np
 import pytest
@@ -16,57 +18,127 @@ from vitviz.specs import registry
 ort = pytest.importorskip("onnxruntime")
 
 
-def _run(path, x: np.ndarray, names: list[str]) -> dict:
+def _run(path, x: np.ndarray, pos: np.ndarray, names: list[str]) -> dict:
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return dict(zip(names, sess.run(None, {"pixels": x})))
+    return dict(zip(names, sess.run(None, {"pixels": x, "pos": pos})))
+
+
+def _agrees(out: dict, a, rel: float) -> None:
+    """The graph's class-token maps within ``rel`` of each map's largest value of the server's, and its queries
+    and (centred) keys within ``rel`` of their largest size: the measured agreement the manifest states."""
+    worst = np.abs(out["cls"] - a.maps.cls).max(-1) / a.maps.cls.max(-1)
+    assert worst.max() <= rel, worst.max()
+    for layer, keys in enumerate(a.maps.keys):
+        q, k = out[f"q{layer}"], out[f"k{layer}"] - out[f"k{layer}"].mean(1, keepdims=True)  # the server centres
+        assert np.abs(q - keys.q).max() <= rel * np.abs(keys.q).max(), layer
+        assert np.abs(k - keys.k).max() <= rel * np.abs(keys.k).max(), layer
 
 
 def test_the_embedded_models_graph_ships_and_gives_the_servers_numbers(rgb_cat):
-    """The graph of the offline model at its size is in the package under its content name; run on the CPU it
-    gives the server's class-token maps, queries, keys and logits for the checkpoint's own input."""
+    """The graph of the offline model is in the package under its content name; run on the CPU it gives the
+    server's class-token maps, queries, keys and logits for the model's one input (its own 64-px centre crop)."""
     from vitviz.analyses.attention import analyse
 
     runner = cache.get_model(registry.OFFLINE_KEY)
-    name = device.graph_name(runner, runner.resolution)
-    assert (assets.TINY / name).is_file() and device.graph_file(runner, runner.resolution) == assets.TINY / name
-    m = device.manifest(runner, runner.resolution)
+    name = device.graph_name(runner)
+    assert (assets.TINY / name).is_file() and device.graph_file(runner)[0] == assets.TINY / name
+    assert sorted(p.name for p in assets.TINY.glob("*.onnx")) == [name]  # no graph of an earlier version ships
+    m = device.manifest(runner, 224)
     assert m["file"] == name and m["bytes"] == (assets.TINY / name).stat().st_size < 1_200_000
     assert m["labels"] == runner.labels and m["outputs"][:2] == ["logits", "cls"] and len(m["outputs"]) == 2 + 2 * 4
-    a = analyse(runner, rgb_cat, checkpoint_input=True)
-    x = device.reference_input(runner, rgb_cat, runner.resolution)
-    assert np.array_equal(x, runner.preprocess(rgb_cat).numpy())  # the checkpoint path's own input
-    out = _run(assets.TINY / name, x, m["outputs"])
-    np.testing.assert_allclose(out["cls"], a.maps.cls, atol=1e-6)
-    np.testing.assert_allclose(out["logits"], a.maps.logits, atol=1e-4)
-    for layer, keys in enumerate(a.maps.keys):
-        np.testing.assert_allclose(out[f"q{layer}"], keys.q, atol=1e-5)
-        centred = out[f"k{layer}"] - out[f"k{layer}"].mean(1, keepdims=True)  # the server keeps its keys centred
-        np.testing.assert_allclose(centred, keys.k, atol=1e-5)
+    assert m["policy"] == "checkpoint" and m["side"] == 64 and m["pos_prefix"] == 1 and m["width"] == 96  # its own 64
+    a = analyse(runner, rgb_cat, 224)  # the Attention tab's analysis: the model's one input, at its own 64 px
+    assert a.maps.grid == (8, 8)
+    x = device.reference_input(runner, rgb_cat, 224)
+    assert np.array_equal(x, runner.normalise(a.fitted.image).numpy())  # every view's own input
+    pos = device.position_embedding(runner, a.maps.grid)
+    out = _run(assets.TINY / name, x, pos, m["outputs"])
+    _agrees(out, a, 1e-5)
+    assert np.abs(out["logits"] - a.maps.logits).max() <= 1e-5 * np.abs(a.maps.logits).max()
 
 
-@pytest.mark.slow  # exports a 22 M-parameter graph (about 5 s)
-def test_a_registry_models_graph_is_made_once_with_half_weights_and_agrees_with_the_server(tmp_path, monkeypatch,
-                                                                                         dino_s8_dir, rgb_cat):
+@pytest.mark.slow  # exports a 22 M-parameter graph twice (about 10 s)
+def test_the_weights_precision_is_decided_by_measuring_and_the_graph_serves_every_side_and_shape(
+        tmp_path, monkeypatch, dino_s8_dir, rgb_cat):
     """DINO ViT-S/8's architecture (random weights, the real config) loaded by the registry's loader: its graph is
-    made on first use, named by content, stored with float16 weights (half the bytes), and its class-token maps
-    stay within 1e-3 of each map's largest value of the server's."""
+    made on first use, named by content, one for every side and aspect (the whole picture: 28×42 patches at 224,
+    20×30 at 160). Float16 weights are used only where measuring shows the maps still agree within 1e-3 of their
+    largest value: with random weights they do (half the bytes); with the query and key projections ×8 (sharp
+    heads, as trained DINO's) neither float16 nor float16 with q and k in float32 does, so the graph is float32."""
+    import re
+
     import torch
 
-    from vitviz.analyses.attention import probe_for
+    from vitviz.analyses.attention import analyse
+    from vitviz.models import loaders
+
+    from conftest import module_of
+
+    monkeypatch.setattr(device, "DEVICE_DIR", tmp_path)
+    for sharp in (False, True):
+        runner = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
+        if sharp:
+            with torch.no_grad():
+                for n, p in module_of(runner).named_parameters():
+                    if re.search(r"(q_proj|k_proj)", n):
+                        p.mul_(8.0)
+            runner.weights_id = "sharpened"
+        m = device.manifest(runner, 224)
+        assert (tmp_path / m["file"]).is_file() and re.fullmatch(r"[0-9a-f]{20}\.onnx", m["file"])
+        assert device.manifest(runner, 160)["file"] == m["file"]  # one graph for every side
+        params = sum(p.numel() for p in module_of(runner).parameters())
+        assert m["policy"] == "keep" and m["agreement"] <= device.AGREEMENT
+        if sharp:
+            assert m["precision"] == "float32" and m["bytes"] > 3.5 * params  # 4 bytes a weight
+        else:
+            assert m["precision"] == "float16" and m["bytes"] < 2.2 * params
+        for side, grid in ((224, (28, 42)), (160, (20, 30))):
+            a = analyse(runner, rgb_cat, side)
+            assert a.maps.grid == grid
+            out = _run(tmp_path / m["file"], device.reference_input(runner, rgb_cat, side),
+                       device.position_embedding(runner, grid), m["outputs"])
+            _agrees(out, a, device.AGREEMENT)
+
+
+def test_dinov2_with_registers_is_made_into_a_graph_and_agrees_at_any_shape(tmp_path, monkeypatch, dinov2_reg_dir,
+                                                                             rgb_cat):
+    """Its position table is resampled with antialiased bicubic, which ONNX lacks (the export failed at opset 17):
+    the server resamples it once per grid and the graph takes it as an input."""
+    from vitviz.analyses.attention import analyse
     from vitviz.models import loaders
 
     monkeypatch.setattr(device, "DEVICE_DIR", tmp_path)
-    runner = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
-    m = device.manifest(runner, 224)
-    assert (tmp_path / m["file"]).is_file() and re.fullmatch(r"[0-9a-f]{20}\.onnx", m["file"])
-    params = sum(p.numel() for p in runner.trace(lambda module, _f: list(module.parameters())))
-    assert m["bytes"] < 2.2 * params  # float16 weights: about 2 bytes each (float32 would be 4)
-    assert device.manifest(runner, 224)["file"] == m["file"]  # made once: the same file again
-    x = device.reference_input(runner, rgb_cat, 224)
-    maps = runner.run(probe_for(runner, checkpoint_input=True), torch.from_numpy(x))  # the server's own forward
-    out = _run(tmp_path / m["file"], x, m["outputs"])
-    worst = np.abs(out["cls"] - maps.cls).max(-1) / maps.cls.max(-1)
-    assert worst.max() < 1e-3, worst.max()
+    runner = loaders.load_hf(dinov2_reg_dir)
+    m = device.manifest(runner, 56)
+    assert m["prefix"] == 5 and m["pos_prefix"] == 1  # the registers get no position embedding
+    for side in (56, 112):
+        a = analyse(runner, rgb_cat, side)
+        pos = device.position_embedding(runner, a.maps.grid)
+        assert pos.shape == (1, 1 + a.maps.grid[0] * a.maps.grid[1], 64)
+        out = _run(tmp_path / m["file"], device.reference_input(runner, rgb_cat, side), pos, m["outputs"])
+        _agrees(out, a, device.AGREEMENT)
+
+
+def test_an_export_that_fails_falls_back_in_words_and_graphs_on_disk_are_bounded(tmp_path, monkeypatch):
+    from vitviz.app import attention
+
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    with monkeypatch.context() as m:
+        m.setattr(device, "graph_file", lambda r: (_ for _ in ()).throw(RuntimeError("aten::op unsupported")))
+        made = attention.device_manifest({"model": registry.OFFLINE_KEY, "resolution": 64})
+    assert "aten::op unsupported" in made["error"] and made["model"] == registry.OFFLINE_KEY
+    monkeypatch.setattr(device, "DEVICE_DIR", tmp_path)
+    for i, age in enumerate((300, 200, 100)):  # three graphs of 1 MB, the first the least recently used
+        path = tmp_path / f"{i:020x}.onnx"
+        path.write_bytes(b"x" * 2**20)
+        os.utime(path, (time.time() - age, time.time() - age))
+    assert device.find(f"{0:020x}.onnx") is not None  # served now: the most recently used
+    gone = device.prune(limit=2 * 2**20 + 10)
+    assert [p.name for p in gone] == [f"{1:020x}.onnx"]
+    assert device.table_bytes("0" * 20 + ".onnx", (8, 8)) is None  # no manifest named that graph here
+    name = device.manifest(runner, 64)["file"]
+    assert len(device.table_bytes(name, (8, 8))) == 4 * 65 * 96
+    assert device.table_bytes(name, (0, 8)) is None and device.table_bytes(name, (200, 200)) is None
 
 
 def test_a_model_without_class_token_attention_is_not_made_into_a_graph():
@@ -74,7 +146,7 @@ def test_a_model_without_class_token_attention_is_not_made_into_a_graph():
 
     cnn = loaders.load_embedded_cnn()
     with pytest.raises(ValueError, match="cannot run on this device"):
-        device.export(cnn, 64)
+        device.export(cnn)
 
 
 def test_the_runtime_files_are_the_ones_the_readme_names():
@@ -90,7 +162,7 @@ def test_the_app_serves_the_runtime_and_the_graphs_with_an_immutable_cache(app_u
     import httpx
 
     runner = cache.get_model(registry.OFFLINE_KEY)
-    name = device.graph_name(runner, runner.resolution)
+    name = device.graph_name(runner)
     for path, media in ((f"vitviz/ort/{assets.ORT_FILES[0]}", "text/javascript"),
                         (f"vitviz/ort/{assets.ORT_FILES[2]}", "application/wasm"),
                         (f"vitviz/device/{name}", "application/octet-stream")):

@@ -110,7 +110,7 @@ def test_hooks_removed_and_fused_flags_restored_on_error(tiny, rgb_cat):
 
 def test_layer_record_is_cached_and_clamped(tiny, rgb_cat):
     fitted, a = heads.layer_record(tiny, rgb_cat, 224, 99)  # the embedded model runs at 64 px; layer clamped
-    assert a.layer == tiny.depth - 1 and fitted.image.shape[:2] == (64, 96)  # short side 64, aspect kept
+    assert a.layer == tiny.depth - 1 and fitted.image.shape[:2] == (64, 64)  # a classifier: its own 64-px crop
     assert heads.layer_record(tiny, rgb_cat, 224, 99)[1] is a
     with pytest.raises(ValueError, match="no layer 9"):
         tiny.read(lambda model: hooks.attention_parts(model, 8))

@@ -134,14 +134,15 @@ def test_pad_keeps_whole_picture_in_grey_frame():
     assert (f.image[0, :, 0] == 128).all() and (f.image[32, :, 0] == 255).all()
 
 
-def test_box_to_original_undoes_keep_by_hand():
+def test_a_box_on_the_fitted_picture_is_found_in_the_original_by_hand():
     """170×100 at short side 64 with 16-px patches: resized to 109×64, trimmed to 96×64 (6 px off the left)."""
-    from vitviz.core.images import box_to_original, fit_to_patches
+    from vitviz.core.images import fit_to_patches
 
-    assert fit_to_patches(np.zeros((100, 170, 3), np.uint8), 64, 16, "keep").image.shape[:2] == (64, 96)
+    fitted = fit_to_patches(np.zeros((100, 170, 3), np.uint8), 64, 16, "keep")
+    assert fitted.image.shape[:2] == (64, 96)
     # x: (16 + 6) · 170/109 = 34.3 → 34, (32 + 6) · 170/109 = 59.3 → 60; y: 16 · 100/64 = 25, 32 · 100/64 = 50
-    assert box_to_original((16, 16, 32, 32), 100, 170, 64, 16) == (34, 25, 60, 50)
-    assert box_to_original((0, 0, 96, 64), 100, 170, 64, 16) == (9, 0, 160, 100)  # the trimmed margins stay out
+    assert fitted.box_in_source((16, 16, 32, 32)) == (34, 25, 60, 50)
+    assert fitted.box_in_source((0, 0, 96, 64)) == (9, 0, 160, 100)  # the trimmed margins stay out
 
 
 def test_a_picture_read_at_a_fraction_of_its_size_is_reported_at_its_own_size(tmp_path):

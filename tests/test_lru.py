@@ -141,8 +141,8 @@ def test_a_kept_analysis_is_found_before_the_picture_is_resized(monkeypatch):
     rgb = np.random.default_rng(1).integers(0, 256, (70, 90, 3), dtype=np.uint8)
     runner.clear_results()
     calls = []
-    real = runner.fit_to_patches
-    monkeypatch.setattr(runner, "fit_to_patches", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = runner.Runner.fit_at
+    monkeypatch.setattr(runner.Runner, "fit_at", lambda *a, **k: calls.append(1) or real(*a, **k))
     first = analysis.analyse(tiny, rgb, 64)
     again = analysis.analyse(tiny, rgb, 64)
     assert len(calls) == 1 and again.token == first.token and again.maps is first.maps

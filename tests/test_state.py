@@ -56,6 +56,6 @@ def test_settings_as_used_name_the_model_that_answered_and_the_bounds_of_follow_
     shown = views.show("inside_head", rgb_cat, values)  # offline: DINO cannot be had, the shapes model answers
     assert shown.model == OFFLINE_KEY and shown.settled.values["model"] == OFFLINE_KEY
     assert shown.settled.adjusted()["model"]["asked"] == "DINO ViT-S/8"
-    assert shown.settled.bounds == {"layer": 4, "head": 2, "row": 7, "col": 11}  # 64 px of the cat: 8×12 patches
-    assert shown.settled.values["row"] == 7 and "8×12" in shown.settled.notes["row"]
+    assert shown.settled.bounds == {"layer": 4, "head": 2, "row": 7, "col": 7}  # the shapes model's 64×64 crop
+    assert shown.settled.values["row"] == 7 and "8×8" in shown.settled.notes["row"]
     assert "cannot be loaded here" not in shown.note()  # the stand-in's notice already says so, once

@@ -74,18 +74,18 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
 class AttentionProbe:
     """Every layer's queries and keys of one fused forward (:func:`collect`), for :meth:`Runner.analyse`.
 
-    ``checkpoint_input`` fits the picture with the checkpoint's own preprocessing (the classifier's resize and
-    crop) instead of the Attention tab's aspect-keeping fit.
+    ``own_size`` runs it at the checkpoint's own size whatever side was asked (the Classify tab); the picture is
+    fitted by the model's one input policy either way (:attr:`vitviz.models.runner.Runner.input_policy`).
     """
 
     patch: int
     prefix: int
-    checkpoint_input: bool = False
+    own_size: bool = False
     grad: bool = False
 
     @property
     def key(self) -> tuple:
-        return ("attention", self.checkpoint_input)
+        return ("attention",)  # the same input at the same side is the same analysis, whichever tab asked
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return attention_bytes(spec, tokens)
@@ -97,8 +97,8 @@ class AttentionProbe:
         return maps.nbytes
 
 
-def probe_for(runner: Runner, checkpoint_input: bool = False) -> AttentionProbe:
-    return AttentionProbe(runner.spec.patch, runner.spec.prefix, checkpoint_input)
+def probe_for(runner: Runner, own_size: bool = False) -> AttentionProbe:
+    return AttentionProbe(runner.spec.patch, runner.spec.prefix, own_size)
 
 
 @dataclass
@@ -123,17 +123,18 @@ class Analysis:
 
 
 def analyse(runner: Runner, rgb: np.ndarray, resolution: int | None = None,
-            checkpoint_input: bool = False) -> Analysis:
-    """Every layer's attention of one forward of ``rgb`` (short side ``resolution``, aspect kept), kept.
+            own_size: bool = False) -> Analysis:
+    """Every layer's attention of one forward of ``rgb`` at the short side ``resolution``, fitted by the model's
+    one input policy (a classifier's own eval transform; the whole picture for a model without classes), kept.
 
-    The embedded model always runs at its own 64 px: it was trained at that size only. With
-    ``checkpoint_input`` the picture is preprocessed as the checkpoint expects (the Classify tab).
+    The embedded model always runs at its own 64 px: it was trained at that size only. With ``own_size`` at the
+    checkpoint's own size whatever was asked (the Classify tab).
 
     Raises:
         ValueError: when the fitted picture would be over the model's token budget (checked from the shapes
             alone, before resizing or any forward).
     """
-    run = runner.analyse(probe_for(runner, checkpoint_input), rgb, resolution)
+    run = runner.analyse(probe_for(runner, own_size), rgb, resolution)
     return Analysis(run.runner, run.fitted, run.value, run.resolution, run.token, run.seconds)
 
 

@@ -100,7 +100,7 @@ class ShuffleProbe:
 
     perm: tuple[int, ...]
     grad: bool = False
-    checkpoint_input: bool = True
+    own_size: bool = True
 
     @property
     def key(self) -> tuple:

@@ -121,7 +121,7 @@ class ErfProbe:
     paths: tuple[str, ...]
     bytes_per_pixel: int = 4096
     grad: bool = True
-    checkpoint_input: bool = False
+    own_size: bool = False
 
     @property
     def key(self) -> tuple:
@@ -253,7 +253,7 @@ class ShiftProbe:
     tokens: bool = False
     bytes_per_pixel: int = 256
     grad: bool = False
-    checkpoint_input: bool = True
+    own_size: bool = True
 
     @property
     def key(self) -> tuple:

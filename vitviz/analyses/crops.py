@@ -27,7 +27,7 @@ class ClassTokenProbe:
 
     prefix: int
     grad: bool = False
-    checkpoint_input: bool = False
+    own_size: bool = False
     key: tuple = ("class-token rows",)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:

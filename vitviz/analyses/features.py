@@ -28,7 +28,7 @@ class TokensProbe:
     one is before the model's final LayerNorm)."""
 
     grad: bool = False
-    checkpoint_input: bool = False
+    own_size: bool = False
     key: tuple = ("tokens",)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:

@@ -196,7 +196,7 @@ class ForwardProbe:
     patch: int
     labels: tuple[str, ...] | None = None
     grad: bool = False
-    checkpoint_input: bool = False
+    own_size: bool = False
 
     @property
     def key(self) -> tuple:

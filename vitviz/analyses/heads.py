@@ -88,7 +88,7 @@ class LayerProbe:
     prefix: int
     patch: int
     grad: bool = False
-    checkpoint_input: bool = False
+    own_size: bool = False
 
     @property
     def key(self) -> tuple:

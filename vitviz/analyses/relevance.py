@@ -51,7 +51,7 @@ class RelevanceProbe:
     target: int | None = None
     rank: int = 1
     grad: bool = True
-    checkpoint_input: bool = True
+    own_size: bool = True
 
     @property
     def key(self) -> tuple:

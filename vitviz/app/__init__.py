@@ -80,7 +80,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened, "lesson": lesson_bar,
-                **tabs["attention"].extras}
+                **tabs["attention"].extras, "classify_device": tabs["classify"].extras["classify_device"]}
         links.label_page(tabs, page)
 
         def relabel() -> dict:  # the server's models changed since the page was made: the page made again

@@ -9,8 +9,10 @@ figures, the download and the link all read them from there. There is no second 
 from __future__ import annotations
 
 import json
+import logging
 
 import gradio as gr
+import numpy as np
 
 from vitviz import assets
 from vitviz.app import uploads
@@ -34,8 +36,10 @@ from vitviz.models.runner import picture_address
 from vitviz.render import browser
 from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
+from vitviz.views.shown import scene_keys, shapes_only
 
 A = declared.ATTENTION
+log = logging.getLogger("vitviz")
 HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
 
@@ -235,11 +239,17 @@ def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict
     side = runner.side(values["resolution"])
     tokens = (side // runner.spec.patch) ** 2 + runner.spec.prefix
     try:
-        with budget.reserve(2 * budget.forward_bytes(runner.spec, tokens), "making the model's file for this device"):
+        # making the graph holds the model twice more (a copy for the export, one with its weights rounded)
+        with budget.reserve(2 * runner.nbytes + 2 * budget.forward_bytes(runner.spec, tokens),
+                            "making the model's file for this device"):
             made = device.manifest(runner, side)
-    except ValueError as err:
+    except Exception as err:  # noqa: BLE001 - whatever stops the export, the page falls back to the server, said
+        log.info("no device graph for %s: %s", runner.spec.key, err)
         return {"error": str(err), "model": runner.spec.key}
-    made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side)}
+    warning = shapes_only(runner.spec.key, np.zeros((1, 1, 3), np.uint8))  # what a photo gets from this model
+    made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side),
+             "side_note": runner.side_reason(values["resolution"]), "shapes_warning": warning.replace("**", ""),
+             "scenes": sorted(scene_keys()) if warning else []}
     MADE.put((tab, str(values["model"]), str(int(values["resolution"])) if tab == "attention" else ""), made)
     return made | browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
                                             {f.name: f for f in HELD}, runner.depth)

@@ -57,7 +57,7 @@ def build(gr_tab: gr.Tab) -> Tab:
         tr_md = gr.Markdown(elem_classes="vx-table")
     tab = Tab("classify", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
               model_field=C["model"])
-    tab.extras = {"photos_note": photos_note}
+    tab.extras = {"photos_note": photos_note, "classify_device": on_device}
 
     main = tab.event(C, lambda sh: (tab.note_text(sh), sh.numbers["top5"], sh.figures["maps"], sh.texts["facts"]),
                      [note, top5, maps, facts])
@@ -69,6 +69,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
     on([on_device.change, model.change], None, [on_device, model], None,
        js=device_want("classify"))
+    on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
     tab.accordion(declared.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(declared.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
     tab.accordion(declared.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)

@@ -155,6 +155,7 @@ DEVICE_TEMPLATE = (
     '<input id="{input_id}" type="file" accept="image/*"></label>'
     '<p class="vx-dev-status" role="status" aria-live="polite"></p>'
     '<div class="vx-dev-top5-box" hidden><p>Top 5, computed on this device</p><ol class="vx-dev-top5"></ol></div>'
+    '<p class="vx-dev-warning vx-note" hidden></p>'
     '</div>')
 
 

@@ -35,6 +35,10 @@ range, which the page reads as :meth:`~vitviz.specs.state.Field.from_link` does;
 server's opener). Whole-number settings of the Attention tab only, in the order of the load's outputs."""
 
 
+DEVICE_TABS = {"attention": "device", "classify": "classify_device"}
+"""The tabs that can compute on this device (``device=1`` in their link), and their switch in the page."""
+
+
 def page_script() -> str:
     """The page's script (render/web/page.js) with the tab each link key belongs to (the address shows the open
     tab's settings only, and every tab's again when it is opened) and the ranges of :data:`HERE`."""
@@ -128,9 +132,9 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
             if note is not None and (not available.get(field.default, False)) != bool(note.visible):
                 out[note] = gr.Markdown(photos_note(field.default), visible=not available.get(field.default, False))
         picture = tabs[tab].src
-        if q.get("device") == "1" and tab == "attention":
-            # compute on this device: the server computes nothing for this page (the explorer waits for the
-            # picture chosen in the device panel)
+        if q.get("device") == "1" and tab in DEVICE_TABS:
+            # compute on this device: the server computes nothing for this page (the tab waits for the picture
+            # chosen in its device panel)
             picture = None
         if picture is not None:
             wanted = q.get("image")
@@ -153,8 +157,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
             out[page["projector"]] = True
         if q.get("contrast") == "1":
             out[page["contrast"]] = True
-        if q.get("device") == "1" and tab == "attention":  # compute on this device (the Attention tab's switch)
-            out[page["device"]] = True
+        if q.get("device") == "1" and tab in DEVICE_TABS:  # compute on this device (that tab's switch)
+            out[page[DEVICE_TABS[tab]]] = True
         registers_ok = all(available.get(k, False) for k in REGISTER_PAIR)
         if registers_ok != page["registers"].interactive:  # else as built
             out[page["registers"]] = gr.Button(interactive=registers_ok)
@@ -170,8 +174,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
 def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     """Every component :func:`opener` may set."""
     comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "lesson", "registers", "registers_note",
-                               "device",
-                               "opened")]
+                               *DEVICE_TABS.values(), "opened")]
     for tab in tabs.values():
         comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []
         comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])

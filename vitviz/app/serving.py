@@ -69,7 +69,8 @@ def data_routes() -> list:
     explorer's data (:func:`vitviz.render.browser.explorer_part`); ``GET /vitviz/ort/<file>``, ONNX Runtime Web;
     ``GET /vitviz/device/<hash>.onnx``, a model's graph for the device path (:mod:`vitviz.models.device`);
     ``GET /vitviz/device-manifest?tab=&model=&side=``, its manifest once made (204, no content, before: the page then
-    asks the queue, which makes it).
+    asks the queue, which makes it); ``GET /vitviz/device-pos/<graph>/<gh>x<gw>``, the graph's position table for a
+    grid (float32; the graph takes it as an input: one graph for every side).
 
     A part never changes under its name (the token names the weights, the picture and the short side), so it is
     served with a year-long, immutable cache: a browser that opens the same example again sends no request. 404 when
@@ -119,6 +120,16 @@ def data_routes() -> list:
             return JSONResponse({"missing": "no such graph"}, status_code=404, headers={"Cache-Control": "no-store"})
         return FileResponse(path, media_type="application/octet-stream", headers=IMMUTABLE)
 
+    grid_ok = re.compile(r"^([1-9][0-9]{0,3})x([1-9][0-9]{0,3})$")
+
+    async def positions(request):  # a model's position table for one grid, as its own forward resamples it
+        name, grid = request.path_params["name"], grid_ok.match(request.path_params["grid"])
+        body = None if grid is None else await run_in_threadpool(device.table_bytes, name,
+                                                                 (int(grid[1]), int(grid[2])))
+        if body is None:
+            return JSONResponse({"missing": "no such table"}, status_code=404, headers={"Cache-Control": "no-store"})
+        return Response(body, media_type="application/octet-stream", headers=IMMUTABLE)
+
     async def manifest(request):  # a device manifest already made: no work here (else the page asks the queue)
         from vitviz.app.attention import made_manifest
 
@@ -133,6 +144,7 @@ def data_routes() -> list:
     return [Route(f"/{browser.ROUTE}/{{token}}/{{part}}", part, methods=["GET"]),
             Route("/vitviz/ort/{name}", runtime, methods=["GET"]),
             Route("/vitviz/device-manifest", manifest, methods=["GET"]),
+            Route("/vitviz/device-pos/{name}/{grid}", positions, methods=["GET"]),
             Route("/vitviz/device/{name}", graph, methods=["GET"])]
 
 

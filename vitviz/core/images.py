@@ -238,11 +238,24 @@ class Fitted:
     patch: int
     policy: str
     note: str
+    placement: tuple[float, float, float, float, int, int] | None = None
+    """Where ``image`` came from in the array it was fitted from: (x scale, y scale, left, top, width, height): a
+    pixel x of ``image`` is (x + left) · x scale of that array, which is width × height (None: not recorded)."""
 
     @property
     def grid(self) -> tuple[int, int]:
         """(rows, cols) of the patch grid: (H / P, W / P)."""
         return self.image.shape[0] // self.patch, self.image.shape[1] // self.patch
+
+    def box_in_source(self, box: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+        """A (left, top, right, bottom) box on ``image`` in the pixels of the array it was fitted from (rounded
+        outward to whole pixels, clipped to that array)."""
+        if self.placement is None:
+            raise ValueError("This picture's fitting did not record where it came from.")
+        sx, sy, left, top, w0, h0 = self.placement
+        x0, y0, x1, y1 = box
+        return (max(0, math.floor((x0 + left) * sx)), max(0, math.floor((y0 + top) * sy)),
+                min(w0, math.ceil((x1 + left) * sx)), min(h0, math.ceil((y1 + top) * sy)))
 
 
 def _short_side_to(h0: int, w0: int, side: int) -> tuple[int, int]:
@@ -265,20 +278,6 @@ def fitted_shape(h0: int, w0: int, size: int, patch: int, policy: str = "crop") 
         return side, side
     rh, rw = _short_side_to(h0, w0, side)
     return rh // patch * patch, rw // patch * patch
-
-
-def box_to_original(box: tuple[int, int, int, int], h0: int, w0: int, size: int, patch: int) -> tuple[int, int, int, int]:
-    """A (left, top, right, bottom) box on the ``keep``-fitted picture, in the (h0, w0) original's pixels.
-
-    ``keep`` resizes to (rh, rw) with the short side ``size // patch * patch`` and trims the
-    excess evenly; this undoes both (rounded outward to whole pixels, clipped to the picture).
-    """
-    rh, rw = _short_side_to(h0, w0, size // patch * patch)
-    top, left = (rh - rh // patch * patch) // 2, (rw - rw // patch * patch) // 2
-    x0, y0, x1, y1 = box
-    fx, fy = w0 / rw, h0 / rh
-    return (max(0, math.floor((x0 + left) * fx)), max(0, math.floor((y0 + top) * fy)),
-            min(w0, math.ceil((x1 + left) * fx)), min(h0, math.ceil((y1 + top) * fy)))
 
 
 def _resize(rgb: np.ndarray, w: int, h: int) -> np.ndarray:
@@ -326,4 +325,7 @@ def fit_to_patches(rgb: np.ndarray, size: int, patch: int, policy: str = "crop")
     read = "" if (sw, sh) == (w0, h0) else f", read at {w0}×{h0}"
     note = (f"{sw}×{sh} picture{read} → {out.shape[1]}×{out.shape[0]} ({FIT_POLICIES[policy]}): "
             f"{gh}×{gw} = {gh * gw} patches of {patch}×{patch}.")
-    return Fitted(out, patch, policy, note)
+    placement = None
+    if policy in ("keep", "crop"):
+        placement = (w0 / rw, h0 / rh, float(left), float(top), w0, h0)
+    return Fitted(out, patch, policy, note, placement)

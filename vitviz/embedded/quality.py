@@ -37,7 +37,7 @@ class LastLayerProbe:
     layers: int
     prefix: int
     grad: bool = False
-    checkpoint_input: bool = False
+    own_size: bool = False
     key: tuple = ("last layer cls",)
 
     def estimate(self, spec, tokens: int) -> int:

@@ -45,15 +45,16 @@ class Probe(Protocol[T]):
     """What one forward records.
 
     ``key`` names what it records (with the model, picture and resolution it makes the cache key); ``grad`` asks
-    for a forward with autograd on (relevance); ``checkpoint_input`` fits the picture with the checkpoint's own
-    preprocessing (the classifier's resize and crop) instead of the Attention tab's keep-the-aspect fitting.
+    for a forward with autograd on (relevance); ``own_size`` runs it at the checkpoint's own size whatever side
+    was asked (Classify: its prediction is the checkpoint's). The picture is fitted by the model's one input policy
+    (:attr:`Runner.input_policy`), whatever the probe.
     ``__call__`` runs inside the lock with the model in eval mode; any hooks it puts on must come off before it
     returns (context managers), also when it raises.
     """
 
     key: Hashable
     grad: bool
-    checkpoint_input: bool
+    own_size: bool
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int: ...
 
@@ -215,30 +216,88 @@ class Runner:
             return f"{self.spec.key} runs at {used} px only (the size it was trained at), whatever short side is set."
         return f"The short side is {used} px: {int(resolution)} rounded down to a whole number of {self.spec.patch}-px patches."
 
+    @property
+    def input_policy(self) -> str:
+        """How every view and every door (page, API, command line, bundle, device) fits a picture for this model:
+        one input per model.
+
+        - "checkpoint" for a model with classes: the checkpoint's own eval transform (timm's, from its data config)
+          at the side asked: the short side resized to floor(side / crop_pct), the centre side × side cropped. What
+          its prediction means, and its maps explain that prediction, so they are of the same input.
+        - "keep" for a model without classes (DINO, DINOv2): the whole picture, short side at the side asked, the
+          aspect kept, cut to whole patches: its maps are about the picture's patches, all of them.
+        """
+        return "checkpoint" if self.labels else "keep"
+
+    def fitted_shape(self, h0: int, w0: int, side: int) -> tuple[int, int]:
+        """(H, W) of an (h0, w0) picture fitted at ``side`` by :attr:`input_policy`, from the shapes alone."""
+        if self.input_policy == "checkpoint":
+            return side, side
+        return fitted_shape(h0, w0, side, self.spec.patch, "keep")
+
     def fit(self, rgb: np.ndarray, resolution: int, probe: Probe | None = None) -> tuple[Fitted, int]:
-        """``rgb`` fitted as the Attention tab fits it (short side, aspect kept, whole patches) and the side used.
+        """``rgb`` fitted by the model's :attr:`input_policy` at the side ``resolution`` asks for, and that side.
 
         Raises ``ValueError`` (saying what to change) when one forward would be over the per-request budget,
         checked from the shapes alone before any resizing.
         """
         side = self.planned_side(rgb, resolution, probe)
-        return fit_to_patches(rgb, side, self.spec.patch, "keep"), side
+        return self.fit_at(rgb, side), side
+
+    def fit_at(self, rgb: np.ndarray, side: int) -> Fitted:
+        """``rgb`` fitted at the short side ``side`` (a whole number of patches) by :attr:`input_policy`."""
+        if self.input_policy == "keep":
+            return fit_to_patches(rgb, side, self.spec.patch, "keep")
+        return self._checkpoint_fit(rgb, side)
 
     def planned_side(self, rgb: np.ndarray, resolution: int, probe: Probe | None = None) -> int:
         """The short side :meth:`fit` will use for ``rgb``, after checking the budget from the shapes alone (no
         resizing: a kept result is found before any work)."""
         side = self.side(resolution)
         p = self.spec.patch
-        h, w = fitted_shape(*rgb.shape[:2], side, p, "keep")
+        h, w = self.fitted_shape(*rgb.shape[:2], side)
         budget.check_tokens(self.spec, (h // p, w // p), side, None if probe is None else probe.estimate)
         return side
 
-    def preprocess(self, rgb: np.ndarray) -> torch.Tensor:
-        """(H, W, 3) uint8 -> (1, 3, S, S) exactly as the checkpoint expects (timm's transform from its data config)."""
-        from PIL import Image
+    def preprocess(self, rgb: np.ndarray, side: int | None = None) -> torch.Tensor:
+        """(H, W, 3) uint8 -> (1, 3, H', W') normalised, fitted by :attr:`input_policy` at ``side`` (the
+        checkpoint's own size by default). For a classifier this is timm's eval transform from the checkpoint's
+        data config, bit for bit."""
+        return self.normalise(self.fit_at(rgb, self.side(side if side is not None else self.resolution)).image)
+
+    def eval_transform(self, side: int):
+        """timm's eval transform of this checkpoint at ``side`` (its interpolation, crop fraction, mean and std)."""
         from timm.data import create_transform
 
-        return create_transform(**self.data_config)(Image.fromarray(rgb))[None]
+        dc = self.data_config
+        return create_transform(input_size=(3, side, side), interpolation=dc.get("interpolation") or "bicubic",
+                                crop_pct=dc.get("crop_pct") or 1.0, crop_mode=dc.get("crop_mode") or "center",
+                                mean=self.mean, std=self.std)
+
+    def _checkpoint_fit(self, rgb: np.ndarray, side: int) -> Fitted:
+        """The picture as timm's eval transform crops it (every step before the tensor conversion, through PIL),
+        and where that crop lies in ``rgb``."""
+        import math
+
+        from PIL import Image
+
+        im = Image.fromarray(rgb)
+        for step in self.eval_transform(side).transforms:
+            if "Tensor" in type(step).__name__:  # what follows works on tensors: vitviz normalises the same way
+                break
+            im = step(im)
+        image = np.ascontiguousarray(np.asarray(im.convert("RGB")))
+        h0, w0 = rgb.shape[:2]
+        crop_pct = float(self.data_config.get("crop_pct") or 1.0)
+        short = math.floor(side / crop_pct)  # torchvision's Resize(int): the short side to it, the long in proportion
+        rh, rw = (short, int(short * h0 / w0)) if w0 <= h0 else (int(short * w0 / h0), short)
+        top, left = int(round((rh - side) / 2.0)), int(round((rw - side) / 2.0))
+        sw, sh = source_size(rgb)
+        read = "" if (sw, sh) == (w0, h0) else f", read at {w0}×{h0}"
+        dc, p, g = self.data_config, self.spec.patch, side // self.spec.patch
+        note = (f"{sw}×{sh} picture{read} → {side}×{side} as this checkpoint expects ({dc.get('interpolation')} "
+                f"resize of the short side to {short}, centre crop): {g}×{g} = {g * g} patches of {p}×{p}.")
+        return Fitted(image, p, "checkpoint", note, (w0 / rw, h0 / rh, float(left), float(top), w0, h0))
 
     def picture(self, x: torch.Tensor) -> np.ndarray:
         """Undo the normalisation of a (1, 3, S, S) input -> (S, S, 3) uint8: the picture the model saw."""
@@ -271,22 +330,17 @@ class Runner:
 
         The same request twice at once runs one forward; the other waits for it and shares the answer.
         """
-        if probe.checkpoint_input:
-            side = self.resolution
-        else:  # the budget is checked and the side decided from the shapes; the picture is resized only on a miss
-            side = self.planned_side(rgb, resolution if resolution is not None else self.resolution, probe)
+        # the budget is checked and the side decided from the shapes; the picture is resized only on a miss
+        asked = self.resolution if probe.own_size or resolution is None else resolution
+        side = self.planned_side(rgb, asked, probe)
         key = (self._module, probe.key, image_key(rgb), side)  # the key keeps its module alive
 
         def make() -> Run[T]:
-            if probe.checkpoint_input:
-                x = self.preprocess(rgb)
-            else:
-                fitted = fit_to_patches(rgb, side, self.spec.patch, "keep")
-                x = self.normalise(fitted.image)
+            shown = self.fit_at(rgb, side)
+            x = self.normalise(shown.image)
             t0 = time.perf_counter()
             value = self.run(probe, x)
             seconds = time.perf_counter() - t0
-            shown = fitted if not probe.checkpoint_input else self._checkpoint_fitted(rgb, x)
             named = (self.spec.key, self.weights_id, probe.key, key[2], side)
             token = digest.keyed(*named)  # keyed: nobody names another person's analysis from the picture
             if len(_by_token) > 4 * len(_results) + 256:  # forget the tokens of runs the store let go
@@ -310,16 +364,6 @@ class Runner:
         with self._lock, torch.inference_mode():
             return fn(self._module)
 
-    def _checkpoint_fitted(self, rgb: np.ndarray, x: torch.Tensor) -> Fitted:
-        dc = self.data_config
-        w0, h0 = source_size(rgb)
-        s = x.shape[-1]
-        p = self.spec.patch
-        note = (f"the {w0}×{h0} picture → {s}×{s} as this checkpoint expects ({dc.get('interpolation', 'bicubic')} "
-                f"resize, crop {dc.get('crop_pct', 1.0)}): {s // p}×{s // p} = {(s // p) ** 2} patches of {p}×{p}.")
-        return Fitted(self.picture(x), p, "checkpoint", note)
-
-
 @dataclass(frozen=True)
 class Call:
     """A probe that records nothing: ``fn(model, x, forward)`` as it is, under the lock (for experiments and
@@ -328,7 +372,7 @@ class Call:
     fn: Callable[[torch.nn.Module, torch.Tensor, Forward], Any]
     key: Hashable = "call"
     grad: bool = False
-    checkpoint_input: bool = False
+    own_size: bool = False
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return budget.forward_bytes(spec, tokens)

@@ -258,7 +258,8 @@ def cmd_crop(args: argparse.Namespace) -> int:
     settings = crop.settings_of(runner, values)
     todo = [i for i in items if not crop.done(out, i, settings)]
     redo = sum(crop.done(out, i) for i in todo)  # finished before, with other settings
-    batches, more = crop.plan(todo, runner.side(values["resolution"]), runner.spec.patch, args.batch)
+    side = runner.side(values["resolution"])
+    batches, more = crop.plan(todo, lambda h, w: runner.fitted_shape(h, w, side), args.batch)
     skipped += more
     written: list[dict] = []
     try:

@@ -278,21 +278,21 @@ def header_shape(path: str) -> tuple[int, int]:
     return (w, h) if orientation in (5, 6, 7, 8) else (h, w)
 
 
-def plan(items: Iterable[Item], side: int, patch: int, batch: int) -> tuple[list[list[Item]], list[Skip]]:
-    """Batches of at most ``batch`` pictures that the model sees at one shape (in the items' order, grouped by
-    shape), and the pictures whose header cannot be read. Every engine runs exactly these batches."""
-    from vitviz.core.images import fitted_shape
-
+def plan(items: Iterable[Item], shape: Callable[[int, int], tuple[int, int]],
+         batch: int) -> tuple[list[list[Item]], list[Skip]]:
+    """Batches of at most ``batch`` pictures that the model sees at one shape (``shape(h, w)``: the model's fitted
+    (H, W) of an (h, w) picture; in the items' order, grouped by shape), and the pictures whose header cannot be
+    read. Every engine runs exactly these batches."""
     groups: dict[tuple[int, int], list[Item]] = {}
     skipped = []
     for item in items:
         try:
             h, w = header_shape(item.path)
-            shape = fitted_shape(h, w, side, patch, "keep")
+            fitted = shape(h, w)
         except ValueError as err:
             skipped.append(Skip(item.rel, str(err)))
             continue
-        groups.setdefault(shape, []).append(item)
+        groups.setdefault(fitted, []).append(item)
     batches = [g[i:i + batch] for g in groups.values() for i in range(0, len(g), max(1, batch))]
     return batches, skipped
 
@@ -320,7 +320,7 @@ def crop_batch(runner, batch: list[Item], values: dict, out: Path) -> tuple[list
     from vitviz.core import images
     from vitviz.views import shapes_only
 
-    side, patch = runner.side(values["resolution"]), runner.spec.patch
+    patch = runner.spec.patch
     decoded, skipped = [], []
     for item in batch:
         try:
@@ -338,7 +338,7 @@ def crop_batch(runner, batch: list[Item], values: dict, out: Path) -> tuple[list
     settings = settings_of(runner, values)
     for (item, rgb, fitted), row in zip(decoded, rows):
         b = box_of(row, fitted.grid, patch, values["keep"])
-        left, top, right, bottom = images.box_to_original(b.box, *rgb.shape[:2], side, patch)
+        left, top, right, bottom = fitted.box_in_source(b.box)  # where the model's input lies in the picture
         crop = crop_file(out, item.rel)
         record = {"file": item.rel, "crop": crop.relative_to(out).as_posix(), "width": rgb.shape[1],
                   "height": rgb.shape[0], "left": left, "top": top, "right": right, "bottom": bottom,

@@ -14,7 +14,7 @@ from vitviz.models.runner import Runner
 from vitviz.render import plotting
 from vitviz.specs.state import settle
 from vitviz.specs import views as declared
-from vitviz.views.shown import Shown, record, shapes_only
+from vitviz.views.shown import Shown, nearest_shapes, record
 from vitviz.views.attention import map_grid
 
 
@@ -27,7 +27,7 @@ class ClassifyView:
 
 def render(loaded: Runner, rgb: np.ndarray, cmap: str = "inferno", alpha: float = 0.6) -> ClassifyView:
     """One forward gives the logits and the attention (last layer head mean and rollout)."""
-    a = analyse(loaded, rgb, checkpoint_input=True)
+    a = analyse(loaded, rgb, own_size=True)
     maps, seconds, picture = a.maps, a.seconds, a.fitted.image
     grid = maps.grid
     top5 = classify.top_k(maps.logits[0], loaded.labels)
@@ -111,9 +111,7 @@ def show_classify(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     runner = models.get_model(values["model"], progress)
     v = render(runner, rgb)
     x = runner.preprocess(rgb)
-    top5 = v.top5
-    if shapes_only(runner.spec.key, rgb):  # not a label for this picture: its nearest shapes, said as such
-        top5 = {f"nearest shape: {k}": p for k, p in top5.items()}
+    top5 = nearest_shapes(v.top5, runner.spec.key, rgb)  # a photo to the shapes model: its nearest shapes, said
     numbers = {"model": runner.spec.key, "notice": runner.notice, "top5": top5, "input_size": list(x.shape[-2:]),
                "parameters": runner.params}
     return Shown({"maps": v.maps}, {"facts": v.facts}, numbers, settle(values), runner.spec.key, runner.notice)
@@ -138,8 +136,9 @@ def show_shuffle(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     plotting.described(picture, f"The picture's patches dealt out in a random order (seed {values['seed']}), "
                                 f"{w}×{h} px, as the model sees it.")
     numbers = {"model": runner.spec.key, "diff_with_positions": r.diff_with_pos,
-               "diff_without_positions": r.diff_without_pos, "top_original": r.top_original,
-               "top_shuffled": r.top_shuffled}
+               "diff_without_positions": r.diff_without_pos,
+               "top_original": nearest_shapes(r.top_original, runner.spec.key, rgb),
+               "top_shuffled": nearest_shapes(r.top_shuffled, runner.spec.key, rgb)}
     return Shown({"shuffled": picture}, {"text": shuffle_markdown(r)}, numbers, settle(values), runner.spec.key,
                  runner.notice)
 

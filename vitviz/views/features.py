@@ -57,5 +57,5 @@ def show_feature_pca(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     fitted, streams = features.tokens_for(runner, rgb, values["resolution"])
     layer = s.within("layer", streams.shape[0], f"{runner.spec.key} has {streams.shape[0]} layers.", lo=1)
     image, text = render(runner, fitted, streams, layer)
-    return Shown({"feature_pca": image}, {"text": text}, {"model": runner.spec.key, "layer": layer}, s,
-                 runner.spec.key, runner.notice)
+    numbers = {"model": runner.spec.key, "layer": layer, "grid": list(fitted.grid)}
+    return Shown({"feature_pca": image}, {"text": text}, numbers, s, runner.spec.key, runner.notice)

@@ -22,7 +22,7 @@ from vitviz.render import plotting
 from vitviz.render.browser import png_data_url
 from vitviz.specs import views as declared
 from vitviz.specs.state import settle
-from vitviz.views.shown import Shown, record
+from vitviz.views.shown import Shown, nearest_shapes, record
 
 IMAGE_KEY = "__vitviz_image__"
 """Where a link in the diagram names the picture (the page puts the picture's link name there)."""
@@ -292,8 +292,8 @@ def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     if fp.probs is not None:
         figures["lens"] = render_lens(fp, key)
         figures["lens_map"] = render_lens_map(fp, fitted, layer, cmap, key)
-        numbers["logit_lens"] = [fp.top(row) for row in fp.lens]
-        numbers["top5"] = fp.top(fp.probs)
+        numbers["logit_lens"] = [nearest_shapes(fp.top(row), key, rgb) for row in fp.lens]
+        numbers["top5"] = nearest_shapes(fp.top(fp.probs), key, rgb)
         texts["lens"] = LENS_WARNING
     else:
         why = " (it learned without labels)" if is_self_supervised(runner.spec) else ""

@@ -150,7 +150,7 @@ def shapes_only(model: str | None, picture: np.ndarray | None) -> str:
     from vitviz.models.runner import image_key
     from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY
 
-    if model not in (OFFLINE_KEY, CNN_OFFLINE_KEY) or picture is None or image_key(picture) in _scene_keys():
+    if model not in (OFFLINE_KEY, CNN_OFFLINE_KEY) or picture is None or image_key(picture) in scene_keys():
         return ""
     if model == CNN_OFFLINE_KEY:
         return (f"**{CNN_OFFLINE_KEY} was trained only on generated shape scenes** like the four example scenes. "
@@ -162,8 +162,16 @@ def shapes_only(model: str | None, picture: np.ndarray | None) -> str:
             "hub (online): DINO ViT-S/8 for attention, ViT-B/16 for labels.")
 
 
+def nearest_shapes(top: dict[str, float], model: str | None, picture: np.ndarray | None) -> dict[str, float]:
+    """Class names and probabilities, each name marked "nearest shape: …" when a shapes-only model answers for a
+    picture that is not one of its scenes (:func:`shapes_only`): not a label for this picture."""
+    if not shapes_only(model, picture):
+        return top
+    return {f"nearest shape: {k}": p for k, p in top.items()}
+
+
 @functools.lru_cache(maxsize=1)
-def _scene_keys() -> frozenset[str]:
+def scene_keys() -> frozenset[str]:
     """The example scenes as the app and the command line decode them."""
     from vitviz import assets
     from vitviz.core import images

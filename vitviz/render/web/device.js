@@ -94,25 +94,39 @@ function resample(src, w, h, ow, oh, name) {
 
 function roundHalfEven(x) { const r = Math.round(x); return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r; }
 
-// timm's eval transform: shortest side to m.resize (torchvision: the long side int(resize * long / short)), centre
-// crop m.side, then float32 (x / 255 - mean) / std. Returns {rgb: the cropped (side, side, 3) picture, x: NCHW}.
-function prepare(rgb, w, h, m) {
+// The picture fitted as every view on the server fits it for this model (vitviz/models/runner.py, input_policy):
+// "checkpoint", timm's eval transform: shortest side to m.resize (torchvision: the long side int(resize * long /
+// short)), centre crop m.side; "keep", the whole picture: shortest side to m.side (Python's round of the other,
+// core/images.py _short_side_to), Pillow's bicubic, the long side cut to whole patches, centred. Then float32
+// (x / 255 - mean) / std. Returns {rgb: the fitted (H, W, 3) picture, x: NCHW, H, W}.
+function fitShape(w, h, m) {  // [resized width, resized height, fitted width, fitted height, left, top]
+  if (m.policy === "keep") {
+    const s = m.side / Math.min(w, h);
+    const rh = Math.max(m.side, roundHalfEven(h * s)), rw = Math.max(m.side, roundHalfEven(w * s));
+    const H = Math.floor(rh / m.patch) * m.patch, W = Math.floor(rw / m.patch) * m.patch;
+    return [rw, rh, W, H, Math.floor((rw - W) / 2), Math.floor((rh - H) / 2)];
+  }
   const short = Math.min(w, h), long = Math.max(w, h), other = Math.trunc(m.resize * long / short);
   const [rw, rh] = w <= h ? [m.resize, other] : [other, m.resize];
+  const S = m.side;
+  return [rw, rh, S, S, roundHalfEven((rw - S) / 2), roundHalfEven((rh - S) / 2)];
+}
+
+function prepare(rgb, w, h, m) {
+  const [rw, rh, W, H, left, top] = fitShape(w, h, m);
   const resized = (rw === w && rh === h) ? rgb : resample(rgb, w, h, rw, rh, m.interpolation);
-  const S = m.side, top = roundHalfEven((rh - S) / 2), left = roundHalfEven((rw - S) / 2);
-  const crop = new Uint8Array(S * S * 3), x = new Float32Array(3 * S * S), f = Math.fround;
-  for (let y = 0; y < S; y++) {
-    for (let xx = 0; xx < S; xx++) {
+  const crop = new Uint8Array(H * W * 3), x = new Float32Array(3 * H * W), f = Math.fround;
+  for (let y = 0; y < H; y++) {
+    for (let xx = 0; xx < W; xx++) {
       const sy = y + top, sx = xx + left, inside = sy >= 0 && sy < rh && sx >= 0 && sx < rw;
       for (let c = 0; c < 3; c++) {
         const v = inside ? resized[(sy * rw + sx) * 3 + c] : 0;
-        crop[(y * S + xx) * 3 + c] = v;
-        x[c * S * S + y * S + xx] = f(f(f(v / 255) - f(m.mean[c])) / f(m.std[c]));
+        crop[(y * W + xx) * 3 + c] = v;
+        x[c * H * W + y * W + xx] = f(f(f(v / 255) - f(m.mean[c])) / f(m.std[c]));
       }
     }
   }
-  return { rgb: crop, x };
+  return { rgb: crop, x, H, W };
 }
 
 async function readPicture(file) {  // the file's pixels, (h, w, 3) uint8, as decoded here (orientation applied)
@@ -128,10 +142,10 @@ async function readPicture(file) {  // the file's pixels, (h, w, 3) uint8, as de
   return { rgb, w: c.width, h: c.height };
 }
 
-async function pngOf(rgb, S) {  // the fitted picture as PNG bytes (the explorer's "image" part)
+async function pngOf(rgb, W, H) {  // the fitted picture as PNG bytes (the explorer's "image" part)
   const c = document.createElement("canvas");
-  c.width = S; c.height = S;
-  const g = c.getContext("2d"), img = g.createImageData(S, S);
+  c.width = W; c.height = H;
+  const g = c.getContext("2d"), img = g.createImageData(W, H);
   for (let i = 0, j = 0; j < rgb.length; i += 4, j += 3) { img.data[i] = rgb[j]; img.data[i + 1] = rgb[j + 1]; img.data[i + 2] = rgb[j + 2]; img.data[i + 3] = 255; }
   g.putImageData(img, 0, 0);
   const blob = await new Promise((ok) => c.toBlob(ok, "image/png"));
@@ -165,6 +179,20 @@ function session(m) {  // one per graph file (content-named: the browser keeps t
   return D.sessions.get(m.file);
 }
 
+// the model's position table for this grid, resampled by the server as the model's own forward does (a few hundred
+// kB, kept by the browser under its name)
+function positions(m, grid) {
+  const key = `${m.file}/${grid[0]}x${grid[1]}`;
+  if (!D.tables) D.tables = new Map();
+  if (!D.tables.has(key)) {
+    D.tables.set(key, fetch(`${appRoot()}/vitviz/device-pos/${key}`).then((r) => {
+      if (!r.ok) throw new Error(`the position table for ${grid[0]}×${grid[1]} patches is not there (${r.status})`);
+      return r.arrayBuffer();
+    }).then((b) => new Float32Array(b)).catch((e) => { D.tables.delete(key); throw e; }));
+  }
+  return D.tables.get(key);
+}
+
 function softmax(z) {
   let mx = -Infinity; for (const v of z) mx = Math.max(mx, v);
   const e = Array.from(z, (v) => Math.exp(v - mx)), s = e.reduce((a, b) => a + b, 0);
@@ -178,8 +206,8 @@ function top5(logits, labels) {
 
 // the explorer's payload from the graph's outputs: the class token's maps with the head mean (L, H + 1, N), each
 // layer's q then k (float32), the fitted picture; everything in `local`
-function payloadOf(m, out, png, name) {
-  const L = m.layers, H = m.heads, S = m.side, g = S / m.patch, n = g * g, T = m.prefix + n;
+function payloadOf(m, out, png, name, grid) {
+  const L = m.layers, H = m.heads, n = grid[0] * grid[1], T = m.prefix + n;
   const cls = out.cls.data, all = new Float32Array(L * (H + 1) * n);
   for (let l = 0; l < L; l++) {
     for (let h = 0; h < H; h++) all.set(cls.subarray((l * H + h) * n, (l * H + h + 1) * n), (l * (H + 1) + h) * n);
@@ -195,7 +223,7 @@ function payloadOf(m, out, png, name) {
     keys.push(`keys-${l}.f4`); local[`keys-${l}.f4`] = both.buffer;
   }
   const d = out.q0.dims[out.q0.dims.length - 1];
-  return { token: `device-${name}`, model: m.model, grid: [g, g], patch: m.patch, layers: L, heads: H, prefix: m.prefix,
+  return { token: `device-${name}`, model: m.model, grid, patch: m.patch, layers: L, heads: H, prefix: m.prefix,
            tokens: T, head_dim: d, parts: { cls: "cls.f4", rollout: "rollout.f4", image: "image.png", keys },
            first: Array.from({ length: L }, (_, i) => i), base: "", state: m.state, fields: m.fields,
            colormaps: m.colormaps, bytes: 0, local, device: true };
@@ -211,33 +239,40 @@ async function run(file) {
     const p0 = performance.now(), pic = await readPicture(file), prep = prepare(pic.rgb, pic.w, pic.h, m);
     const prepMs = performance.now() - p0;
     say(D.sessions.has(m.file) ? "running the model on this device…" : `downloading the model (${mb(m.bytes)}, once)…`);
-    const t0 = performance.now(), sess = await session(m), loaded = performance.now();
-    const ort = await runtime(), feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, m.side, m.side]) };
+    const grid = [prep.H / m.patch, prep.W / m.patch];
+    const t0 = performance.now(), [sess, table] = await Promise.all([session(m), positions(m, grid)]);
+    const loaded = performance.now(), ort = await runtime();
+    const feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, prep.H, prep.W]),
+                    pos: new ort.Tensor("float32", table, [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
     const t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1;
     D.timings.push(ms);
-    const png = await pngOf(prep.rgb, m.side);
-    const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}`);
+    const png = await pngOf(prep.rgb, prep.W, prep.H);
+    const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}-${m.side}`, grid);
     D.last = { input: prep.x, rgb: prep.rgb, out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.data])),
                ms, prep: prepMs, load: loaded - t0 };
     if (explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
+    // a shapes-only model answering for a photo: its nearest shapes, said as such (as the server says them)
+    const photo = !!m.shapes_warning && !(await knownScene(pic, m.scenes));
     const list = $d(".vx-dev-top5");
     list.innerHTML = "";
     if (out.logits) {
       for (const [label, prob] of top5(out.logits.data, m.labels)) {
-        const li = document.createElement("li");
-        li.textContent = `${label}: ${(100 * prob).toFixed(1)}%`;
-        li.dataset.p = String(prob); li.dataset.label = label;
+        const li = document.createElement("li"), shown = photo ? `nearest shape: ${label}` : label;
+        li.textContent = `${shown}: ${(100 * prob).toFixed(1)}%`;
+        li.dataset.p = String(prob); li.dataset.label = shown;
         list.append(li);
       }
     }
     $d(".vx-dev-top5-box").hidden = !out.logits;
+    const warn = $d(".vx-dev-warning");
+    if (warn) { warn.textContent = photo ? m.shapes_warning : ""; warn.hidden = !photo; }
     const server = m.server_ms ? ` The server's forward for this model takes about ${Math.round(m.server_ms)} ms.` : "";
     if (m.server_ms && ms > Math.max(3 * m.server_ms, SLOWER_MS)) {
       fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
                `${Math.round(m.server_ms)} ms)`);
     } else {
-      say(`${file.name}: computed on this device in ${Math.round(ms)} ms (${m.model}, ${m.side}×${m.side} px); ` +
-          `the picture was not sent.${server}`);
+      say(`${file.name}: computed on this device in ${Math.round(ms)} ms (${m.model}, ${prep.W}×${prep.H} px` +
+          `${m.side_note ? `: ${m.side_note}` : ""}); the picture was not sent.${server}`);
     }
     $d(".vx-device").dataset.ms = String(ms);
   } catch (err) {
@@ -249,6 +284,16 @@ async function run(file) {
     const box = $d(".vx-device");
     if (box) box.dataset.done = String(D.done);
   }
+}
+
+// whether the chosen picture is one of the example scenes (their pixels' digests, as the server's image_key makes
+// them: SHA-1 of the (h, w, 3) bytes and the shape's text); without a secure context nothing can tell: a photo
+async function knownScene(pic, scenes) {
+  if (!scenes || !scenes.length || !window.crypto?.subtle) return false;
+  const tail = new TextEncoder().encode(`(${pic.h}, ${pic.w}, 3)`), all = new Uint8Array(pic.rgb.length + tail.length);
+  all.set(pic.rgb); all.set(tail, pic.rgb.length);
+  const d = new Uint8Array(await crypto.subtle.digest("SHA-1", all));
+  return scenes.includes(Array.from(d, (b) => b.toString(16).padStart(2, "0")).join(""));
 }
 
 function fallBack(why) {  // the server answers instead: said, and the switch turned off

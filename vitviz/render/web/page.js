@@ -82,7 +82,7 @@
     if (name !== link.opening && performance.now() - touched > 2000) return;
     link.opening = name;
     link.tab(name);
-    if (press && !(name === "attention" && link.get("device") === "1")) document.getElementById(press)?.click();
+    if (press && !(["attention", "classify"].includes(name) && link.get("device") === "1")) document.getElementById(press)?.click();
   };
   for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }  // the link opened
   window.vitvizLink = link;
