@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser_support import OPENS_WITH, idle, open_tab
+from browser_support import sync_api, OPENS_WITH, idle, open_tab
 
 from vitviz.tools import lesson
 
@@ -92,6 +92,38 @@ def test_a_lesson_made_in_the_page_round_trips_through_its_file(browser, app_url
         page.wait_for_selector(OPENS_WITH["patches"], state="attached", timeout=120_000)
         assert "Big patches: few tokens." in page.locator("#lesson-bar").inner_text()
         assert parse_qs(urlparse(page.url).query)["patch"] == ["32"]
+    finally:
+        ctx.close()
+
+
+def test_the_lesson_maker_refuses_an_upload_and_an_over_long_lesson_in_words(browser, app_url, tmp_path):
+    """A step made on an uploaded picture would open on another picture: refused, said. A lesson file over the
+    bound (2 MB) once went to about:blank#blocked, and a link over ~120,000 characters reset the connection: both
+    refused in words, the page stays."""
+    import numpy as np
+    from PIL import Image
+
+    own = tmp_path / "own.png"
+    Image.fromarray((np.random.default_rng(3).random((90, 120, 3)) * 255).astype(np.uint8)).save(own)
+    ctx, page = open_tab(browser, app_url, "patches", query="patch=32")
+    try:
+        page.locator(".tabitem:visible input[type=file]").first.set_input_files(str(own))
+        page.wait_for_function("() => location.search.includes('image=upload-')", timeout=60_000)
+        idle(page)
+        page.get_by_text("Make a lesson from these views").click()
+        page.locator("#lesson-caption").fill("My own photo.")
+        page.locator("#lesson-add").click()
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("uploaded picture")
+        assert page.locator("#lesson-steps li").count() == 0
+        big = tmp_path / "big.md"
+        big.write_text("# Big\n1. [" + "a" * (2 * 2**20) + "](?tab=patches)\n")
+        page.locator("#lesson-file").set_input_files(str(big))
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("holds at most 32 KiB")
+        long = tmp_path / "long.md"  # under the file bound, over the link's
+        long.write_text("# Long\n" + "".join(f"{i}. [{'b' * 500}](?tab=patches&patch=16)\n" for i in range(1, 21)))
+        page.locator("#lesson-file").set_input_files(str(long))
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("a lesson link holds at most 8,000")
+        assert "lesson=" not in page.url and page.url.startswith(app_url)
     finally:
         ctx.close()
 

@@ -56,3 +56,53 @@ def test_a_lesson_that_is_not_text_is_refused_in_words(tmp_path, capsys):
     assert cli.main(["lesson", str(picture), "--out", str(tmp_path / "h.pdf")]) == 1
     err = capsys.readouterr().err
     assert "not a text file" in err and "codec" not in err
+
+
+def test_a_lesson_too_large_is_refused_in_words_before_it_is_read(tmp_path, capsys):
+    """3,000 steps or a 20 MB caption once ran for minutes: a lesson is bounded (size, steps, caption) and said so."""
+    many = "# Many\n" + "".join(f"{i}. [Step {i}.](?tab=patches&patch=16)\n" for i in range(1, 3001))
+    with pytest.raises(ValueError, match="at most 32 KiB"):
+        lesson.parse(many)
+    with pytest.raises(ValueError, match="at most 40 steps"):
+        lesson.parse("# Forty-one\n" + "".join(f"{i}. [S.](?tab=patches)\n" for i in range(1, 42)))
+    with pytest.raises(ValueError, match="caption holds at most 600"):
+        lesson.parse("# Long\n1. [" + "a" * 601 + "](?tab=patches)\n")
+    huge = tmp_path / "huge.md"
+    huge.write_bytes(b"# Huge\n1. [" + b"a" * (20 * 2**20) + b"](?tab=patches)\n")
+    assert cli.main(["lesson", str(huge), "--out", str(tmp_path / "h.pdf")]) == 1
+    assert "at most 32 KiB" in capsys.readouterr().err and not (tmp_path / "h.pdf").exists()
+
+
+def test_a_handout_that_cannot_be_written_leaves_nothing_and_no_traceback(tmp_path, capsys):
+    mine = tmp_path / "mine.md"
+    mine.write_text("# Two\n1. [The patches.](?tab=patches&image=cat)\n2. [An upload.](?tab=patches&image=upload-ab12)\n")
+    out = tmp_path / "handout.pdf"
+    assert cli.main(["lesson", str(mine), "--out", str(out)]) == 1  # step 2 cannot be printed
+    assert "needs one of the example pictures" in capsys.readouterr().err
+    assert list(tmp_path.glob("*.pdf")) == [] and list(tmp_path.glob(".*")) == []  # no partial handout left
+    one = tmp_path / "one.md"
+    one.write_text("# One\n1. [The patches.](?tab=patches&image=cat)\n")
+    assert cli.main(["lesson", str(one), "--out", "/proc/x.pdf"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write the handout there" in err and "Traceback" not in err
+
+
+def test_settings_a_step_asks_for_but_cannot_have_are_said_with_their_range(tmp_path, capsys):
+    mine = tmp_path / "mine.md"
+    mine.write_text("# Odd\n1. [Deep.](?tab=attention&image=scene_star&model=vitviz+tiny+%28shapes+only%29"
+                    "&layer=999999&keep=nan)\n2. [Fine.](?tab=patches&image=cat&patch=16)\n")
+    out = tmp_path / "odd.pdf"
+    assert cli.main(["lesson", str(mine), "--out", str(out)]) == cli.PARTLY  # done, with settings not as asked
+    err = capsys.readouterr().err
+    assert re.search(r"step 1: .*layer.*1.*12", err), err  # the parameter and its range
+    assert re.search(r"step 1: .*keep", err) and "step 2" not in err
+    assert out.is_file()
+
+
+def test_a_lesson_link_over_the_bound_is_refused_in_words_by_the_bar():
+    from vitviz.app import lessons as page_lessons
+
+    made = page_lessons.encode(lesson.parse("# Short\n1. [A step.](?tab=patches)\n"))
+    assert "step 1 of 1" in page_lessons.bar({"lesson": made})
+    said = page_lessons.bar({"lesson": "md:" + "a" * (lesson.MAX_LINK + 1)})
+    assert "a lesson link holds at most 8,000" in said and "step 1" not in said

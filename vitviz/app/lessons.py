@@ -53,6 +53,9 @@ def bar(query: dict) -> str:
     if not name:
         return ""
     try:
+        if len(name) > lessons.MAX_LINK:
+            raise ValueError(f"This link's lesson is {len(name):,} characters; a lesson link holds at most "
+                             f"{lessons.MAX_LINK:,}.")
         lesson = decode(name)
     except ValueError as err:
         return f'<nav id="lesson-bar" class="vx-lesson" aria-label="lesson"><p>{html.escape(str(err))}</p></nav>'
@@ -83,6 +86,7 @@ Your lesson stays in this browser until you download it (a small Markdown file y
 <button type="button" id="lesson-download">Download my lesson (.md)</button>
 <button type="button" id="lesson-clear">Start a new lesson</button></p>
 <p><label for="lesson-file">or open a lesson file</label> <input type="file" id="lesson-file" accept=".md,.txt,text/markdown"></p>
+<p id="lesson-said" role="status" aria-live="polite"></p>
 <ol id="lesson-steps" aria-label="the steps of my lesson"></ol>
 </div>
 """

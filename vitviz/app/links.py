@@ -46,8 +46,12 @@ def page_script() -> str:
 
     tabs = {f.link: r.tab for r in views.RECORDS.values() for f in r.view.settings() if f.link}
     here = {f.link: {"lo": f.lo, "hi": f.hi} for f in HERE}
+    from vitviz.tools import lesson
+
+    limits = {"bytes": lesson.MAX_BYTES, "steps": lesson.MAX_STEPS, "caption": lesson.MAX_CAPTION,
+              "link": lesson.MAX_LINK}
     return ((WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
-            .replace("/*HERE-SETTINGS*/{}", json.dumps(here)))
+            .replace("/*HERE-SETTINGS*/{}", json.dumps(here)).replace("/*LESSON-LIMITS*/{}", json.dumps(limits)))
 
 
 def model_choices(field) -> list[tuple[str, str]]:

@@ -342,6 +342,10 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         path = Path(args.lesson)
         if not path.is_file():
             raise ValueError(f"{path}: no such file.")
+        if path.stat().st_size > lesson.MAX_BYTES:  # before reading it whole
+            raise ValueError(f"{path}: {path.stat().st_size / 1024:,.0f} KiB; a lesson holds at most "
+                             f"{lesson.MAX_BYTES // 1024} KiB ({lesson.MAX_STEPS} steps). Split it into shorter "
+                             "lessons.")
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -355,9 +359,17 @@ def cmd_lesson(args: argparse.Namespace) -> int:
     if out.suffix.lower() != ".pdf":
         _say(f"--out {out}: a handout is a PDF file (e.g. --out handout.pdf).")
         return USAGE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pages = lesson.handout(chosen, out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pages, adjusted = lesson.handout(chosen, out, _say)
+    except OSError as err:  # a folder that cannot be written (/proc, a full disk): said, no traceback
+        _say(f"--out {out}: cannot write the handout there ({err.strerror or err}).")
+        return FAILED
     print(f"wrote {out}: {pages} page{'s' if pages != 1 else ''}, one per step of '{chosen.title}'")
+    if adjusted:
+        _say(f"{adjusted} step{'s' if adjusted != 1 else ''} asked for settings {'they' if adjusted != 1 else 'it'} "
+             "could not have; each page says what was used.")
+        return PARTLY
     return DONE
 
 

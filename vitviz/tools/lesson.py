@@ -22,6 +22,13 @@ from urllib.parse import parse_qsl
 from vitviz import assets
 
 STEP = re.compile(r"^\s*(?:\d+[.)]|[-*])\s*\[(?P<caption>.+)\]\((?P<link>\?[^)\s]*)\)\s*$")
+MAX_BYTES = 32 * 1024
+"""The largest lesson read (about 40 steps with long captions): a larger text is refused before it is parsed."""
+MAX_STEPS = 40
+MAX_CAPTION = 600
+"""A caption's most characters (a few sentences: what a student reads on one step)."""
+MAX_LINK = 8000
+"""The longest lesson link the page makes or opens (characters): proxies commonly refuse longer request lines."""
 LESSONS = Path(assets.__file__).parent / "lessons"
 """The lessons shipped with the package (``tour.md``: the guided tour)."""
 
@@ -43,7 +50,12 @@ class Lesson:
 
 
 def parse(text: str) -> Lesson:
-    """A lesson from its Markdown; ValueError naming the line for a step that is not ``N. [caption](?link)``."""
+    """A lesson from its Markdown; ValueError naming the line for a step that is not ``N. [caption](?link)``, and
+    for a lesson over :data:`MAX_BYTES`, :data:`MAX_STEPS` steps or a caption over :data:`MAX_CAPTION`."""
+    size = len(text.encode("utf-8", "replace"))
+    if size > MAX_BYTES:
+        raise ValueError(f"This lesson is {size / 1024:,.0f} KiB; a lesson holds at most {MAX_BYTES // 1024} KiB "
+                         f"({MAX_STEPS} steps of a few sentences each). Split it into shorter lessons.")
     title, steps = "", []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -55,7 +67,13 @@ def parse(text: str) -> Lesson:
         if m is None:
             raise ValueError(f"line {n} is not a step: write '1. [caption](?tab=...)' (a caption in brackets, then "
                              "a vitviz link's query in parentheses).")
-        steps.append(Step(m["caption"].strip(), m["link"]))
+        caption = m["caption"].strip()
+        if len(caption) > MAX_CAPTION:
+            raise ValueError(f"line {n}: the caption is {len(caption):,} characters; a step's caption holds at most "
+                             f"{MAX_CAPTION} (a few sentences).")
+        steps.append(Step(caption, m["link"]))
+        if len(steps) > MAX_STEPS:
+            raise ValueError(f"line {n}: a lesson has at most {MAX_STEPS} steps. Split it into shorter lessons.")
     if not steps:
         raise ValueError("A lesson needs at least one step: '1. [caption](?tab=...)'.")
     return Lesson(title or "A vitviz lesson", tuple(steps))
@@ -73,7 +91,9 @@ def tour() -> Lesson:
 
 
 def step_view(step: Step):
-    """(view name, checked settings, picture or None) that a step's link opens: the main view of its tab."""
+    """(view name, checked settings, picture or None, notes) that a step's link opens: the main view of its tab;
+    ``notes`` says, naming each setting and what it accepts, what the link asks for that the view cannot have (the
+    page opens it anyway, with the nearest value it can use)."""
     from vitviz.core import images
     from vitviz.views import records_of
 
@@ -83,7 +103,15 @@ def step_view(step: Step):
     if not main:
         raise ValueError(f"{step.link}: there is no tab {tab!r}.")
     r = main[0]
-    values = r.view.check(r.view.from_link(q))
+    read = r.view.from_link(q)
+    values = r.view.check(read)
+    notes = []
+    for f in r.view.settings():
+        if f.link and f.link in q:
+            try:
+                f.check(q[f.link])
+            except ValueError as err:
+                notes.append(f"{err} Used: {values[f.name]}.")
     rgb = None
     if r.needs_picture:
         try:
@@ -91,12 +119,26 @@ def step_view(step: Step):
         except KeyError:
             raise ValueError(f"{step.link}: a handout needs one of the example pictures, not {q.get('image')!r}.") \
                 from None
-    return r.name, values, rgb
+    return r.name, values, rgb, notes
 
 
-def handout(lesson: Lesson, out: Path) -> int:
+def _linked(view: str, setting: str, query: dict) -> bool:
+    """Whether the link ``query`` sets ``setting`` of ``view`` (not a default the view then could not use)."""
+    from vitviz.views import VIEWS
+
+    try:
+        return VIEWS[view][setting].link in query
+    except KeyError:
+        return False
+
+
+def handout(lesson: Lesson, out: Path, said=lambda text: None) -> tuple[int, int]:
     """Print ``lesson`` to the PDF ``out``: per step a page with its caption and its view's figures (the same as its
-    bundle). Returns the number of pages."""
+    bundle), and what the step asked for that it could not have (also told to ``said``). The PDF is written to a
+    temporary file beside ``out`` and renamed when whole: a step that cannot be printed leaves no partial handout.
+    Returns (pages, steps with settings used otherwise than asked)."""
+    import os
+    import tempfile
     import textwrap
 
     import numpy as np
@@ -105,22 +147,39 @@ def handout(lesson: Lesson, out: Path) -> int:
 
     from vitviz.tools import bundle
 
-    with PdfPages(out) as pdf:
-        for i, step in enumerate(lesson.steps, 1):
-            name, values, rgb = step_view(step)
-            shown = bundle.make(name, values, rgb)
-            figures = list(shown.figures.values())[:2]
-            fig = Figure(figsize=(8.27, 11.69))  # A4, portrait
-            fig.text(0.06, 0.96, f"{lesson.title}: step {i} of {len(lesson.steps)}", fontsize=14, weight="bold",
-                     va="top")
-            fig.text(0.06, 0.92, "\n".join(textwrap.wrap(step.caption, 90)), fontsize=11, va="top")
-            top = 0.78
-            for image in figures:
-                h = min(0.36, 0.88 * image.height / image.width * 8.27 / 11.69)
-                ax = fig.add_axes((0.06, top - h, 0.88, h))
-                ax.imshow(np.asarray(image.convert("RGB")))
-                ax.set_axis_off()
-                top -= h + 0.03
-            fig.text(0.06, 0.03, f"vitviz {step.link}", fontsize=8, color="#444444")
-            pdf.savefig(fig)
-    return len(lesson.steps)
+    out = Path(out)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}-", suffix=".pdf")
+    os.close(fd)
+    adjusted = 0
+    try:
+        with PdfPages(tmp) as pdf:
+            for i, step in enumerate(lesson.steps, 1):
+                name, values, rgb, notes = step_view(step)
+                shown = bundle.make(name, values, rgb)
+                notes += [f"{k}: {v['why']} (asked {v.get('asked')}, used {v.get('used')})"
+                          for k, v in shown.settled.adjusted().items() if _linked(name, k, step.query)]
+                for note in notes:
+                    said(f"step {i}: {note}")
+                adjusted += bool(notes)
+                figures = list(shown.figures.values())[:2]
+                fig = Figure(figsize=(8.27, 11.69))  # A4, portrait
+                fig.text(0.06, 0.96, f"{lesson.title}: step {i} of {len(lesson.steps)}", fontsize=14,
+                         weight="bold", va="top")
+                fig.text(0.06, 0.92, "\n".join(textwrap.wrap(step.caption, 90)), fontsize=11, va="top")
+                top = 0.78
+                for image in figures:
+                    h = min(0.36, 0.88 * image.height / image.width * 8.27 / 11.69)
+                    ax = fig.add_axes((0.06, top - h, 0.88, h))
+                    ax.imshow(np.asarray(image.convert("RGB")))
+                    ax.set_axis_off()
+                    top -= h + 0.03
+                if notes:
+                    fig.text(0.06, 0.07, "\n".join(textwrap.wrap("Not as the link asked: " + "; ".join(notes), 110)),
+                             fontsize=8, color="#7a2800", va="bottom")
+                fig.text(0.06, 0.03, f"vitviz {step.link}", fontsize=8, color="#444444")
+                pdf.savefig(fig)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(lesson.steps), adjusted

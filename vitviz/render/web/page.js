@@ -155,10 +155,18 @@
   const markdown = (steps) => "# My vitviz lesson\n\n" + steps.map((s, i) =>
     `${i + 1}. [${s.caption.replace(/[\[\]\n]/g, " ")}](${s.link})`).join("\n") + "\n";
   const b64 = (text) => btoa(unescape(encodeURIComponent(text))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const LIMITS = /*LESSON-LIMITS*/{};  // vitviz/tools/lesson.py's bounds: bytes, steps, caption, link
+  const say = (text) => { const s = document.querySelector("#lesson-said"); if (s) s.textContent = text; };
   const openLesson = (text) => {
     const first = (text.match(/\]\((\?[^)\s]*)\)/) || [])[1];
-    if (!first) { alert("This lesson has no step: write '1. [caption](?tab=...)'."); return; }
-    window.location.href = first + "&" + new URLSearchParams({ lesson: "md:" + b64(text), step: "1" }).toString();
+    if (!first) { say("This lesson has no step: write '1. [caption](?tab=...)'."); return; }
+    const link = first + "&" + new URLSearchParams({ lesson: "md:" + b64(text), step: "1" }).toString();
+    if (link.length > LIMITS.link) {  // a proxy would refuse it (or the browser block it): said, not opened
+      say(`This lesson is ${link.length.toLocaleString("en")} characters as a link; a lesson link holds at most ` +
+          `${LIMITS.link.toLocaleString("en")}. Shorten its captions or split it into two lessons.`);
+      return;
+    }
+    window.location.href = link;
   };
   function listSteps() {
     const list = document.querySelector("#lesson-steps");
@@ -170,7 +178,15 @@
     if (id === "lesson-add") {
       const box = document.querySelector("#lesson-caption");
       const caption = (box?.value || "").trim() || `Step ${mine().length + 1}`;
+      if ((new URLSearchParams(here()).get("image") || "").startsWith("upload-")) {
+        say("This view shows an uploaded picture, which a lesson's link cannot carry (it would open on another " +
+            "picture): choose one of the example pictures for this step.");
+        return;
+      }
+      if (caption.length > LIMITS.caption) { say(`A step's caption holds at most ${LIMITS.caption} characters.`); return; }
+      if (mine().length >= LIMITS.steps) { say(`A lesson has at most ${LIMITS.steps} steps.`); return; }
       keep([...mine(), { caption, link: here() }]);
+      say(`Added: step ${mine().length}.`);
       if (box) box.value = "";
     } else if (id === "lesson-open" && mine().length) {
       openLesson(markdown(mine()));
@@ -185,7 +201,14 @@
   });
   document.addEventListener("change", (ev) => {
     if (ev.target?.id !== "lesson-file" || !ev.target.files?.length) return;
-    ev.target.files[0].text().then(openLesson);
+    const file = ev.target.files[0];
+    ev.target.value = "";
+    if (file.size > LIMITS.bytes) {  // not read: a lesson is a few kilobytes of text
+      say(`${file.name} is ${Math.round(file.size / 1024).toLocaleString("en")} KiB; a lesson holds at most ` +
+          `${Math.round(LIMITS.bytes / 1024)} KiB. Is it the right file?`);
+      return;
+    }
+    file.text().then(openLesson);
   });
   new MutationObserver(() => { if (document.querySelector("#lesson-steps:empty") && mine().length) listSteps(); })
     .observe(document.body, { childList: true, subtree: true });
