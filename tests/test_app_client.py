@@ -16,7 +16,7 @@ from PIL import Image
 from vitviz import assets
 from vitviz.specs import registry
 from vitviz.specs import views as declared
-from vitviz.views import VIEWS
+from vitviz.views import RECORDS, VIEWS
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +38,8 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
     """view_api() is the declaration: names, types, choices and defaults, for every view (and the bundles)."""
     api = client.view_api(return_format="dict", print_info=False)
     named = api["named_endpoints"]
-    expected = {f"/{name}" for name in VIEWS} | {f"/bundle_{n}" for n in (
-        "forward_pass", "patches", "position_embeddings", "attention", "classify", "receptive_field", "translation", "data_efficiency",
-        "hybrid_stages")} | {"/explorer", "/device_model"}
+    expected = {f"/{name}" for name in VIEWS} | {f"/bundle_{r.name}" for r in RECORDS.values() if r.bundle} \
+        | {"/explorer", "/device_model"}
     assert set(named) == expected and not api["unnamed_endpoints"]
     for name, view in VIEWS.items():
         params = named[f"/{name}"]["parameters"]
@@ -49,7 +48,8 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
             if f.kind == "image":
                 assert not p["parameter_has_default"]
                 continue
-            assert p["parameter_has_default"] and p["parameter_default"] == f.default
+            default = f.to_link(f.default) or "" if f.kind == "cells" else f.default  # a set of patches as text
+            assert p["parameter_has_default"] and p["parameter_default"] == default
             if f.kind == "int":
                 assert p["type"] == {"type": "integer"}
             elif f.kind == "float":
@@ -471,3 +471,22 @@ def test_the_vit_vs_cnn_endpoints_answer_offline(client, example):
 def test_a_wrong_side_for_the_stage_calculator_names_the_parameter(client):
     with pytest.raises(Exception, match="`side`.*multiple of 32"):
         client.predict(100, api_name="/hybrid_stages")
+
+
+def test_the_test_the_map_endpoints_answer_and_refuse_in_words(client):
+    """/deletion, /randomise and /predict through the API, with their declared parameters; a patch set outside the
+    grid or empty, and a class outside the top 5, are refused naming the parameter."""
+    from gradio_client.exceptions import AppError
+
+    scene = picture("scene_star.png")
+    d = client.predict(scene, model=registry.OFFLINE_KEY, api_name="/deletion")
+    assert set(d["numbers"]["auc"]) >= {"attention", "rollout", "relevance", "occlusion", "random 1"}
+    assert d["numbers"]["deletion"]["attention"][0] == d["numbers"]["full"] and d["figures"]["curves"]
+    r = client.predict(scene, model=registry.OFFLINE_KEY, step=3, api_name="/randomise")
+    assert r["numbers"]["step"] == 3 and r["numbers"]["spearman"]["relevance"][0] == 1.0
+    p = client.predict(scene, model=registry.OFFLINE_KEY, patches="3,3;3,4", mode="keep", api_name="/predict")
+    assert p["numbers"]["patches"] == [[3, 3], [3, 4]] and 1 <= p["numbers"]["rank"] <= p["numbers"]["of"]
+    for bad, words in (({"patches": ""}, "`patches`"), ({"patches": "9,0"}, "outside this 8×8 grid"),
+                       ({"patches": "3,3", "rank": 6}, "`rank`")):
+        with pytest.raises(AppError, match=words):
+            client.predict(scene, model=registry.OFFLINE_KEY, api_name="/predict", **bad)

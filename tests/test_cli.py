@@ -347,3 +347,13 @@ def test_vitviz_forward_prints_no_words_meant_for_the_page(tmp_path):
     out = run("forward", str(EXAMPLES / "scene_ring.png"), "--out", str(tmp_path))
     assert out.returncode == 0 and "blocks" in out.stdout
     assert not re.search(r"\b(Open a stage|click|point at|tab)\b", out.stdout, re.I), out.stdout
+
+
+def test_the_test_the_map_verbs_write_their_figures_and_numbers(tmp_path):
+    out = run("view", "predict", str(EXAMPLES / "scene_star.png"), "--model", registry.OFFLINE_KEY, "--patches",
+              "3,3;4,4", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    numbers = json.loads((tmp_path / "predict.json").read_text())
+    assert numbers["patches"] == [[3, 3], [4, 4]] and numbers["mode"] == "drop" and (tmp_path / "predict_choice.png").is_file()
+    bad = run("view", "predict", str(EXAMPLES / "scene_star.png"), "--patches", "x", "--out", str(tmp_path))
+    assert bad.returncode == 2 and "`--patches`" in bad.stderr

@@ -106,3 +106,31 @@ def test_a_lesson_link_over_the_bound_is_refused_in_words_by_the_bar():
     assert "step 1 of 1" in page_lessons.bar({"lesson": made})
     said = page_lessons.bar({"lesson": "md:" + "a" * (lesson.MAX_LINK + 1)})
     assert "a lesson link holds at most 8,000" in said and "step 1" not in said
+
+
+def test_the_shipped_lessons_open_by_name_and_each_step_names_sections_and_settings_its_tab_has():
+    from vitviz.app import lessons as page_lessons
+    from vitviz.views import records_of
+
+    assert lesson.shipped_names() == ["test_the_map", "tour"]
+    mine = lesson.shipped("test_the_map")
+    assert mine.title == "Can we trust the map?" and len(mine.steps) == 4
+    assert lesson.shipped("../tour") is None and lesson.shipped("nothing") is None
+    assert "step 2 of 4" in page_lessons.bar({"lesson": "test_the_map", "step": "2"})
+    for step in mine.steps:
+        q = step.query
+        records = records_of(q["tab"])
+        known = {f.link for r in records for f in r.view.settings() if f.link}
+        assert set(q) - {"tab", "image", "open"} <= known, step.link
+        assert q.get("open", records[0].name) in {r.name for r in records}, step.link
+    assert {s.query.get("open") for s in mine.steps} == {None, "predict", "deletion", "randomise"}
+    name, _, _, _ = lesson.step_view(mine.steps[2])
+    assert name == "deletion"  # the handout prints the section the step opens
+
+
+@pytest.mark.slow
+def test_the_test_the_map_handout_prints_each_steps_section(tmp_path, capsys):
+    out = tmp_path / "map.pdf"
+    assert cli.main(["lesson", "test_the_map", "--out", str(out)]) == cli.PARTLY  # step 2 is filled in on screen
+    assert "filled in on screen" in capsys.readouterr().err
+    assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 4

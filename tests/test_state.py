@@ -32,6 +32,8 @@ def other_value(f: Field):
         return next(o for o in f.options() if o != f.default)
     if f.kind == "cell":
         return (2, 3)
+    if f.kind == "cells":
+        return ((1, 2), (3, 4))
     raise AssertionError(f.kind)
 
 

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from vitviz.app import uploads
-from vitviz.app.components import Form, device_panel, device_want, download_row, examples, explain, figure
-from vitviz.app.serving import MODEL, on
+from vitviz.app.components import (Form, browser_view, device_panel, device_want, download_row, examples, explain,
+                                   figure)
+from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab, by_component
 from vitviz.specs import views as declared
 
 C = declared.CLASSIFY
+P = declared.PREDICT
 
 
 def build(gr_tab: gr.Tab) -> Tab:
@@ -73,8 +77,86 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.accordion(declared.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(declared.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
     tab.accordion(declared.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)
+    _test_the_map(tab, form)
     tab.finish()
     return tab
+
+
+def _test_the_map(tab: Tab, form: Form) -> None:
+    """The section 'Test the map': its model, class and random orders (shared by its three views), then each view
+    in its panel: deletion and insertion, randomised weights, and predict, then test (laid out here: its picker)."""
+    from vitviz.views import RECORDS
+
+    gr.Markdown("## Test the map\nAn attention map is a hint, not proof that the model used those patches. These "
+                "three tests ask the model itself, on this picture.", elem_id="test-the-map")
+    with gr.Row():
+        shared = [form.add(P["model"]), form.add(P["rank"]), form.add(P["seeds"])]
+    again = [shared[0].change, shared[1].change, shared[2].release, tab.key.change]  # the section's own, a picture
+    tab.panel(RECORDS["deletion"], again)
+    tab.panel(RECORDS["randomise"], [shared[0].change, tab.key.change])
+    seeds = shared[2]
+    with gr.Accordion("Test the map: predict, then test", open=False, elem_id="predict-box") as box:
+        explain("Which patches does the model need for its answer? Mark them on the picture as the model sees it "
+                "(click or drag), then see what taking them out (or keeping only them) does to its answer, beside "
+                "the same number of patches chosen by each map and at random. The maps stay hidden until you have "
+                "chosen: predict first, then test.")
+        with gr.Row():
+            with gr.Column(min_width=300):
+                carrier = form.hold_in_browser(P, (P["patches"],))
+                picker = browser_view("picker", "predict-picker", "your patches: click or drag on the picture to "
+                                      "mark the patches you think the model needs; arrow keys move, space marks")
+            with gr.Column(min_width=300):
+                mode = form.add(P["mode"])
+                note = gr.Markdown(elem_classes="vx-table")
+                fig = figure("predict-choice")
+    _predict_panel(tab, P, box, picker, carrier, [mode.change, seeds.release, form[P["rank"]].change,
+                                                  form[P["model"]].change], note, fig)
+
+
+def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: gr.HTML, triggers: list,
+                   note: gr.Markdown, fig: gr.Image) -> None:
+    """'Predict, then test': the picker shows the picture as the model sees it when the panel opens (no map yet:
+    predict first); the student's marks (the carrier), the mode, the class and the seeds then test the choice
+    (the view's answer: the figure, the text, and the picker with the marks)."""
+    from vitviz.models import cache as models
+    from vitviz.views.faithful import picker_payload
+
+    is_open = gr.State(False)
+    form = tab.form
+    inputs = form.inputs(view)
+
+    def grid(*args):  # the picker's picture, grid and marks, for the form's picture and model (UI only)
+        *given, showing = args
+        if not showing:
+            return gr.skip()
+        picture, raw = form.values(view, tuple(given))
+        if picture is None:
+            return gr.skip()
+        values = view.check(raw)
+        runner = models.get_model(values["model"])
+        return picker_payload(runner, uploads.picture(picture), values["patches"])
+
+    def render(sh):
+        return sh.data["picker"], tab.note_text(sh) + sh.texts["text"], sh.figures["choice"]
+
+    event = tab.event(view, render, [picker, note, fig], gate=is_open)
+    opened = box.expand(lambda: True, None, is_open, queue=False, api_visibility="private")
+    box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
+    on([tab.key.change, form[view["model"]].change], friendly(grid), inputs + [is_open], picker, **MODEL)
+    opened.then(friendly(grid), inputs + [is_open], picker, api_visibility="private", preprocess=False, **MODEL)
+    on([carrier.change] + triggers, event, event.inputs, event.outputs, trigger_mode="always_last", **MODEL)
+
+    def when_marked(values: dict, request: gr.Request, progress=gr.Progress()):
+        """Opening the panel tests the marks it already holds (a link's); with none, it only shows the picker."""
+        try:
+            held = json.loads(values[carrier] or "{}")
+        except (TypeError, ValueError):
+            held = {}
+        if not (isinstance(held, dict) and held.get("patches")):
+            return tuple(gr.skip() for _ in event.outputs)
+        return event(values, request, progress)
+
+    opened.then(when_marked, event.inputs, event.outputs, api_visibility="private", preprocess=False, **MODEL)
 
 
 def _device_manifest(on: bool, model: str, progress) -> dict | None:

@@ -19,8 +19,9 @@ KEPT = ("projector", "contrast")
 
 def decode(value: str) -> lessons.Lesson:
     """The lesson a link's ``lesson`` parameter names; ValueError if it names none."""
-    if value == "tour":
-        return lessons.tour()
+    named = lessons.shipped(value)
+    if named is not None:
+        return named
     if value.startswith("md:"):
         raw = value[3:]
         try:

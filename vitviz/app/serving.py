@@ -423,6 +423,8 @@ def python_type(field: Field) -> Any:
         return bool
     if field.kind == "cell":
         return typing.Optional[str]
+    if field.kind == "cells":
+        return str
     return typing.Literal[tuple(field.options())]
 
 
@@ -431,7 +433,9 @@ def signature(view: View) -> inspect.Signature:
     params = []
     for f in view.fields:
         default = inspect.Parameter.empty if f.kind == "image" else f.default
-        if isinstance(default, tuple):
+        if f.kind == "cells":
+            default = f.to_link(default) or ""
+        elif isinstance(default, tuple):
             default = ",".join(map(str, default))
         params.append(inspect.Parameter(f.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
                                         annotation=python_type(f)))

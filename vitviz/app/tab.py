@@ -280,10 +280,11 @@ class Tab:
         endpoints(mine)
         self.remember_in_link(tuple(r.view for r in mine))
 
-    def panel(self, r: Record) -> None:
+    def panel(self, r: Record, triggers: list = ()) -> None:
         """View ``r`` in an accordion of its own at the end of the tab: its settings' controls (those the tab has
-        not already), a note, and its figures (``r.figures``, or a gallery of whatever it draws)."""
-        with gr.Accordion(r.view.title[:1].upper() + r.view.title[1:], open=False) as box:
+        not already), a note, and its figures (``r.figures``, or a gallery of whatever it draws); it is computed
+        again, while open, when one of its controls or of ``triggers`` changes."""
+        with gr.Accordion(r.view.title[:1].upper() + r.view.title[1:], open=False, elem_id=f"{r.name}-box") as box:
             new = [f for f in r.view.settings() if f not in self.form.controls and f not in self.form.browser]
             controls = [self.form.add(f) for f in new]
             note = gr.Markdown(elem_classes="vx-table")
@@ -294,7 +295,7 @@ class Tab:
                 gallery = gr.Gallery(show_label=False, label=r.view.title, elem_id=f"{r.name}-figures",
                                      columns=1, object_fit="contain", format="png")
         kwargs = MODEL if r.runs_model else {}
-        triggers = [c.change for c in controls]
+        triggers = [c.change for c in controls] + list(triggers)
         if r.figures:
             self.accordion(r.view, box, triggers, figures, ("text", note), **kwargs)
         else:
@@ -364,7 +365,8 @@ class Tab:
             if f.kind != "choice" or f.default not in registry.REGISTRY or f.name not in settled.values:
                 continue
             used = settled.values[f.name]
-            if used in registry.SHAPES_ONLY and used != f.default and not available.get(f.default, False):
+            if used in registry.SHAPES_ONLY and used != f.default and not available.get(f.default, False) \
+                    and not any(f.default in line for line in said):  # two model lists of one tab, one default
                 said.append(f"**Offline here: {f.default} cannot be had** (no connection to the model hub, and its "
                             f"weights are not in this computer's cache), so the page shows **{used}**, which vitviz "
                             "trained itself on generated shapes. Its numbers are real, but it knows only the shape "

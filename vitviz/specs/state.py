@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("int", "float", "choice", "bool", "cell", "image")
+KINDS = ("int", "float", "choice", "bool", "cell", "cells", "image")
+MAX_CELLS = 4096
+"""The most patches a "cells" setting may name (a 64 × 64 grid)."""
 
 
 def _number_words(lo: float, hi: float, integer: bool) -> str:
@@ -31,7 +33,8 @@ class Field:
 
     Attributes:
         name: the parameter's name in the API, in ``params.json`` and on the command line (``--name``).
-        kind: "int", "float", "choice", "bool", "cell" (a patch (row, col), or none) or "image" (the picture).
+        kind: "int", "float", "choice", "bool", "cell" (a patch (row, col), or none), "cells" (a set of patches,
+            sorted; empty: none chosen) or "image" (the picture).
         default: the value a view opens with.
         label: what the control says.
         lo, hi, step: the range of a number (and the control's step).
@@ -94,6 +97,8 @@ class Field:
             return "true or false"
         if self.kind == "cell":
             return "a patch as 'row,column' (whole numbers), or nothing"
+        if self.kind == "cells":
+            return f"patches as 'row,column;row,column;…' (whole numbers, at most {MAX_CELLS:,}), or nothing"
         return "a picture"
 
     def _refuse(self, value: Any, why: str = "") -> ValueError:
@@ -124,7 +129,33 @@ class Field:
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value in (0, 1):
                 return bool(value)
             raise self._refuse(value)
+        if self.kind == "cells":
+            return self._cells(value)
         return self._cell(value)
+
+    def _cells(self, value: Any) -> tuple[tuple[int, int], ...]:
+        if value is None or value == "" or value == [] or value == ():
+            return ()
+        if isinstance(value, str):
+            if len(value) > 12 * MAX_CELLS:
+                raise self._refuse(value)
+            items: list = [part for part in value.replace(" ", "").split(";") if part]
+        elif isinstance(value, (list, tuple)):
+            items = list(value)
+        else:
+            raise self._refuse(value)
+        if len(items) > MAX_CELLS:
+            raise self._refuse(value)
+        cells = set()
+        for item in items:
+            try:
+                cell = self._cell(item)
+            except ValueError:
+                raise self._refuse(value) from None
+            if cell is None:
+                raise self._refuse(value)
+            cells.add(cell)
+        return tuple(sorted(cells))
 
     def _number(self, value: Any) -> int | float:
         if isinstance(value, bool) or value is None or not isinstance(value, (int, float, str)):
@@ -194,6 +225,8 @@ class Field:
             return "1" if value else "0"
         if self.kind == "cell":
             return None if value is None else f"{value[0]},{value[1]}"
+        if self.kind == "cells":
+            return ";".join(f"{r},{c}" for r, c in value) or None
         if self.kind == "float":
             return f"{value:g}"
         return str(value)

@@ -186,6 +186,35 @@ SHUFFLE = View("shuffle", "patch shuffling", (
     IMAGE, CLS_MODEL, Field("seed", "int", 0, "shuffle seed", 0, 2**31 - 1, 1, link="seed")))
 TRADEOFF = View("patch_size_tradeoff", "patch-size trade-off", ())
 
+# ---- Test the map (on the Classify tab) ---------------------------------------------------------------------------
+
+TM_MODEL = Field("model", "choice", "ViT-B/16 (ImageNet-1k)", "model (test the map)",
+                 choices=lambda: registry.own_first(registry.keys("classify") + registry.keys("attention")),
+                 link="tm_model")
+"""A classifier is scored by its class's probability; a model without classes (DINO) by the cosine similarity of
+its final [CLS] to the whole picture's."""
+TM_SEEDS = Field("seeds", "int", 3, "random orders (the baseline and its spread)", 1, 10, 1, link="tm_seeds")
+TM_RANK = Field("rank", "choice", 1, "class tested: its place in the top 5", choices=(1, 2, 3, 4, 5), link="tm_rank")
+MAP_NAMES = ("attention", "rollout", "relevance")
+DELETION = View("deletion", "test the map: deletion and insertion", (
+    IMAGE, TM_MODEL, TM_RANK,
+    Field("curves", "choice", "deletion", "curves", choices=("deletion", "insertion", "both"), link="tm_curves"),
+    Field("points", "choice", 11, "points on each curve (every 10% or every 5%)", choices=(11, 21),
+          link="tm_points"),
+    TM_SEEDS,
+    Field("regions", "int", 3, "occlusion: regions per side of the picture", 2, 8, 1, link="tm_regions")))
+RANDOMISE = View("randomise", "test the map: randomise the weights", (
+    IMAGE, TM_MODEL,
+    Field("step", "int", 0, "blocks re-initialised, from the top (0 = trained)", 0, MAX_DEPTH, 1, link="tm_step",
+          follows="layers"),
+    Field("map", "choice", "relevance", "map", choices=MAP_NAMES, link="tm_map"),
+    Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="tm_cmap")))
+PREDICT = View("predict", "test the map: predict, then test", (
+    IMAGE, TM_MODEL, TM_RANK,
+    Field("patches", "cells", (), "the patches you think the model needs", link="tm_patches"),
+    Field("mode", "choice", "drop", "what is done to them", choices=("drop", "keep"), link="tm_mode"),
+    TM_SEEDS))
+
 # ---- the ViT-vs-CNN tab ------------------------------------------------------------------------------------------
 
 VS_VIT = Field("vit", "choice", "DINO ViT-S/8", "ViT (attention distance)",

@@ -336,8 +336,9 @@ def cmd_lesson(args: argparse.Namespace) -> int:
     """A lesson's handout: each step's figures under its caption, one PDF page per step."""
     from vitviz.tools import lesson
 
-    if args.lesson == "tour":
-        chosen = lesson.tour()
+    named = lesson.shipped(args.lesson)
+    if named is not None:
+        chosen = named
     else:
         path = Path(args.lesson)
         if not path.is_file():
@@ -530,7 +531,8 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
                 _view_parser(_add(sub, r.command, help=f"{r.view.title} (figures and numbers)"), r)
 
     p = _add(sub, "lesson", help="print a lesson (a Markdown file of captioned vitviz links) as a PDF handout")
-    p.add_argument("lesson", help="the lesson's file, or 'tour' for the guided tour shipped with vitviz")
+    p.add_argument("lesson", help="the lesson's file, or a lesson shipped with vitviz: 'tour' (the guided tour), "
+                                  "'test_the_map'")
     p.add_argument("--out", required=True, help="the handout's PDF file (one page per step)")
     p.set_defaults(run=cmd_lesson)
 

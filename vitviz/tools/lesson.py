@@ -85,6 +85,20 @@ def write(lesson: Lesson) -> str:
                                                   for i, s in enumerate(lesson.steps, 1)]) + "\n"
 
 
+SHIPPED = re.compile(r"^[a-z_]{1,40}$")
+"""The names of the lessons shipped with the package (their file names without ``.md``)."""
+
+
+def shipped(name: str) -> Lesson | None:
+    """The lesson shipped with the package under ``name`` ("tour": the guided tour; "test_the_map"), or None."""
+    path = LESSONS / f"{name}.md"
+    return parse(path.read_text(encoding="utf-8")) if SHIPPED.match(name) and path.is_file() else None
+
+
+def shipped_names() -> list[str]:
+    return sorted(p.stem for p in LESSONS.glob("*.md") if SHIPPED.match(p.stem))
+
+
 def tour() -> Lesson:
     """The guided tour shipped with the package."""
     return parse((LESSONS / "tour.md").read_text())
@@ -102,7 +116,8 @@ def step_view(step: Step):
     main = records_of(tab)
     if not main:
         raise ValueError(f"{step.link}: there is no tab {tab!r}.")
-    r = main[0]
+    sections = {r.name: r for r in main}
+    r = sections.get(q.get("open", ""), main[0])  # the section the step opens (?open=...), else the tab's own view
     read = r.view.from_link(q)
     values = r.view.check(read)
     notes = []
@@ -120,6 +135,12 @@ def step_view(step: Step):
             raise ValueError(f"{step.link}: a handout needs one of the example pictures, not {q.get('image')!r}.") \
                 from None
     return r.name, values, rgb, notes
+
+
+def _without(link: str, key: str) -> str:
+    from urllib.parse import urlencode
+
+    return "?" + urlencode([(k, v) for k, v in parse_qsl(link.lstrip("?")) if k != key])
 
 
 def _linked(view: str, setting: str, query: dict) -> bool:
@@ -155,7 +176,14 @@ def handout(lesson: Lesson, out: Path, said=lambda text: None) -> tuple[int, int
         with PdfPages(tmp) as pdf:
             for i, step in enumerate(lesson.steps, 1):
                 name, values, rgb, notes = step_view(step)
-                shown = bundle.make(name, values, rgb)
+                try:
+                    shown = bundle.make(name, values, rgb)
+                except ValueError as err:  # a section a student fills in on screen (marks on a picture)
+                    main_name, values, rgb, _ = step_view(Step(step.caption, _without(step.link, "open")))
+                    if main_name == name:
+                        raise
+                    notes.append(f"the section '{name}' is filled in on screen ({err}); printed: the tab's view")
+                    shown = bundle.make(main_name, values, rgb)
                 notes += [f"{k}: {v['why']} (asked {v.get('asked')}, used {v.get('used')})"
                           for k, v in shown.settled.adjusted().items() if _linked(name, k, step.query)]
                 for note in notes:

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 # the modules whose records make the views (importing them registers their views, in this order)
-from vitviz.views import forward, patches, windows, posembed, attention, heads, features, classify, vitcnn  # noqa: F401, E402, I001
+from vitviz.views import forward, patches, windows, posembed, attention, heads, features, classify, faithful, vitcnn  # noqa: F401, E402, I001
 from vitviz.views.shown import LINK, RECORDS, VIEWS, Record, Shown, plain, record, shapes_only  # noqa: F401
 from vitviz.specs.state import View
 

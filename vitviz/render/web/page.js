@@ -33,7 +33,23 @@
     },
     images: {},  // tab -> image key ("cat" for an example, "upload-<hash>" for an upload)
     image(tab, key) { link.images[tab] = key || null; if (link.get("tab") === tab) link.set({ image: key || null }); },
-    tab(name) { link.set({ tab: name, image: link.images[name] || null }); link.show(); },
+    tab(name) {
+      if (name !== link.get("tab")) link.set({ open: null });  // a section of the tab left behind
+      link.set({ tab: name, image: link.images[name] || null }); link.show();
+    },
+    section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
+      const started = performance.now();
+      const tryOpen = () => {
+        const box = document.getElementById(`${name}-box`), head = box?.querySelector(":scope > .label-wrap");
+        if (!head || !box.offsetParent) {
+          if (performance.now() - started < 30000) setTimeout(tryOpen, 200);
+          return;
+        }
+        if (!head.classList.contains("open")) head.click();
+        setTimeout(() => box.scrollIntoView({ block: "start", behavior: "instant" }), 300);
+      };
+      tryOpen();
+    },
     restore(text) {  // settings set back by the server (a refused value): {"keys": {link key: text or null}}
       let got = {};
       try { got = JSON.parse(text || "{}").keys || {}; } catch (e) { return; }
@@ -87,6 +103,7 @@
   for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }  // the link opened
   window.vitvizLink = link;
   link.show();
+  if (/^[a-z_]{1,40}$/.test(link.get("open") || "")) link.section(link.get("open"));  // ?open=<section>
   document.body.classList.remove("dark");
   link.projector(link.get("projector") === "1");
   link.contrast(link.get("contrast") === "1");

@@ -1,0 +1,569 @@
+"""Can we trust the map? Tests of whether a map's patches are the ones the prediction needs.
+
+A map (the class token's attention, rollout, relevance…) ranks the patches. The tests here take patch tokens out of
+the model's sequence in the map's order and watch the prediction:
+
+- **Token dropping** (:func:`drop_tokens`): the model runs on a shorter sequence: its prefix tokens ([CLS],
+  registers) and the patch tokens kept, each with its own position embedding (the stream entering block 1 is
+  recorded once, then subsets of it go through the blocks, the final norm and the head). No grey patch is pasted
+  in, so the picture stays in its own distribution; the model still sees a sequence it was never trained on.
+- **Deletion and insertion curves** (:func:`curves`): remove the most relevant patches first (the probability of
+  the class should fall fast for a faithful map: low area under the curve), or start from the prefix tokens alone
+  and add the most relevant first (it should rise fast: high area), at 0, 10, …, 100% of the patches. Every
+  order's sequences at one point are equally long, so they go through the model together: a curve costs about
+  4.5 forwards' worth of tokens, not one forward per point.
+- **Occlusion** (:func:`occlusion`): the drop in the class's probability when one region of patches is taken out,
+  a reference that asks the model itself (one sequence per region, all in one batch).
+- **Randomised weights** (:func:`cascade`): the blocks re-initialised from the top down, one more at each step
+  (Adebayo et al. 2018): a map that stays the same is not about what the model learned.
+
+For a model without classes (DINO), the score is the cosine similarity of what its head would read (the final
+[CLS]) to the whole picture's, and the views say so.
+
+Shapes: T = prefix + N tokens of width D; B sequences in a batch; K tokens kept; F points of a curve.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from vitviz.analyses.forward import Parts, parts_of
+from vitviz.models import budget, hooks
+from vitviz.models.runner import Forward, Runner
+from vitviz.specs.registry import ModelSpec
+
+TOKENS_PER_BATCH = 8
+"""A batch of subsets holds at most this many full sequences' worth of tokens (memory, counted by the budget)."""
+
+
+# ---- running the model on a subset of its tokens ------------------------------------------------------------
+
+def _block(b: torch.nn.Module, z: torch.Tensor) -> torch.Tensor:
+    out = b(z)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def stream_in(model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(the (1, T, D) stream entering block 1: patches embedded, prefix tokens put in front, positions added;
+    the model's own logits (1, C) or None), from one forward of ``x``."""
+    p = parts_of(model)
+    with hooks.capture({"in": (p.blocks[0], "input")}) as seen:
+        logits, _ = forward(x)
+    z = seen["in"].detach()
+    return z.reshape(z.shape[0], -1, z.shape[-1])[:1], logits
+
+
+def through(p: Parts, z: torch.Tensor) -> torch.Tensor:
+    """(B, K, D) tokens through every block and the final norm -> (B, K, D) (what the head reads from)."""
+    for b in p.blocks:
+        z = _block(b, z)
+    return p.norm(z)
+
+
+def tracked(p: Parts, final: torch.Tensor, prefix: int) -> torch.Tensor:
+    """(B, D): what the head reads (or would read) from (B, K, D) normalised tokens: [CLS], or the patches' mean."""
+    return final[:, 0] if p.tracks == "[CLS]" else final[:, prefix:].mean(1)
+
+
+def score(p: Parts, final: torch.Tensor, target: int | None, reference: torch.Tensor | None,
+          prefix: int) -> torch.Tensor:
+    """(B,) float64: the probability of class ``target`` read from (B, K, D) normalised tokens by the model's own
+    readout; without a head, the cosine of what the head would read with ``reference`` (D,), the whole picture's."""
+    if p.readout is not None and target is not None:
+        return torch.softmax(p.readout(final).double(), -1)[:, target]
+    return torch.nn.functional.cosine_similarity(tracked(p, final, prefix).double(), reference.double()[None], dim=-1)
+
+
+def drop_tokens(p: Parts, z: torch.Tensor, prefix: int, kept: torch.Tensor, target: int | None,
+                reference: torch.Tensor | None) -> torch.Tensor:
+    """(B,) scores of the model run on ``kept`` (B, K) patch indices of the stream ``z`` (1, T, D): each sequence
+    is the ``prefix`` tokens and the kept patch tokens in their own order, their position embeddings already in."""
+    b, k = kept.shape
+    index = torch.cat([torch.arange(prefix).expand(b, prefix), kept + prefix], 1)  # (B, prefix + K)
+    seqs = z[0][index]  # (B, prefix + K, D)
+    return score(p, through(p, seqs), target, reference, prefix)
+
+
+@dataclass
+class Scored:
+    """What one forward of the whole picture gives the tests: its score, the class, the reference feature."""
+
+    full: float
+    target: int | None
+    reference: torch.Tensor | None
+    probs: np.ndarray | None
+
+
+def _scored(p: Parts, z: torch.Tensor, logits: torch.Tensor | None, rank: int, prefix: int) -> Scored:
+    if p.readout is None or logits is None:
+        return Scored(1.0, None, tracked(p, through(p, z), prefix)[0], None)
+    probs = torch.softmax(logits.detach().double().reshape(-1, logits.shape[-1])[0], -1)
+    order = torch.argsort(probs, descending=True, stable=True)
+    target = int(order[min(max(int(rank), 1), len(probs)) - 1])
+    return Scored(float(probs[target]), target, None, probs.numpy())
+
+
+# ---- curves ------------------------------------------------------------------------------------------------------
+
+def fractions(points: int) -> np.ndarray:
+    """(F,) the shares of the patches at which a curve is read: 0, 1/(F-1), …, 1."""
+    return np.linspace(0.0, 1.0, int(points))
+
+
+def auc(x: np.ndarray, y: np.ndarray) -> float:
+    """The area under the curve ``y`` over ``x`` by the trapezoid rule (x from 0 to 1)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
+
+
+@dataclass
+class Curves:
+    """Deletion and insertion curves of several orders of the patches.
+
+    Attributes:
+        fractions: (F,) share of the patches removed (deletion) or added (insertion).
+        deletion, insertion: order name -> (F,) score at each point (empty for a kind not asked for).
+        full: the score of the whole picture (deletion's first point, insertion's last).
+        target: the class scored (None: a model without classes, scored by cosine similarity).
+        tokens: how many tokens went through the model (cost, in tokens).
+    """
+
+    fractions: np.ndarray
+    deletion: dict[str, np.ndarray]
+    insertion: dict[str, np.ndarray]
+    full: float
+    target: int | None
+    tokens: int = 0
+
+    def area(self, kind: str, name: str) -> float:
+        return auc(self.fractions, (self.deletion if kind == "deletion" else self.insertion)[name])
+
+
+def _batched(n_tokens_full: int, rows: list[tuple[str, str, int, np.ndarray]]) -> list[list]:
+    """Group (kind, order, point, kept patches) rows of one length into batches of at most
+    :data:`TOKENS_PER_BATCH` full sequences' worth of tokens."""
+    by_len: dict[int, list] = {}
+    for row in rows:
+        by_len.setdefault(len(row[3]), []).append(row)
+    batches = []
+    for k, group in sorted(by_len.items()):
+        per = max(1, TOKENS_PER_BATCH * n_tokens_full // max(k, 1))
+        batches += [group[i:i + per] for i in range(0, len(group), per)]
+    return batches
+
+
+def run_rows(p: Parts, z: torch.Tensor, prefix: int, rows: list, s: "Scored") -> tuple[dict, int]:
+    """Every (kind, name, point, kept patches) row's score, batched by length; and the tokens that went through."""
+    got, tokens = {}, 0
+    with torch.no_grad():
+        for batch in _batched(z.shape[1], rows):
+            kept = torch.as_tensor(np.stack([r[3] for r in batch]), dtype=torch.long)
+            values = drop_tokens(p, z, prefix, kept, s.target, s.reference)
+            tokens += kept.numel() + prefix * len(batch)
+            got |= {r[:3]: float(v) for r, v in zip(batch, values)}
+    return got, tokens
+
+
+def curves(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", orders: list[tuple[str, np.ndarray]],
+           points: int, kinds: tuple[str, ...]) -> Curves:
+    """Deletion and/or insertion (``kinds``) curves of each order (the patches, most relevant first) at ``points``
+    shares, from the stream ``z`` (1, T, D) of the whole picture scored ``s``."""
+    n = z.shape[1] - prefix
+    fr = fractions(points)
+    counts = [int(round(f * n)) for f in fr]
+    rows = []
+    for name, order in orders:
+        o = np.asarray(order)
+        for i, k in enumerate(counts):
+            if 0 < k < n:  # the ends are the same for every order: the whole picture, and the prefix alone
+                if "deletion" in kinds:
+                    rows.append(("deletion", name, i, np.sort(o[k:])))
+                if "insertion" in kinds:
+                    rows.append(("insertion", name, i, np.sort(o[:k])))
+    with torch.no_grad():
+        empty = float(drop_tokens(p, z, prefix, torch.zeros(1, 0, dtype=torch.long), s.target, s.reference)[0])
+    got, tokens = run_rows(p, z, prefix, rows, s)
+    deletion, insertion = {}, {}
+    for name, _ in orders:
+        if "deletion" in kinds:
+            deletion[name] = np.array([s.full if k == 0 else empty if k == n else got[("deletion", name, i)]
+                                       for i, k in enumerate(counts)])
+        if "insertion" in kinds:
+            insertion[name] = np.array([empty if k == 0 else s.full if k == n else got[("insertion", name, i)]
+                                        for i, k in enumerate(counts)])
+    return Curves(fr, deletion, insertion, s.full, s.target, tokens + prefix)
+
+
+# ---- the maps, from one forward (and one backward) ----------------------------------------------------------
+
+def maps_and_stream(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int,
+                    rank: int) -> tuple[Parts, torch.Tensor, "Scored", dict[str, np.ndarray]]:
+    """One forward on the eager path (every layer's attention kept) and, with classes, one backward: the stream
+    entering block 1 (1, T, D), the whole picture's score for the class at ``rank`` of its top 5, and each map
+    (N,): the class token's last-layer attention (head mean), rollout, relevance (Chefer et al. 2021)."""
+    from vitviz.core import attention as att
+
+    p = parts_of(model)
+    attns: list[torch.Tensor] = []
+    with hooks.record_attention(model, lambda _layer, a: attns.append(a)), \
+            hooks.capture({"in": (p.blocks[0], "input")}) as seen:
+        logits, _ = forward(x)
+    z = seen["in"].detach()
+    z = z.reshape(z.shape[0], -1, z.shape[-1])[:1]
+    with torch.no_grad():
+        s = _scored(p, z, None if logits is None else logits.detach(), rank, prefix)
+    maps = {"attention": attns[-1][0].detach().double().mean(0)[0, prefix:].numpy(),
+            "rollout": np.asarray(att.rollout_cls_mean([a[0].detach() for a in attns]), np.float64)[prefix:]}
+    if s.target is not None and logits is not None and logits.requires_grad:
+        grads = torch.autograd.grad(logits[0, s.target], attns)
+        with torch.no_grad():
+            r = torch.eye(attns[0].shape[-1], dtype=torch.float64)
+            for a, g in zip(attns, grads):
+                r = r + (g[0].double() * a[0].double()).clamp(min=0).mean(0) @ r
+        maps["relevance"] = r[0, prefix:].numpy()
+    return p, z, s, maps
+
+
+def _eager_estimate(spec: ModelSpec, tokens: int) -> int:
+    """The eager forward and backward of the maps, or a batch of subsets, whichever is larger."""
+    return max(budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4,
+               TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens))
+
+
+@dataclass
+class Tested:
+    """What the deletion view shows: the maps, the occlusion drop, the curves of every order."""
+
+    maps: dict[str, np.ndarray]
+    occlusion: "Occlusion"
+    curves: Curves
+    orders: list[str]
+    randoms: list[str]
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TestProbe:
+    """The deletion view in one run: the maps from one eager forward and backward, occlusion, then every order's
+    curves (the maps', occlusion's and ``seeds`` random orders'), the subsets batched by length."""
+
+    grid: tuple[int, int]
+    prefix: int
+    points: int = 11
+    seeds: int = 3
+    regions: int = 3
+    kinds: tuple[str, ...] = ("deletion", "insertion")
+    rank: int = 1
+    grad: bool = True
+    own_size: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("tested", self.grid, self.points, self.seeds, self.regions, self.kinds, self.rank)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return _eager_estimate(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Tested:
+        p, z, s, maps = maps_and_stream(model, x, forward, self.prefix, self.rank)
+        occ = occlusion(p, z, self.prefix, s, self.grid, self.regions)
+        maps["occlusion"] = occ.drop
+        n = z.shape[1] - self.prefix
+        randoms = [f"random {i + 1}" for i in range(self.seeds)]
+        orders = [(k, np.asarray(order_of(v))) for k, v in maps.items()]
+        orders += [(r, np.asarray(random_order(n, i))) for i, r in enumerate(randoms)]
+        c = curves(p, z, self.prefix, s, orders, self.points, self.kinds)
+        tokens = 3 * z.shape[1] + occ.tokens + c.tokens  # the forward and the backward, occlusion, the curves
+        return Tested(maps, occ, c, list(maps), randoms, tokens)
+
+    def nbytes(self, t: Tested) -> int:
+        return sum(v.nbytes for v in (*t.maps.values(), *t.curves.deletion.values(), *t.curves.insertion.values()))
+
+
+# ---- occlusion -------------------------------------------------------------------------------------------------
+
+def regions(grid: tuple[int, int], per_side: int) -> np.ndarray:
+    """(N,) the region of each patch when a (gh, gw) grid is cut into about ``per_side`` × ``per_side`` blocks of
+    whole patches (fewer where the grid has fewer patches)."""
+    gh, gw = grid
+    rows = np.minimum(np.arange(gh) * min(per_side, gh) // gh, per_side - 1)
+    cols = np.minimum(np.arange(gw) * min(per_side, gw) // gw, per_side - 1)
+    return (rows[:, None] * min(per_side, gw) + cols[None, :]).reshape(-1)
+
+
+@dataclass
+class Occlusion:
+    """The score's drop when each region of patches is left out, on every patch of the region.
+
+    Attributes:
+        drop: (N,) full score minus the score without the patch's region (larger: the model needed it more).
+        regions: (N,) each patch's region; count: how many regions; tokens: cost in tokens.
+    """
+
+    drop: np.ndarray
+    regions: np.ndarray
+    count: int
+    full: float
+    tokens: int = 0
+
+
+def occlusion(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", grid: tuple[int, int],
+              per_side: int) -> Occlusion:
+    """One sequence per region of about ``per_side`` × ``per_side`` patches, each without its region."""
+    region = regions(grid, per_side)
+    count = int(region.max()) + 1
+    got, tokens = run_rows(p, z, prefix, [("occlusion", "", r, np.flatnonzero(region != r)) for r in range(count)],
+                           s)
+    drop = np.array([s.full - got[("occlusion", "", int(r))] for r in region])
+    return Occlusion(drop, region, count, s.full, tokens)
+
+
+@dataclass(frozen=True)
+class OcclusionProbe:
+    """Occlusion on its own: one forward of the whole picture, then one sequence per region left out."""
+
+    grid: tuple[int, int]
+    per_side: int
+    prefix: int
+    rank: int = 1
+    grad: bool = False
+    own_size: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("occlusion", self.grid, self.per_side, self.rank)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens) + budget.forward_bytes(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Occlusion:
+        p = parts_of(model)
+        z, logits = stream_in(model, x, forward)
+        s = _scored(p, z, logits, self.rank, self.prefix)
+        return occlusion(p, z, self.prefix, s, self.grid, self.per_side)
+
+    def nbytes(self, o: Occlusion) -> int:
+        return o.drop.nbytes + o.regions.nbytes
+
+
+@dataclass(frozen=True)
+class CurvesProbe:
+    """Curves of given orders on their own: one forward of the whole picture, then the subsets."""
+
+    orders: tuple[tuple[str, tuple[int, ...]], ...]  # (name, the patches, most relevant first)
+    points: int
+    prefix: int
+    rank: int = 1
+    kinds: tuple[str, ...] = ("deletion", "insertion")
+    grad: bool = False
+    own_size: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("curves", self.orders, self.points, self.rank, self.kinds)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens) + budget.forward_bytes(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Curves:
+        p = parts_of(model)
+        z, logits = stream_in(model, x, forward)
+        s = _scored(p, z, logits, self.rank, self.prefix)
+        c = curves(p, z, self.prefix, s, [(k, np.asarray(o)) for k, o in self.orders], self.points, self.kinds)
+        c.tokens += z.shape[1]
+        return c
+
+    def nbytes(self, c: Curves) -> int:
+        return sum(v.nbytes for v in (*c.deletion.values(), *c.insertion.values())) + c.fractions.nbytes
+
+
+def order_of(values: np.ndarray) -> tuple[int, ...]:
+    """The patches, most relevant first (ties in patch order): a map's order for the curves."""
+    return tuple(int(i) for i in np.argsort(-np.asarray(values, np.float64), kind="stable"))
+
+
+def random_order(n: int, seed: int) -> tuple[int, ...]:
+    """A seeded random order of ``n`` patches (the baseline every map is compared with)."""
+    return tuple(int(i) for i in np.random.default_rng(seed).permutation(n))
+
+
+# ---- randomised weights ------------------------------------------------------------------------------------------
+
+def reinitialise(block: torch.nn.Module, seed: int) -> None:
+    """Draw ``block``'s weights anew, as a ViT is initialised before training: every linear layer from a truncated
+    normal (std 0.02) with zero bias, every norm reset to the identity (seeded: the same draw every time)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in block.modules():
+            if isinstance(m, torch.nn.Linear):
+                w = torch.randn(m.weight.shape, generator=g).clamp_(-2, 2).mul_(0.02)
+                m.weight.copy_(w)
+                if m.bias is not None:
+                    m.bias.zero_()
+            elif isinstance(m, torch.nn.LayerNorm):
+                if m.weight is not None:
+                    m.weight.fill_(1.0)
+                if m.bias is not None:
+                    m.bias.zero_()
+
+
+@dataclass
+class Cascade:
+    """Maps and predictions with the top ``k`` blocks re-initialised, for k = 0 (trained) … L (all random).
+
+    Attributes:
+        maps: map name -> (L + 1, N) the map at each step (attention: last layer's head mean; rollout; relevance).
+        probs: (L + 1,) the trained model's class's probability at each step (None without classes).
+        top: (L + 1,) the class each step predicts (None without classes).
+        target: the trained model's class.
+    """
+
+    maps: dict[str, np.ndarray]
+    probs: np.ndarray | None
+    top: np.ndarray | None
+    target: int | None
+    layers: int = 0
+
+
+def _maps_of(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int,
+             target: int | None) -> tuple[dict[str, np.ndarray], torch.Tensor | None, int | None]:
+    """One forward (and, with classes, one backward) of ``model``: the class token's last-layer attention (head
+    mean), rollout and relevance for ``target`` (the model's own top class when None); the logits; the target."""
+    from vitviz.core import attention as att
+
+    attns: list[torch.Tensor] = []
+    with hooks.record_attention(model, lambda _layer, a: attns.append(a)):
+        logits, _ = forward(x)
+    out = {"attention": attns[-1][0].detach().double().mean(0)[0, prefix:].numpy(),
+           "rollout": np.asarray(att.rollout_cls_mean([a[0].detach() for a in attns]))[prefix:]}
+    if logits is not None:
+        target = int(torch.argmax(logits.detach().reshape(-1, logits.shape[-1])[0])) if target is None else target
+        grads = torch.autograd.grad(logits[0, target], attns)
+        with torch.no_grad():
+            t = attns[0].shape[-1]
+            r = torch.eye(t, dtype=torch.float64)
+            for a, gr in zip(attns, grads):
+                r = r + (gr[0].double() * a[0].double()).clamp(min=0).mean(0) @ r
+        out["relevance"] = r[0, prefix:].numpy()
+    return out, None if logits is None else logits.detach(), target
+
+
+@dataclass(frozen=True)
+class CascadeProbe:
+    """The maps of the trained model and of copies whose top k blocks are re-initialised, k = 1 … L (one copy,
+    re-initialised one more block at each step; the shared model is never changed)."""
+
+    prefix: int
+    seed: int = 0
+    grad: bool = True
+    own_size: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("cascade", self.seed)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        weights = int(spec.params_m * 1e6 * 4)  # the copy
+        return weights + budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Cascade:
+        from vitviz.models import loaders
+
+        twin = copy.deepcopy(model).eval()  # the shared model is never changed
+        twin_forward = loaders.forward_of(twin)
+        blocks = parts_of(twin).blocks
+        steps, probs, top, target = [], [], [], None
+        for k in range(len(blocks) + 1):
+            if k:
+                reinitialise(blocks[len(blocks) - k], self.seed * 1000 + k)
+            got, lg, target = _maps_of(twin, x, twin_forward, self.prefix, target)
+            steps.append(got)
+            if lg is not None:
+                p = torch.softmax(lg.double().reshape(-1, lg.shape[-1])[0], -1)
+                probs.append(float(p[target]))
+                top.append(int(torch.argmax(p)))
+        names = list(steps[0])
+        return Cascade({n: np.stack([s[n] for s in steps]) for n in names},
+                       np.array(probs) if probs else None, np.array(top) if top else None, target, len(blocks))
+
+    def nbytes(self, c: Cascade) -> int:
+        return sum(v.nbytes for v in c.maps.values())
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation of two maps (ties take their average rank): 1 = the same order of patches."""
+    def ranks(v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, np.float64).ravel()
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=np.float64)
+        _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
+        sums = np.bincount(inverse, weights=r)
+        return sums[inverse] / counts[inverse]
+
+    ra, rb = ranks(a), ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = np.sqrt((ra ** 2).sum() * (rb ** 2).sum())
+    return float((ra * rb).sum() / den) if den > 0 else 0.0
+
+
+# ---- a student's own choice ------------------------------------------------------------------------------------
+
+@dataclass
+class Choice:
+    """The score with the student's patches dropped (or kept alone), beside each order's same number of patches.
+
+    Attributes:
+        full: the whole picture's score; chosen: with the student's choice applied.
+        others: order name -> the score with that order's first len(choice) patches applied the same way.
+    """
+
+    full: float
+    chosen: float
+    others: dict[str, float] = field(default_factory=dict)
+    target: int | None = None
+
+
+@dataclass(frozen=True)
+class ChoiceProbe:
+    """The maps from one eager forward and backward, then the student's set and each order's set of the same size
+    (the maps', ``seeds`` random orders'), dropped (``keep`` False) or kept alone (``keep`` True), in one batch."""
+
+    chosen: tuple[int, ...]
+    prefix: int
+    seeds: int = 3
+    keep: bool = False
+    rank: int = 1
+    grad: bool = True
+    own_size: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("choice", self.chosen, self.seeds, self.keep, self.rank)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return _eager_estimate(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Choice:
+        p, z, s, maps = maps_and_stream(model, x, forward, self.prefix, self.rank)
+        n, k = z.shape[1] - self.prefix, len(self.chosen)
+        orders = [(name, np.asarray(order_of(v))) for name, v in maps.items()]
+        orders += [(f"random {i + 1}", np.asarray(random_order(n, i))) for i in range(self.seeds)]
+        sets = [("yours", np.asarray(self.chosen))] + [(name, o[:k]) for name, o in orders]
+        rows = [("choice", name, 0, np.sort(c) if self.keep else np.setdiff1d(np.arange(n), c)) for name, c in sets]
+        got, _ = run_rows(p, z, self.prefix, rows, s)
+        return Choice(s.full, got[("choice", "yours", 0)], {name: got[("choice", name, 0)] for name, _ in orders},
+                      s.target)
+
+    def nbytes(self, c: Choice) -> int:
+        return 64 * (len(c.others) + 2)
+
+
+def tokens_of(runner: Runner) -> int:
+    """Tokens of one forward of ``runner`` at its own size (what a cost in tokens is divided by)."""
+    g = runner.resolution // runner.spec.patch
+    return runner.spec.prefix + g * g

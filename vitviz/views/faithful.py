@@ -1,0 +1,315 @@
+"""Test the map: whether the patches a map highlights are the ones the model's prediction needs, on the student's
+own picture (the Classify tab's section "Test the map"; the analyses are :mod:`vitviz.analyses.faithful`).
+
+- **Deletion and insertion**: each map's order of the patches, taken out (or put in) 10% at a time, against
+  random orders; the area under each curve in a table.
+- **Randomise the weights**: the maps of a model whose blocks are re-initialised from the top down, and how alike
+  they stay to the trained model's (Spearman's rank correlation), beside its prediction falling apart.
+- **Predict, then test**: the student marks the patches they think the model needs; those are dropped (or kept
+  alone) and compared with the same number of patches by each map.
+
+All run at the model's own size with its one input (a classifier's own eval transform), as the Classify tab does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from vitviz.analyses import faithful
+from vitviz.models import cache as models
+from vitviz.models.runner import Runner
+from vitviz.render import plotting
+from vitviz.render.browser import png_data_url
+from vitviz.specs import views as declared
+from vitviz.specs.state import settle
+from vitviz.views.attention import map_grid
+from vitviz.views.shown import Shown, nearest_shapes, record, shapes_only
+
+COLOURS = {"attention": "#0072b2", "rollout": "#e69f00", "relevance": "#009e73", "occlusion": "#cc79a7",
+           "your choice": "#d55e00", "random": "#777777"}
+"""Okabe and Ito's colour-blind-safe palette, one colour per map."""
+CAVEATS = ("What this shows and what it does not: taking tokens out keeps every remaining patch exactly as it was "
+           "(no grey square pasted in, which the model never saw in training), but a sequence with tokens missing "
+           "is still one the model was never trained on, so every curve also measures how the model copes with "
+           "that. A map that beats the random orders points at patches the prediction depends on here; it does not "
+           "show how the model reasons, and a map that loses may still be right about something else.")
+
+
+def _runner(values: dict, progress=None) -> Runner:
+    runner = models.get_model(values["model"], progress)
+    if runner.spec.prefix < 1:
+        raise ValueError(f"`model`: {runner.spec.key} has no [CLS] or register token, so with every patch taken out "
+                         "nothing is left to read: choose a model with a class token.")
+    return runner
+
+
+def _what(runner: Runner, target: int | None, rgb: np.ndarray) -> tuple[str, str]:
+    """(what the score is, in words; the class's name) for the figures and texts."""
+    if target is None:
+        return "cosine similarity to the whole picture's [CLS]", ""
+    name = runner.labels[target] if runner.labels else f"class {target}"
+    name = next(iter(nearest_shapes({name: 0.0}, runner.spec.key, rgb)))
+    return f"probability of “{name}”", name
+
+
+def grid_of(runner: Runner) -> tuple[int, int]:
+    g = runner.side(runner.resolution) // runner.spec.patch
+    return g, g
+
+
+def _input_grid(runner: Runner, rgb: np.ndarray) -> tuple[tuple[int, int], np.ndarray]:
+    fitted = runner.fit_at(rgb, runner.side(runner.resolution))
+    return fitted.grid, fitted.image
+
+
+# ---- deletion and insertion ---------------------------------------------------------------------------------
+
+KINDS = {"deletion": ("deletion",), "insertion": ("insertion",), "both": ("deletion", "insertion")}
+
+
+def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what: str, model: str,
+                  kinds: tuple[str, ...]) -> Image.Image:
+    x = c.fractions * 100
+    with plotting.figure(1, len(kinds), figsize=(plotting.fig_width(3.9 * len(kinds)), 6.0), squeeze=False) \
+            as (fig, axes):
+        for ax, kind in zip(axes[0], kinds):
+            curves = c.deletion if kind == "deletion" else c.insertion
+            band = np.stack([curves[r] for r in randoms])
+            ax.fill_between(x, band.min(0), band.max(0), color="#bbbbbb", label="random (range)")
+            ax.plot(x, band.mean(0), ":", color=COLOURS["random"], label="random (mean)")
+            for name in names:
+                ax.plot(x, curves[name], "o-", ms=3, color=COLOURS.get(name, "#000000"), label=name)
+            ax.set_xlabel("% of patches taken out" if kind == "deletion" else "% of patches put in")
+            ax.set_title(kind)
+            ax.set_ylim(min(0.0, float(band.min())), max(1.0, float(band.max())) * 1.02)
+        axes[0][0].set_ylabel(what[:40])
+        handles, labels = axes[0][-1].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", frameon=False)
+        fig.subplots_adjust(wspace=0.3, bottom=0.3)
+        image = plotting.to_image(fig)
+    parts = "; ".join(f"{n}: " + ", ".join(f"{k} area {c.area(k, n):.3f}" for k in kinds) for n in names)
+    return plotting.described(image, f"{' and '.join(kinds).capitalize()} curves of {model} ({what}): {parts}; "
+                              "random orders' " + ", ".join(f"{k} area {np.mean([c.area(k, r) for r in randoms]):.3f}"
+                                                            for k in kinds) + ".")
+
+
+@record(declared.DELETION, tab="classify", figures=("curves",), bundle=True,
+        doc="Deletion and insertion curves: each map's order of the patch tokens (last-layer attention, rollout, "
+            "relevance, occlusion) taken out (or put in) a share at a time, against seeded random orders; "
+            "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful).")
+def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """Deletion and insertion curves of each map against random orders, with the areas under them."""
+    runner = _runner(values, progress)
+    s = settle(values)
+    grid, _ = _input_grid(runner, rgb)
+    kinds = KINDS[values["curves"]]
+    t = runner.analyse(faithful.TestProbe(grid, runner.spec.prefix, values["points"], values["seeds"],
+                                          values["regions"], kinds, values["rank"]), rgb).value
+    c, occ, names, randoms = t.curves, t.occlusion, t.orders, t.randoms
+    what, name = _what(runner, c.target, rgb)
+    area = {k: {kind: c.area(kind, k) for kind in kinds} for k in names + randoms}
+    spread = {kind: np.array([area[r][kind] for r in randoms]) for kind in kinds}
+
+    def pm(v: np.ndarray) -> str:
+        return f"{v.mean():.3f} ± {v.std(ddof=1):.3f}" if len(v) > 1 else f"{v.mean():.3f}"
+
+    heads = {"deletion": "deletion area (lower: more faithful)", "insertion": "insertion area (higher: more faithful)"}
+    table = ("| map | " + " | ".join(heads[k] for k in kinds) + " |\n|---|" + "---|" * len(kinds) + "\n"
+             + "\n".join(f"| {k} | " + " | ".join(f"{area[k][kind]:.3f}" for kind in kinds) + " |" for k in names)
+             + f"\n| random ({len(randoms)} orders) | " + " | ".join(pm(spread[kind]) for kind in kinds) + " |")
+    said = []
+    if "deletion" in kinds:
+        best = min(names, key=lambda k: area[k]["deletion"])
+        said.append(f"taking out the patches each map ranks highest makes it fall fastest for **{best}**")
+    if "insertion" in kinds:
+        best = max(names, key=lambda k: area[k]["insertion"])
+        said.append(f"putting them in first, it rises fastest for **{best}**")
+    beats = [k for k in names if all((area[k][kind] < spread[kind].min()) if kind == "deletion" else
+                                     (area[k][kind] > spread[kind].max()) for kind in kinds)]
+    text = (f"Scored by the {what} (the whole picture: {c.full:.3f}). " + "; ".join(said).capitalize() + ". "
+            + (f"Beating every random order: {', '.join(beats)}. " if beats else "No map beats every random order. ")
+            + f"Occlusion: the picture cut into {occ.count} regions (about {values['regions']} per side), each taken "
+            f"out once. {CAVEATS}")
+    if c.target is None:
+        text = ("This model has no classes, so each sequence is scored by how close its final [CLS] stays to the "
+                "whole picture's (cosine similarity), not by a probability. " + text)
+    warning = shapes_only(runner.spec.key, rgb)
+    numbers = {"model": runner.spec.key, "score": what, "class": name or None, "full": c.full,
+               "fractions": c.fractions.tolist(), "deletion": {k: v.tolist() for k, v in c.deletion.items()},
+               "insertion": {k: v.tolist() for k, v in c.insertion.items()}, "auc": area,
+               "random_auc": {kind: [float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0]
+                              for kind, v in spread.items()},
+               "occlusion": {"regions": occ.count, "per_side": values["regions"]}, "grid": list(grid),
+               "cost": {"tokens": t.tokens, "forwards": t.tokens / faithful.tokens_of(runner)}}
+    figure = render_curves(c, names, randoms, what, runner.spec.key, kinds)
+    return Shown({"curves": figure}, {"text": table + "\n\n" + text, "table": table}, numbers, s, runner.spec.key,
+                 "\n\n".join(p for p in (runner.notice, warning) if p))
+
+
+# ---- randomised weights -------------------------------------------------------------------------------------
+
+def compose(parts: list[Image.Image], beside: bool) -> Image.Image:
+    """Figures drawn here put side by side (or one under the other) on white, keeping the smallest text recorded;
+    scaled to the style's box if they would not fit it (they are sized to)."""
+    w = sum(p.width for p in parts) if beside else max(p.width for p in parts)
+    h = max(p.height for p in parts) if beside else sum(p.height for p in parts)
+    out, at = Image.new("RGB", (w, h), "white"), 0
+    for part in parts:
+        out.paste(part.convert("RGB"), (at, 0) if beside else ((w - part.width) // 2, at))
+        at += part.width if beside else part.height
+    sizes = [plotting.text_px_of(p) for p in parts if plotting.text_px_of(p) is not None]
+    return plotting.fit_image(out, min(sizes) if sizes else None)
+
+
+def render_cascade(c: faithful.Cascade, picture: np.ndarray, grid: tuple[int, int], step: int, name: str,
+                   rho: dict[str, np.ndarray], cmap: str, model: str) -> Image.Image:
+    st = plotting.style()
+    small = np.asarray(Image.fromarray(picture).resize(plotting.panel_size(*picture.shape[:2], 170), Image.BILINEAR))
+    maps = [plotting.heat_overlay(small, m.reshape(grid), cmap, 0.6) for m in (c.maps[name][0], c.maps[name][step])]
+    after = f"top {step} block{'s' if step != 1 else ''} random" if step else "trained (step 0)"
+    overlay = plotting.panels(maps, ["trained", after], f"{name}: the weights randomised from the top", cmap,
+                              f"{name}, each scaled to its own range", cols=2, panel_px=170)
+    steps = np.arange(c.layers + 1)
+    height = max(2.4, (st.max_height - overlay.height - 60) / plotting.DPI)  # the chart's margins come on top
+    with plotting.figure(1, 1, figsize=(plotting.fig_width(7.6), height)) as (fig, ax):
+        for k, r in rho.items():
+            ax.plot(steps, r, "o-", ms=4, color=COLOURS.get(k, "#000000"), label=k)
+        if c.probs is not None:
+            ax.plot(steps, c.probs, "s--", color="#000000", label="class's\nprobability")
+        ax.axvline(step, color="#999999", lw=1)
+        ax.set_xlabel("blocks re-initialised, from the top")
+        ax.set_ylabel("rank corr. / prob.")
+        ax.set_ylim(min(-0.2, min(float(r.min()) for r in rho.values()) - 0.05), 1.05)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.05), frameon=False)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        chart = plotting.to_image(fig)
+    both = compose([overlay, chart], beside=False)
+    return plotting.described(both, f"{name} of {model} with the top {step} blocks re-initialised, beside the "
+                              "trained map; rank correlation with the trained map per step: "
+                              + "; ".join(f"{k} " + ", ".join(f"{v:.2f}" for v in r) for k, r in rho.items()) + ".")
+
+
+@record(declared.RANDOMISE, tab="classify", figures=("randomise",), bundle=True,
+        doc="The sanity check of Adebayo et al. (2018): the model's blocks re-initialised from the top down, one "
+            "more at each step; numbers.spearman gives each map's rank correlation with the trained model's at "
+            "every step, numbers.probability the trained class's probability.")
+def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The maps with the top blocks re-initialised, and how alike they stay to the trained model's."""
+    runner = _runner(values, progress)
+    s = settle(values)
+    grid, picture = _input_grid(runner, rgb)
+    c = runner.analyse(faithful.CascadeProbe(runner.spec.prefix), rgb).value
+    step = s.within("step", c.layers, f"{runner.spec.key} has {c.layers} blocks.", lo=0)
+    name = values["map"]
+    if name not in c.maps:
+        s.use("map", "attention", f"{runner.spec.key} has no classes, so no relevance: the attention map is shown.")
+        name = "attention"
+    rho = {k: np.array([faithful.spearman(m[0], m[i]) for i in range(len(m))]) for k, m in c.maps.items()}
+    figure = render_cascade(c, picture, grid, step, name, rho, values["cmap"], runner.spec.key)
+    labels = runner.labels or []
+    fell = ""
+    if c.probs is not None:
+        changed = next((i for i, t in enumerate(c.top) if t != c.target), None)
+        fell = (f" The trained class's probability goes from {c.probs[0]:.1%} to {c.probs[-1]:.1%}"
+                + (f"; the prediction changes at step {changed}." if changed is not None else "."))
+    text = (f"Step {step} of {c.layers}: the top {step} of {runner.spec.key}'s blocks are re-drawn from a ViT's "
+            "initial distribution (seeded), the rest keep their trained weights. A map that stays alike to the "
+            "trained one when the weights that made the prediction are gone is not about what the model learned. "
+            f"At step {step}, the rank correlation of the patches' scores with the trained map: "
+            + ", ".join(f"{k} {r[step]:.2f}" for k, r in rho.items()) + f".{fell}")
+    numbers = {"model": runner.spec.key, "step": step, "map": name, "grid": list(grid),
+               "spearman": {k: r.tolist() for k, r in rho.items()},
+               "probability": None if c.probs is None else c.probs.tolist(),
+               "prediction": None if c.top is None else [labels[t] if labels else int(t) for t in c.top]}
+    return Shown({"randomise": figure}, {"text": text}, numbers, s, runner.spec.key, runner.notice)
+
+
+# ---- predict, then test -------------------------------------------------------------------------------------
+
+def cells_in(cells: tuple[tuple[int, int], ...], grid: tuple[int, int]) -> list[int]:
+    """The patch indices of ``cells`` (row, column) on a (gh, gw) grid; ``ValueError`` naming ``patches`` for an
+    empty set or a cell outside the grid."""
+    gh, gw = grid
+    if not cells:
+        raise ValueError(f"`patches` (the patches you think the model needs) must name at least one patch as "
+                         f"'row,column' on this {gh}×{gw} grid (rows 0 to {gh - 1}, columns 0 to {gw - 1}).")
+    outside = [c for c in cells if not (0 <= c[0] < gh and 0 <= c[1] < gw)]
+    if outside:
+        raise ValueError(f"`patches`: {outside[0][0]},{outside[0][1]} is outside this {gh}×{gw} grid (rows 0 to "
+                         f"{gh - 1}, columns 0 to {gw - 1}).")
+    if len(cells) >= gh * gw:
+        raise ValueError(f"`patches`: all {gh * gw} patches are marked; leave at least one out.")
+    return [r * gw + c for r, c in cells]
+
+
+def picker_payload(runner: Runner, rgb: np.ndarray, chosen=()) -> dict:
+    """What the page's patch picker draws: the picture as the model sees it, its grid and the patches marked."""
+    grid, picture = _input_grid(runner, rgb)
+    return {"image": png_data_url(picture), "grid": list(grid), "patch": runner.spec.patch,
+            "chosen": [list(c) for c in chosen], "model": runner.spec.key}
+
+
+def render_choice(ch: faithful.Choice, picture: np.ndarray, grid: tuple[int, int], chosen: list[int],
+                  names: list[str], randoms: list[str], mode: str, what: str) -> Image.Image:
+    st = plotting.style()
+    mask = np.zeros(grid[0] * grid[1], bool)
+    mask[chosen] = True
+    small = np.asarray(Image.fromarray(picture).resize(plotting.panel_size(*picture.shape[:2], 240), Image.BILINEAR))
+    marked = plotting.panels([plotting.heat_overlay(small, mask.reshape(grid).astype(float), "cividis", 0.5,
+                                                    mask.reshape(grid))],
+                             [f"your {len(chosen)} patch{'es' if len(chosen) != 1 else ''}"], "your choice",
+                             cols=1, panel_px=240)
+    shown = {"whole picture": ch.full, "your choice": ch.chosen} | {k: ch.others[k] for k in names}
+    shown["random (mean)"] = float(np.mean([ch.others[r] for r in randoms]))
+    width = (st.max_width - marked.width - 90) / plotting.DPI  # the chart's margins come on top
+    with plotting.figure(1, 1, figsize=(width, min(st.max_height, 90 + 52 * len(shown)) / plotting.DPI)) as (fig, ax):
+        keys = list(shown)[::-1]
+        colours = [COLOURS.get(k.split(" (")[0], "#0072b2") if k != "whole picture" else "#000000" for k in keys]
+        ax.barh(keys, [shown[k] for k in keys], color=colours)
+        for i, k in enumerate(keys):
+            ax.text(shown[k], i, f" {shown[k]:.2f}", va="center")
+        ax.set_xlim(0, max(1.0, max(shown.values())) * 1.35)
+        ax.set_xlabel("score" if "cosine" in what else "probability")
+        ax.set_title(f"{'taken out' if mode == 'drop' else 'kept alone'}")
+        chart = plotting.to_image(fig)
+    both = compose([marked, chart], beside=True)
+    return plotting.described(both, f"Your {len(chosen)} patches {'taken out' if mode == 'drop' else 'kept alone'}: "
+                              f"{what} {ch.chosen:.3f} (the whole picture {ch.full:.3f}); "
+                              + "; ".join(f"{k} {v:.3f}" for k, v in ch.others.items()) + ".")
+
+
+@record(declared.PREDICT, tab="classify", figures=("choice",), bundle=True,
+        doc="Predict, then test: the patches given (rows and columns of the model's grid) are taken out of the "
+            "sequence (mode 'drop') or kept alone ('keep'); numbers.scores gives the score with them and with the "
+            "same number of patches ranked highest by each map and by random orders; numbers.rank is your "
+            "choice's place among them (1 = it mattered most).")
+def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
+    """The student's patches taken out (or kept alone), beside the same number of patches by each map."""
+    runner = _runner(values, progress)
+    s = settle(values)
+    grid, picture = _input_grid(runner, rgb)
+    chosen = cells_in(values["patches"], grid)
+    keep = values["mode"] == "keep"
+    ch = runner.analyse(faithful.ChoiceProbe(tuple(chosen), runner.spec.prefix, values["seeds"], keep,
+                                             values["rank"]), rgb).value
+    randoms = [k for k in ch.others if k.startswith("random ")]
+    names = [k for k in ch.others if k not in randoms]
+    what, name = _what(runner, ch.target, rgb)
+    everyone = {"your choice": ch.chosen} | ch.others
+    # dropping what the model needs lowers the score most; keeping it alone keeps the score highest
+    ranked = sorted(everyone, key=lambda k: everyone[k], reverse=keep)
+    place = ranked.index("your choice") + 1
+    verb = "taking them out" if not keep else "keeping only them"
+    text = (f"With your {len(chosen)} patches {'taken out' if not keep else 'kept alone'}, the {what} goes from "
+            f"{ch.full:.3f} to **{ch.chosen:.3f}**. Doing the same with the {len(chosen)} patches each map ranks "
+            "highest: " + ", ".join(f"{k} {ch.others[k]:.3f}" for k in names)
+            + f"; random patches {np.mean([ch.others[r] for r in randoms]):.3f} on average. Your choice ranks "
+            f"**{place} of {len(everyone)}** ({verb}, 1 = the patches the prediction needed most). {CAVEATS}")
+    numbers = {"model": runner.spec.key, "score": what, "class": name or None, "full": ch.full,
+               "patches": [list(c) for c in values["patches"]], "mode": values["mode"],
+               "scores": everyone, "rank": place, "of": len(everyone), "grid": list(grid)}
+    figure = render_choice(ch, picture, grid, chosen, names, randoms, values["mode"], what)
+    data = {"picker": picker_payload(runner, rgb, values["patches"])}
+    return Shown({"choice": figure}, {"text": text}, numbers, s, runner.spec.key,
+                 "\n\n".join(p for p in (runner.notice, shapes_only(runner.spec.key, rgb)) if p), data)
