@@ -126,7 +126,8 @@ def test_every_view_that_can_use_an_added_model_answers_with_it(installed, key):
         if not fields:
             continue
         picture = rgb if any(f.kind == "image" for f in view.fields) else None
-        values = view.check({f.name: key for f in fields})
+        given = {"predict": {"patches": "1,1;2,2"}}.get(name, {})  # a view with nothing to test by default
+        values = view.check({f.name: key for f in fields} | given)
         if name == "shuffle" and key == XRAY:  # takes a timm ViT apart: refused in words, naming the model
             with pytest.raises(ValueError, match="transformers model: choose another model"):
                 show(name, picture, values)
@@ -137,7 +138,7 @@ def test_every_view_that_can_use_an_added_model_answers_with_it(installed, key):
         if name != "compare_models":
             assert shown.model == key, (name, shown.model)
     wanted = {"attention", "rollout", "attention_distance", "inside_head", "feature_pca", "classify", "relevance",
-              "forward_pass", "compare_models", "receptive_field"}
+              "forward_pass", "compare_models", "receptive_field", "deletion", "randomise", "predict"}
     assert wanted <= set(answered), wanted - set(answered)
     labels = cache.get_model(key).labels
     assert set(answered["forward_pass"].numbers["top5"]) <= set(labels) or answered["forward_pass"].numbers

@@ -26,7 +26,7 @@ def test_the_deletion_panel_opens_computed_with_its_table(browser, app_url):
 def test_predict_then_test_from_marks_to_a_rank_and_back_from_the_link(browser, app_url):
     ctx, page = open_tab(browser, app_url, "classify", query="image=scene_star")
     try:
-        page.get_by_text("Test the map: predict, then test").click()
+        page.get_by_text("Predict, then test", exact=True).click()
         canvas = page.locator("#predict-picker canvas")
         canvas.wait_for(timeout=60_000)
         idle(page)
@@ -49,7 +49,7 @@ def test_predict_then_test_from_marks_to_a_rank_and_back_from_the_link(browser, 
         again.goto(page.url)  # the link: the marks come back, and are tested when the panel opens
         again.wait_for_selector("#classify-maps img", state="attached", timeout=120_000)
         idle(again)
-        again.get_by_text("Test the map: predict, then test").click()
+        again.get_by_text("Predict, then test", exact=True).click()
         again.wait_for_function("() => document.querySelector('#predict-picker .vx-cap')?.dataset.patches === "
                                 "'3,3;3,4;4,4'", timeout=60_000)
         again.wait_for_selector("#predict-choice img", state="visible", timeout=120_000)

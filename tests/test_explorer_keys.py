@@ -199,3 +199,21 @@ def test_at_480_px_pointed_contours_are_the_true_ones_for_patch_queries(sharp_di
         assert unexplained == 0, (layer, differ)
     pay = browser.attention_payload(a, declared.ATTENTION.check({}), FIELDS)
     assert pay["grid"] == [60, 60] and pay["first"] == [11] and pay["bytes"] <= 16 * 2**20
+
+
+def test_the_keys_precision_is_measured_once_per_model_and_layer(dino_s8_dir, rgb_cat, monkeypatch):
+    """The trial softmax that decides float16 or float32 cost a tenth of a forward on every request: now it runs on
+    a model's first picture only; later pictures reuse the decision (float16 kept with a margin of 4)."""
+    from vitviz.core import attention as core
+
+    runner = loaders.load_hf(dino_s8_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
+    calls = []
+    real = core._softmax_rows
+    monkeypatch.setattr(core, "_softmax_rows", lambda q, k: calls.append(q.dtype) or real(q, k))
+    first = analysis.analyse(runner, rgb_cat, 224)
+    trials = [d for d in calls if d == torch.float16]
+    assert len(trials) == 12 and all(k.q.dtype == np.float16 for k in first.maps.keys)
+    calls.clear()
+    again = analysis.analyse(runner, np.ascontiguousarray(rgb_cat[:, ::-1]), 224)  # another picture
+    assert [d for d in calls if d == torch.float16] == []  # no trial this time
+    assert all(k.q.dtype == np.float16 and k.error == f.error for k, f in zip(again.maps.keys, first.maps.keys))

@@ -13,12 +13,14 @@ kept with the analysis: a panel opened later runs no second forward.
 
 from __future__ import annotations
 
+import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from vitviz.core.attention import AttentionMaps, LayerKeys, class_rows
+from vitviz.core.attention import EXACT_BYTES, F16_TOLERANCE, AttentionMaps, LayerKeys, class_rows
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
@@ -38,6 +40,11 @@ def attention_bytes(spec: ModelSpec, tokens: int) -> int:
     return budget.forward_bytes(spec, tokens) + 2 * keys_bytes(spec, tokens) + spec.depth * spec.heads * n * 4
 
 
+_PRECISION: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+"""Per model (while it lives) and layer: the float16 error of its keys measured on its first picture, or infinity
+for float32 (decided once: :meth:`LayerKeys.pack` then skips its trial softmax)."""
+
+
 def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: int, prefix: int) -> AttentionMaps:
     """Run ``forward(x)`` once (x: (1, 3, H, W)) on the fused path and keep what the views need: every layer's
     queries and keys (:class:`~vitviz.core.attention.LayerKeys`) and the class token's rows computed from them.
@@ -49,13 +56,19 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
     layers = len(hooks.attention_modules(model))
     cls_rows: dict[int, torch.Tensor] = {}
     keys: dict[int, LayerKeys] = {}
+    precision = _PRECISION.setdefault(model, {})
 
     def on_qk(layer: int, q: torch.Tensor, k: torch.Tensor, scale: float) -> None:
         q, k = q[0].detach(), k[0].detach()  # (H, T, d), the first image
         if q.shape[1] != t:
             raise RuntimeError(f"expected {t} tokens, the model used {q.shape[1]}")
         cls_rows[layer] = class_rows(q, k, scale, prefix)
-        keys[layer] = LayerKeys.pack(q, k, scale)
+        known = precision.get(layer)
+        packed = keys[layer] = LayerKeys.pack(q, k, scale, decided=known)
+        if known is None and 2 * q.numel() * 4 > EXACT_BYTES:  # measured once per model and layer: float16
+            # stays only with a margin of 4 (another picture may be a little sharper), else float32 from now on
+            err = packed.error if packed.q.dtype == np.float16 else math.inf
+            precision[layer] = err if err <= F16_TOLERANCE / 4 else math.inf
 
     with hooks.record_keys(model, on_qk):
         logits, tokens = forward(x)

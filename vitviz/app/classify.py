@@ -95,7 +95,7 @@ def _test_the_map(tab: Tab, form: Form) -> None:
     tab.panel(RECORDS["deletion"], again)
     tab.panel(RECORDS["randomise"], [shared[0].change, tab.key.change])
     seeds = shared[2]
-    with gr.Accordion("Test the map: predict, then test", open=False, elem_id="predict-box") as box:
+    with gr.Accordion("Predict, then test", open=False, elem_id="predict-box") as box:
         explain("Which patches does the model need for its answer? Mark them on the picture as the model sees it "
                 "(click or drag), then see what taking them out (or keeping only them) does to its answer, beside "
                 "the same number of patches chosen by each map and at random. The maps stay hidden until you have "
@@ -108,7 +108,7 @@ def _test_the_map(tab: Tab, form: Form) -> None:
             with gr.Column(min_width=300):
                 mode = form.add(P["mode"])
                 note = gr.Markdown(elem_classes="vx-table")
-                fig = figure("predict-choice")
+                fig = figure("predict-choice", visible=False)  # until the marks are tested
     _predict_panel(tab, P, box, picker, carrier, [mode.change, seeds.release, form[P["rank"]].change,
                                                   form[P["model"]].change], note, fig)
 

@@ -10,11 +10,14 @@ the settings actually used and why any differ. The page's own events are private
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import io
 import logging
 import os
 import re
+import threading
+import time
 import typing
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +57,7 @@ def friendly(fn: Callable) -> Callable:
             message = str(err)
             err.__traceback__ = None
         log.info("refused %s: %s", getattr(fn, "__name__", "a request"), message)
+        REFUSED.set()  # a refused request may have been large: memory is looked at soon
         raise gr.Error(message, title="Cannot use this", print_exception=False)
     return wrapper
 
@@ -336,12 +340,39 @@ class PageClosed:
             self.closed(beat.group(1))
 
 
+class Isolated:
+    """ASGI middleware: every response says the page may be cross-origin isolated (``Cross-Origin-Opener-Policy:
+    same-origin``, ``Cross-Origin-Embedder-Policy: credentialless``), so that ONNX Runtime Web may run the device
+    path on several threads (WebAssembly threads need ``SharedArrayBuffer``, which only an isolated page has).
+    ``credentialless`` rather than ``require-corp``: a resource from elsewhere (a font a theme names) still loads,
+    without cookies. Inside another site's frame (a Hugging Face Space) the page is not isolated whatever it says;
+    the device path then runs on one thread and says so."""
+
+    HEADERS = [(b"cross-origin-opener-policy", b"same-origin"), (b"cross-origin-embedder-policy", b"credentialless")]
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def marking(message):
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers") or [] if h[0].lower() not in dict(self.HEADERS)]
+                message = {**message, "headers": headers + self.HEADERS}
+            await send(message)
+
+        await self.app(scope, receive, marking)
+
+
 def page_files(closed: Callable[[str], None] = lambda session: None) -> list:
     """:class:`PageCache` and :class:`Lasting`, outermost: the page and gradio's files cost a visit next to
-    nothing; :class:`PageClosed` calls ``closed(session)`` as a page goes."""
+    nothing; :class:`Isolated` lets the device path use threads; :class:`PageClosed` calls ``closed(session)`` as a
+    page goes."""
     from starlette.middleware import Middleware
 
-    return [Middleware(PageCache), Middleware(Lasting), Middleware(PageClosed, closed=closed)]
+    return [Middleware(Isolated), Middleware(PageCache), Middleware(Lasting), Middleware(PageClosed, closed=closed)]
 
 
 def body_limit() -> list:
@@ -494,19 +525,73 @@ def on(triggers, fn: Callable, inputs, outputs, **kwargs):
     return triggers(fn, inputs, outputs, **kwargs)
 
 
+TRIM_BYTES = 64 * 2**20
+"""Work that reserved at least this much of the budget gives the freed memory back to the system when it ends; and
+when the process has grown by this much since it last did, a watcher gives it back within a second."""
+MMAP_BYTES = 16 * 2**20
+"""Buffers at least this large are mapped from the system, and given back the moment they are freed."""
+REFUSED = threading.Event()
+"""Set when a request is refused (:func:`friendly`): the memory watcher looks at once."""
+WATCH_BYTES = 32 * 2**20
+"""The process grown by this much since it last gave memory back: the watcher gives back what is free."""
+_trimmer: threading.Thread | None = None
+
+
 def return_freed_memory() -> bool:
-    """Ask glibc to give large freed buffers back to the system at once (a server setting, not the library's).
+    """Give freed memory back to the system (a server setting, not the library's).
 
     By default glibc raises its mmap threshold after the first large free, so the next big buffers (decoded
-    uploads, attention matrices) come from the heap and stay with the process after the request. A fixed 1 MiB
-    threshold keeps them mmapped: with 12 concurrent 6320×6320 uploads the server stayed 526 MB up afterwards
-    without it, and came back to within 100 MB with it (tests/test_app_crowd.py).
-    """
+    uploads, request bodies) come from the heap and stay with the process after the request. A fixed 1 MiB
+    threshold once kept them mapped, but then every buffer of every forward over 1 MiB was mapped and zeroed anew:
+    the same fused forward took 30% longer on one server (0.44 → 0.59 s for DINO ViT-S/8 at 224 px; 4–8% here).
+    Now the threshold is fixed at :data:`MMAP_BYTES` (a forward's activations, a few MB at 224 px, stay on the fast
+    heap; a 60 MB body or a decoded 40-megapixel upload is mapped and given back when freed), and ``malloc_trim``
+    returns the heap's free pages: when work that reserved at least :data:`TRIM_BYTES` of the server's budget ends,
+    and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`, after a collection of
+    Python's reference cycles: a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an
+    exception's frames) until the collector runs, which the page's configuration, once made for every request,
+    used to make happen often. tests/test_files.py and tests/test_app_crowd.py hold the memory
+    goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
 
+    from vitviz.models import budget
+
+    global _trimmer
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(-3, 1 << 20))  # M_MMAP_THRESHOLD
+        trim = libc.malloc_trim
+        libc.mallopt(-3, MMAP_BYTES)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):  # not glibc: nothing to do
         return False
+
+    def released(nbytes: int) -> None:
+        if nbytes >= TRIM_BYTES:
+            trim(0)
+
+    def rss() -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            return 0
+
+    def watch() -> None:  # grown by WATCH_BYTES since the last trim (or the lowest since): trim
+        low = rss()
+        while True:
+            if REFUSED.wait(1.0):  # a refusal: its arguments are garbage once gradio has answered
+                REFUSED.clear()
+                time.sleep(0.3)
+            now = rss()
+            if now > low + WATCH_BYTES:
+                gc.collect()  # a refused request's arguments can sit in a reference cycle (an exception's frames)
+                trim(0)
+                low = rss()
+            else:
+                low = min(low, now)
+
+    budget.SERVER.released = released
+    if _trimmer is None:
+        _trimmer = threading.Thread(target=watch, name="vitviz-trim", daemon=True)
+        _trimmer.start()
+    return True

@@ -120,6 +120,9 @@ class Gate:
         self.waited = 0
         """Reservations that had to wait."""
         self.refused = 0
+        self.released: Callable[[int], None] | None = None
+        """Called with the bytes of each outermost reservation as it ends (a server gives freed memory back to the
+        system there: :func:`vitviz.app.serving.return_freed_memory`); None: nothing."""
         self._cond = threading.Condition()
         self._held = threading.local()
 
@@ -155,6 +158,8 @@ class Gate:
             with self._cond:
                 self.used -= n
                 self._cond.notify_all()
+            if not nested and self.released is not None:
+                self.released(n)
 
 
 SERVER = Gate(SERVER_BYTES)

@@ -162,7 +162,10 @@ function runtime() {  // the runtime, loaded once from this server
     s.onload = () => {
       const ort = window.ort;
       ort.env.wasm.wasmPaths = `${appRoot()}/vitviz/ort/`;
-      ort.env.wasm.numThreads = window.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
+      // WebAssembly threads need an isolated page (the app says it may be: serving.Isolated); inside another
+      // site's frame it is not, and one thread runs
+      ort.env.wasm.numThreads = window.crossOriginIsolated ? Math.max(1, navigator.hardwareConcurrency || 1) : 1;
+      D.threads = ort.env.wasm.numThreads;
       ok(ort);
     };
     s.onerror = () => fail(new Error("the runtime did not load"));
@@ -271,8 +274,9 @@ async function run(file) {
       fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
                `${Math.round(m.server_ms)} ms)`);
     } else {
+      const threads = D.threads > 1 ? `${D.threads} threads` : "one thread (this page is not cross-origin isolated)";
       say(`${file.name}: computed on this device in ${Math.round(ms)} ms (${m.model}, ${prep.W}×${prep.H} px` +
-          `${m.side_note ? `: ${m.side_note}` : ""}); the picture was not sent.${server}`);
+          `${m.side_note ? `: ${m.side_note}` : ""}; WebAssembly, ${threads}); the picture was not sent.${server}`);
     }
     $d(".vx-device").dataset.ms = String(ms);
   } catch (err) {
