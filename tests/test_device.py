@@ -170,6 +170,15 @@ def test_the_app_serves_the_runtime_and_the_graphs_with_an_immutable_cache(app_u
         assert r.status_code == 200 and r.headers["content-type"].startswith(media), path
         assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
     assert len(httpx.get(app_url + f"vitviz/device/{name}", timeout=30).content) == (assets.TINY / name).stat().st_size
+    # a first visit's bytes: the runtime and the graph travel compressed once, decoded by the browser to the same bytes
+    for path, size in ((f"vitviz/ort/{assets.ORT_FILES[2]}", (assets.ORT / assets.ORT_FILES[2]).stat().st_size),
+                       (f"vitviz/device/{name}", (assets.TINY / name).stat().st_size)):
+        with httpx.stream("GET", app_url + path, timeout=60, headers={"accept-encoding": "gzip"}) as r:
+            body = r.read()
+            assert r.headers["content-encoding"] == "gzip" and r.headers["vary"] == "Accept-Encoding", path
+            assert len(body) == size and r.num_bytes_downloaded < 0.9 * size, (path, r.num_bytes_downloaded)
+        plain = httpx.get(app_url + path, timeout=60, headers={"accept-encoding": "identity"})
+        assert "content-encoding" not in plain.headers and len(plain.content) == size
     for bad in ("vitviz/ort/../../__init__.py", "vitviz/ort/README.md", "vitviz/device/..%2Fmodel.safetensors",
                 "vitviz/device/model.safetensors", "vitviz/device/0000.onnx", "vitviz/device/" + "a" * 5000 + ".onnx"):
         assert httpx.get(app_url + bad, timeout=30).status_code == 404, bad[:40]

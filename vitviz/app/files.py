@@ -164,6 +164,41 @@ class Pictures:
         return kept
 
 
+_zipped: dict[Path, bytes] = {}
+_zip_lock = threading.Lock()
+
+
+def compressed(path: Path) -> bytes:
+    """The file's bytes gzip-compressed (level 9), made once per process and kept (a few small files of the
+    package: ONNX Runtime Web)."""
+    import gzip
+
+    with _zip_lock:
+        if path not in _zipped:
+            _zipped[path] = gzip.compress(path.read_bytes(), compresslevel=9, mtime=0)
+        return _zipped[path]
+
+
+def compressed_file(path: Path) -> Path:
+    """A gzip-compressed copy of a model's graph (``<name>.gz`` in the device graphs' folder, made once, whole or
+    not at all; removed with its graph when the folder is pruned)."""
+    import gzip
+
+    from vitviz.models import device
+
+    target = device.DEVICE_DIR / (path.name + ".gz")
+    if not target.is_file():
+        device.DEVICE_DIR.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+        try:
+            with path.open("rb") as src, gzip.GzipFile(part, "wb", compresslevel=6, mtime=0) as dst:
+                shutil.copyfileobj(src, dst, 2**20)
+            os.replace(part, target)
+        finally:
+            part.unlink(missing_ok=True)
+    return target
+
+
 def sweep_once(outputs: Outputs, pictures: Pictures) -> None:
     gone = outputs.sweep()
     kept = pictures.keep_alive()

@@ -405,7 +405,8 @@ def prune(limit: int | None = None, keep: Path | None = None) -> list[Path]:
             st = path.stat()
         except OSError:
             continue
-        files.append((st.st_mtime, st.st_size, path))
+        zipped = path.with_name(path.name + ".gz")  # its compressed copy goes with it
+        files.append((st.st_mtime, st.st_size + (zipped.stat().st_size if zipped.is_file() else 0), path))
     total, gone = sum(size for _, size, _ in files), []
     for _, size, path in sorted(files):
         if total <= limit:
@@ -414,6 +415,7 @@ def prune(limit: int | None = None, keep: Path | None = None) -> list[Path]:
             continue
         try:
             path.unlink()
+            path.with_name(path.name + ".gz").unlink(missing_ok=True)
         except OSError:
             continue
         total -= size
