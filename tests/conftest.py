@@ -19,6 +19,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:  # the fast set's workers share the cores, not each all
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 from vitviz import assets  # noqa: E402  (the installed package: pip install -e .)
 
 EXAMPLES = assets.EXAMPLES

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import ROOT
 
 THROWAWAY = '''
@@ -64,6 +66,7 @@ print(json.dumps({
 '''
 
 
+@pytest.mark.slow  # builds the whole demo in a new process (9 s): with the full run, not the fast set
 def test_a_view_added_in_a_module_of_its_own_is_found_everywhere(tmp_path):
     (tmp_path / "squares_view.py").write_text(textwrap.dedent(THROWAWAY))
     run = subprocess.run([sys.executable, "-c", CHECK, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
