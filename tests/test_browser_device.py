@@ -310,3 +310,52 @@ def test_the_classify_device_link_turns_its_switch_on_and_the_switch_writes_the_
         page.wait_for_function("() => location.search.includes('device=1')", timeout=10_000)
     finally:
         page.close()
+
+
+GPU_ARGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update"]
+"""Chromium with WebGPU on SwiftShader (a CPU Vulkan): an adapter, so the page loads ONNX Runtime's WebGPU build."""
+
+
+def test_webgpu_runs_where_the_browser_has_an_adapter_and_webassembly_where_not(app_url, browser):
+    """The tests' Chromium (--disable-gpu) has no WebGPU adapter: WebAssembly runs and says so. Chromium with
+    SwiftShader's WebGPU: the page loads the WebGPU build, the graph runs there, the page says "WebGPU", and what it
+    computes agrees with the server's forward (the class token's maps within 1e-4 of their largest value, each
+    layer's queries within 1e-4 of theirs: a GPU's float32 sums in another order; the top 5 the same classes)."""
+    from browser_support import CHROMIUM
+
+    from vitviz.analyses.attention import analyse
+    from vitviz.analyses.classify import top_k
+
+    picture = EXAMPLES / "scene_ring.png"
+    backend = "() => document.querySelector('#device-panel .vx-device').dataset.backend"
+    page, sent, _, _, _ = _device_page(browser, app_url, picture)
+    try:
+        assert page.evaluate(backend) == "wasm"
+        assert "WebAssembly" in page.locator("#device-panel .vx-dev-status").inner_text()
+        assert not [u for _, u, _ in sent if "webgpu" in u or "asyncify" in u]  # one build downloaded, not both
+    finally:
+        page.close()
+    gpu = browser.browser_type.launch(executable_path=CHROMIUM, args=GPU_ARGS)
+    try:
+        page, sent, got, last, top = _device_page(gpu, app_url, picture)
+        status = page.locator("#device-panel .vx-dev-status").inner_text()
+        ran = page.evaluate(backend)
+        page.close()
+        assert ran == "webgpu", status
+        assert "WebGPU" in status and "WebAssembly" not in status, status
+        fetched = {u.rsplit("/", 1)[-1] for _, u, _ in sent if "/vitviz/ort/" in u}
+        assert fetched <= {"ort.webgpu.min.js", "ort-wasm-simd-threaded.asyncify.mjs",
+                           "ort-wasm-simd-threaded.asyncify.wasm"}, fetched
+        runner = cache.get_model(registry.OFFLINE_KEY)
+        rgb = images.load_rgb(picture, images.INTAKE_SHORT_SIDE)
+        a = analyse(runner, rgb, own_size=True)
+        cls = np.array(last["out"]["cls"], np.float32).reshape(a.maps.cls.shape)
+        assert np.abs(cls - a.maps.cls).max() <= 1e-4 * a.maps.cls.max()
+        for layer, keys in enumerate(a.maps.keys):
+            q = np.array(last["out"][f"q{layer}"], np.float32).reshape(keys.q.shape)
+            assert np.abs(q - keys.q).max() <= 1e-4 * np.abs(keys.q).max(), layer
+        server = top_k(a.maps.logits[0], runner.labels)
+        assert [label for label, _ in top] == list(server)
+        assert max(abs(p - server[label]) for label, p in top) < 1e-3
+    finally:
+        gpu.close()

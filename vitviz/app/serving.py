@@ -559,10 +559,10 @@ def return_freed_memory() -> bool:
     Now the threshold is fixed at :data:`MMAP_BYTES` (a forward's activations, a few MB at 224 px, stay on the fast
     heap; a 60 MB body or a decoded 40-megapixel upload is mapped and given back when freed), and ``malloc_trim``
     returns the heap's free pages: when work that reserved at least :data:`TRIM_BYTES` of the server's budget ends,
-    and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`, after a collection of
-    Python's reference cycles: a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an
-    exception's frames) until the collector runs, which the page's configuration, once made for every request,
-    used to make happen often. tests/test_files.py and tests/test_app_crowd.py hold the memory
+    and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`; after a refusal, a
+    collection of Python's reference cycles first: a refused 60 MB request reserves nothing, and its arguments can
+    sit in a cycle (an exception's frames) until the collector runs, which the page's configuration, once made for
+    every request, used to make happen often. (Collecting on every growth held the interpreter ~0.1 s a request.) tests/test_files.py and tests/test_app_crowd.py hold the memory
     goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
@@ -591,12 +591,14 @@ def return_freed_memory() -> bool:
     def watch() -> None:  # grown by WATCH_BYTES since the last trim (or the lowest since): trim
         low = rss()
         while True:
-            if REFUSED.wait(1.0):  # a refusal: its arguments are garbage once gradio has answered
+            refused = REFUSED.wait(1.0)
+            if refused:  # a refusal: its arguments are garbage once gradio has answered
                 REFUSED.clear()
                 time.sleep(0.3)
             now = rss()
-            if now > low + WATCH_BYTES:
-                gc.collect()  # a refused request's arguments can sit in a reference cycle (an exception's frames)
+            if refused or now > low + WATCH_BYTES:
+                if refused:  # its arguments can sit in a reference cycle (an exception's frames); a full
+                    gc.collect()  # collection holds the interpreter for ~0.1 s: after a refusal, not on every growth
                 trim(0)
                 low = rss()
             else:

@@ -19,7 +19,10 @@ THEME = ROOT / "theme.css"
 ORT = ROOT / "ort"
 """ONNX Runtime Web (npm ``onnxruntime-web``, MIT; ort/README.md says which version and how to refresh it): what the
 device path runs in the browser, served by the app itself."""
-ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
+ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm",
+             "ort.webgpu.min.js", "ort-wasm-simd-threaded.asyncify.mjs", "ort-wasm-simd-threaded.asyncify.wasm")
+"""The WebAssembly build (the first three) and the WebGPU build (which runs WebAssembly too, a browser with a GPU
+adapter loads it instead)."""
 
 
 def tiny_info() -> dict:

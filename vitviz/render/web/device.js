@@ -153,31 +153,67 @@ async function pngOf(rgb, W, H) {  // the fitted picture as PNG bytes (the explo
 }
 
 // ---- ONNX Runtime Web -----------------------------------------------------------------------------------------
-function runtime() {  // the runtime, loaded once from this server
-  if (D.runtime) return D.runtime;
-  D.runtime = new Promise((ok, fail) => {
-    if (window.ort) { ok(window.ort); return; }
-    const s = document.createElement("script");
-    s.src = `${appRoot()}/vitviz/ort/ort.wasm.min.js`;
-    s.onload = () => {
-      const ort = window.ort;
+// WebGPU where the browser has an adapter (ONNX Runtime Web's WebGPU build, which also runs WebAssembly), the
+// WebAssembly build otherwise: one runtime per page, chosen once
+async function gpuAdapter() {
+  if (window.vitvizDevicePrefer === "wasm" || !navigator.gpu) return null;  // the tests may ask for WebAssembly
+  try { return await navigator.gpu.requestAdapter(); } catch (e) { return null; }
+}
+
+function runtime() {  // the runtime, loaded once per page from this server (both device panels share it)
+  const shared = window.vitvizRuntime || (window.vitvizRuntime = { ort: null, gpu: false });
+  if (!shared.ort) {
+    shared.ort = (async () => {
+      const gpu = await gpuAdapter();
+      const ort = await new Promise((ok, fail) => {
+        const s = document.createElement("script");
+        s.src = `${appRoot()}/vitviz/ort/${gpu ? "ort.webgpu.min.js" : "ort.wasm.min.js"}`;
+        s.onload = () => ok(window.ort);
+        s.onerror = () => fail(new Error("the runtime did not load"));
+        document.head.append(s);
+      });
       ort.env.wasm.wasmPaths = `${appRoot()}/vitviz/ort/`;
       // WebAssembly threads need an isolated page (the app says it may be: serving.Isolated); inside another
       // site's frame it is not, and one thread runs
       ort.env.wasm.numThreads = window.crossOriginIsolated ? Math.max(1, navigator.hardwareConcurrency || 1) : 1;
-      D.threads = ort.env.wasm.numThreads;
-      ok(ort);
-    };
-    s.onerror = () => fail(new Error("the runtime did not load"));
-    document.head.append(s);
-  });
-  return D.runtime;
+      if (gpu) ort.env.webgpu.adapter = gpu;
+      shared.gpu = !!gpu;
+      return ort;
+    })();
+    shared.ort.catch(() => { shared.ort = null; });
+  }
+  return shared.ort.then((ort) => { D.gpu = shared.gpu; D.threads = ort.env.wasm.numThreads; return ort; });
+}
+
+// what ran the last session made: "WebGPU" or "WebAssembly, <threads>"
+function backendWords() {
+  if (D.backend === "webgpu") return "WebGPU";
+  const threads = D.threads > 1 ? `${D.threads} threads` : "one thread (this page is not cross-origin isolated)";
+  const why = D.gpuFailed ? `; WebGPU was tried and failed: ${D.gpuFailed}` : "";
+  return `WebAssembly, ${threads}${why}`;
+}
+
+async function makeSession(m) {
+  const ort = await runtime(), url = `${appRoot()}/vitviz/device/${m.file}`;
+  if (D.gpu && !D.gpuFailed) {
+    try {
+      const s = await ort.InferenceSession.create(url, { executionProviders: ["webgpu"], graphOptimizationLevel: "all" });
+      D.backend = "webgpu";
+      return s;
+    } catch (err) {  // an adapter but no device, or an operator the backend lacks: WebAssembly from the same build
+      D.gpuFailed = String(err.message || err).slice(0, 200);
+    }
+  }
+  const s = await ort.InferenceSession.create(url, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+  D.backend = "wasm";
+  return s;
 }
 
 function session(m) {  // one per graph file (content-named: the browser keeps the download)
   if (!D.sessions.has(m.file)) {
-    D.sessions.set(m.file, runtime().then((ort) => ort.InferenceSession.create(
-      `${appRoot()}/vitviz/device/${m.file}`, { executionProviders: ["wasm"], graphOptimizationLevel: "all" })));
+    const made = makeSession(m);
+    made.catch(() => D.sessions.delete(m.file));
+    D.sessions.set(m.file, made);
   }
   return D.sessions.get(m.file);
 }
@@ -247,12 +283,17 @@ async function run(file) {
     const loaded = performance.now(), ort = await runtime();
     const feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, prep.H, prep.W]),
                     pos: new ort.Tensor("float32", table, [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
-    const t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1;
+    let t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1, firstMs = null;
+    if (D.backend === "webgpu" && !D.warm?.has(m.file)) {  // a session's first WebGPU run compiles its shaders:
+      (D.warm || (D.warm = new Set())).add(m.file);         // judged (and said) by a second, compiled run
+      firstMs = ms;
+      t1 = performance.now(); out = await sess.run(feeds); ms = performance.now() - t1;
+    }
     D.timings.push(ms);
     const png = await pngOf(prep.rgb, prep.W, prep.H);
     const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}-${m.side}`, grid);
     D.last = { input: prep.x, rgb: prep.rgb, out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.data])),
-               ms, prep: prepMs, load: loaded - t0 };
+               ms, first: firstMs, prep: prepMs, load: loaded - t0, backend: D.backend };
     if (explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
     // a shapes-only model answering for a photo: its nearest shapes, said as such (as the server says them)
     const photo = !!m.shapes_warning && !(await knownScene(pic, m.scenes));
@@ -274,11 +315,12 @@ async function run(file) {
       fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
                `${Math.round(m.server_ms)} ms)`);
     } else {
-      const threads = D.threads > 1 ? `${D.threads} threads` : "one thread (this page is not cross-origin isolated)";
-      say(`${file.name}: computed on this device in ${Math.round(ms)} ms (${m.model}, ${prep.W}×${prep.H} px` +
-          `${m.side_note ? `: ${m.side_note}` : ""}; WebAssembly, ${threads}); the picture was not sent.${server}`);
+      const compiled = firstMs === null ? "" : `, after ${Math.round(firstMs)} ms for a first run that prepared the GPU`;
+      say(`${file.name}: computed on this device in ${Math.round(ms)} ms${compiled} (${m.model}, ${prep.W}×${prep.H} px` +
+          `${m.side_note ? `: ${m.side_note.replace(/\.$/, "")}` : ""}; ${backendWords()}); the picture was not sent.${server}`);
     }
     $d(".vx-device").dataset.ms = String(ms);
+    $d(".vx-device").dataset.backend = D.backend;
   } catch (err) {
     D.failed = String(err.message || err);
     fallBack(`the model could not run here (${D.failed})`);
