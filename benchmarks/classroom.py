@@ -5,21 +5,24 @@ process, with the default model's architecture (a DINO ViT-S/8-shaped checkpoint
     python -m benchmarks.classroom                   # 1 and 30 students at 224 and 480 px, 100 at 224
     python -m benchmarks.classroom --students 30 --sides 224
     python -m benchmarks.classroom --device          # the device path too: 30 and 100 students at 224 and 480
-    python -m benchmarks.classroom --device-only
+    python -m benchmarks.classroom --device-only --device-students 30
 
 The device path ("compute on this device", issue 35): a real visit is recorded in headless Chromium (the page
 opened with ``?tab=attention&device=1`` until the model's manifest is there; the first visit and a later one, whose
-files the browser kept), and the server's CPU per visit is measured there. Then N students replay that visit at
+files the browser kept), and the server's CPU over a visit is measured there (idle polling included, said apart). Then N students replay that visit at
 once, each with a session of its own (every request that reached the server, in order; events waited for as the
 page waits for them; the heartbeat left out), and on a first visit also fetch the runtime and the graph. The
-forward itself is timed in headless Chromium on this machine (its own column: a student's laptop is not this
-machine). A student's first map = the time until the manifest is there + the device's preparation and forward.
-Bytes received are counted as delivered (uncompressed).
+forward itself is timed in headless Chromium on this machine (its own table: a student's laptop is not this
+machine) with one and two WebAssembly threads and on WebGPU (SwiftShader), with the renderer's peak memory. A
+student's first map = the time until the manifest is there + the device's preparation and forward (two threads).
+Bytes are counted as transferred (the runtime and the graph gzip-compressed, as a browser asks for them).
 
 For each case: every student's time from sending the picture to the answer (the first map the page would show:
-the same analysis), p50 / p95 / last, and the server's CPU-seconds per student (/proc: user + system of the app's
+the same analysis), p50 / p95 / last (one student: five requests one after another), and the server's CPU-seconds
+per answer (/proc: user + system of the app's
 process over the case). The yardstick is the same model's fused forward, timed in this process in the same run
-(median of 5 after a warm-up, at each side). Each case starts with a warm-up request on a picture of its own
+(median of 5 after a warm-up, at each side): its wall time for the answers, its CPU-seconds (both cores' threads)
+for the server's CPU. Each case starts with a warm-up request on a picture of its own
 (model loaded, first-call costs paid): start-up and warm-up are excluded, as the goals ask.
 """
 
@@ -186,7 +189,9 @@ def record_visit(url: str, side: int, pid: int, visits: int = 5) -> dict:
             page.goto(address)
             page.wait_for_function(ready, polling=200, timeout=600_000)
             page.wait_for_timeout(3000)  # the page's own events after the manifest (the link's tab opened, ...)
-            spent = cpu_seconds(pid) - c0 - idle * (time.perf_counter() - t0)
+            # the server's CPU over the visit's window, as measured (its idle polling included: never below zero)
+            spent = cpu_seconds(pid) - c0
+            out.setdefault("idle", []).append(idle * (time.perf_counter() - t0))
             reached = [dict(method=r["method"], url=r["url"], body=r.get("postData")) for i, r in sent.items()
                        if i not in cached and r["url"].startswith(url)]
             if visit == 0:
@@ -252,9 +257,11 @@ def device_case(url: str, pid: int, students: int, side: int, visit: dict, first
         if first_visit:
             with httpx.Client(timeout=600) as http:
                 for address in [f"vitviz/ort/{name}" for name in DEVICE_FILES] + [f"vitviz/device/{graph}"]:
-                    with http.stream("GET", url + address) as r:
+                    with http.stream("GET", url + address, headers={"accept-encoding": "gzip"}) as r:
                         r.raise_for_status()
-                        got += sum(len(chunk) for chunk in r.iter_bytes(1 << 20))
+                        for _ in r.iter_raw(1 << 20):
+                            pass
+                        got += r.num_bytes_downloaded  # as transferred: gzip-compressed, as a browser gets them
         times[i], fetched[i] = ready, got
 
     cpu0 = cpu_seconds(pid)
@@ -267,86 +274,151 @@ def device_case(url: str, pid: int, students: int, side: int, visit: dict, first
             "mb": statistics.mean(fetched) / 1e6}
 
 
-def device_forward(url: str, side: int, picture: Path, limit_s: float = 120) -> dict | None:
+def renderer_bytes() -> int:
+    """The resident bytes of every Chromium renderer and GPU process on this machine (the benchmark's only
+    browser while it measures): what a page's WebAssembly memory and WebGPU buffers occupy."""
+    total = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+            if b"chromium" not in cmd or not (b"--type=renderer" in cmd or b"--type=gpu-process" in cmd):
+                continue
+            total += int((d / "statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+GPU_ARGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update"]
+"""Chromium with WebGPU on SwiftShader (Vulkan on the CPU): an adapter, so the page runs its WebGPU build."""
+
+
+def device_forward(url: str, side: int, picture: Path, threads: int | None = None, gpu: bool = False,
+                   limit_s: float = 300) -> dict | None:
     """The device path in headless Chromium on this machine: milliseconds of the first and the second forward
-    (the second steady), and of preparing the picture, for one picture at ``side``; None when the first forward
-    has not finished within ``limit_s`` seconds."""
+    (the second steady), of preparing the picture, and the renderer's peak resident bytes, for one picture at
+    ``side``, with ``threads`` WebAssembly threads (the page takes ``navigator.hardwareConcurrency``; None: this
+    machine's) or WebGPU (``gpu``: SwiftShader here, a CPU standing in for a GPU). None when the first forward has
+    not finished within ``limit_s`` seconds."""
     from playwright.sync_api import sync_playwright
 
-    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+    args = GPU_ARGS if gpu else ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                 "--disable-component-update"]
+    peak, stop = [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.05):
+            peak[0] = max(peak[0], renderer_bytes())
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
+        if threads:
+            page.add_init_script(f"Object.defineProperty(navigator, 'hardwareConcurrency', {{get: () => {threads}}})")
         page.goto(f"{url}?tab=attention&device=1&side={side}")
         page.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent"
                                ".includes('MB')", polling=500, timeout=600_000)
+        base = renderer_bytes()
+        watcher = threading.Thread(target=sample, daemon=True)
+        watcher.start()
         out = {}
-        for run in (1, 2):
-            page.locator("#device-picture").set_input_files(str(picture))
-            try:
-                page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", polling=500,
-                                       timeout=limit_s * 1000)
-            except Exception:  # say where it stopped
-                if run == 1 and page.evaluate("() => !window.vitvizDevice?.failed"):
-                    browser.close()
-                    return None  # still computing
-                raise SystemExit(f"the device path did not answer at {side} px: " + page.evaluate(
-                    "() => JSON.stringify({status: document.querySelector('#device-panel .vx-dev-status')"
-                    "?.textContent, state: Object.keys(window.vitvizDevice || {}), "
-                    "classify: !!window.vitvizClassifyDevice})")) from None
-            failed = page.evaluate("() => window.vitvizDevice.failed")
-            status = page.locator("#device-panel .vx-dev-status").inner_text()
-            if "slower than the server" in (failed or status):  # the page's own fallback, as a student sees it
-                browser.close()
-                return {"fallback": failed or status}
-            assert not failed and page.locator("#device-switch input").is_checked(), (
-                failed or page.locator("#device-panel .vx-dev-status").inner_text())
-            out[run] = page.evaluate("() => ({ms: window.vitvizDevice.last.ms, prep: window.vitvizDevice.last.prep,"
-                                     " load: window.vitvizDevice.last.load})")
-        browser.close()
-    return {"first_ms": out[1]["ms"], "ms": out[2]["ms"], "prep_ms": out[2]["prep"], "load_ms": out[1]["load"]}
+        try:
+            for run in (1, 2):
+                page.locator("#device-picture").set_input_files(str(picture))
+                try:
+                    page.wait_for_function(f"() => window.vitvizDevice?.done >= {run}", polling=500,
+                                           timeout=limit_s * 1000)
+                except Exception:  # say where it stopped
+                    if run == 1 and page.evaluate("() => !window.vitvizDevice?.failed"):
+                        return None  # still computing
+                    raise SystemExit(f"the device path did not answer at {side} px: " + page.evaluate(
+                        "() => JSON.stringify({status: document.querySelector('#device-panel .vx-dev-status')"
+                        "?.textContent, state: Object.keys(window.vitvizDevice || {})})")) from None
+                failed = page.evaluate("() => window.vitvizDevice.failed")
+                status = page.locator("#device-panel .vx-dev-status").inner_text()
+                last = page.evaluate("() => window.vitvizDevice.last && ({ms: window.vitvizDevice.last.ms, "
+                                     "prep: window.vitvizDevice.last.prep, load: window.vitvizDevice.last.load, "
+                                     "first: window.vitvizDevice.last.first, backend: window.vitvizDevice.backend, "
+                                     "threads: window.vitvizDevice.threads})")
+                if "slower than the server" in (failed or status):  # the page's own fallback, as a student sees it
+                    return {"fallback": failed or status, "ms": last and last["ms"], "backend": last and last["backend"],
+                            "threads": last and last["threads"], "peak": peak[0], "base": base}
+                assert not failed and page.locator("#device-switch input").is_checked(), failed or status
+                out[run] = last
+        finally:
+            stop.set()
+            watcher.join()
+            browser.close()
+    first = out[1]["first"] if out[1]["first"] is not None else out[1]["ms"]
+    return {"first_ms": first, "ms": out[2]["ms"], "prep_ms": out[2]["prep"], "load_ms": out[1]["load"],
+            "backend": out[2]["backend"], "threads": out[2]["threads"], "peak": peak[0], "base": base}
 
 
-def device_table(url: str, pid: int, sides: list[int], folder: Path) -> None:
+def device_table(url: str, pid: int, sides: list[int], folder: Path, fused: dict, students: list[int]) -> None:
     from gradio_client import Client
-
-    from vitviz import assets
 
     picture = pictures(1, folder, square=True, seed=99)[0]
     made = {s: Client(url, verbose=False).predict("DINO ViT-S/8", s, api_name="/device_model") for s in sides}
     assert all(m.get("file") and not m.get("notice") for m in made.values()), made
     visits = {s: record_visit(url, s, pid) for s in sides}
-    forward = {s: device_forward(url, s, picture) for s in sides}
-    rows = [device_case(url, pid, n, s, visits[s], first, made[s]["file"]) for s in sides for n in (30, 100)
+    kinds = (("WebAssembly", 1, False), ("WebAssembly", 2, False), ("WebGPU (SwiftShader)", None, True))
+    runs = {(s, k): device_forward(url, s, picture, threads=t, gpu=g) for s in sides for k, t, g in kinds}
+    rows = [device_case(url, pid, n, s, visits[s], first, made[s]["file"]) for s in sides for n in students
             for first in (False, True)]
     print()
-    print("Device path. The forward in headless Chromium here (ONNX Runtime Web 1.30, WebAssembly SIMD, one thread; "
-          "second run; first run in brackets; preparing the picture): "
-          + "; ".join(f"{s} px {forward[s]['ms']:,.0f} ms ({forward[s]['first_ms']:,.0f} ms), prep "
-                      f"{forward[s]['prep_ms']:,.0f} ms" if forward[s] and "ms" in forward[s]
-                      else f"{s} px: {forward[s]['fallback']}" if forward[s] else f"{s} px did not finish in 2 min"
-                      for s in sides))
-    print("A real visit in Chromium (the page cached by the browser, until the manifest is there): server CPU "
-          + "; ".join(f"{s} px {statistics.median(visits[s]['cpu']) * 1000:.0f} ms (median of "
-                      f"{len(visits[s]['cpu'])}), {len(visits[s]['again'])} requests reached the server "
-                      f"({len(visits[s]['first'])} on a first visit)" for s in sides))
+    print("Device path: the forward in headless Chromium here (ONNX Runtime Web 1.30; the page cross-origin "
+          "isolated; WebGPU on SwiftShader is a CPU standing in for a GPU: it shows the path works, not a GPU's "
+          "speed). Steady = the second picture; renderer peak = the resident bytes of Chromium's page and GPU "
+          "processes while it ran (before: with the page open).")
+    print()
+    print("| short side | backend | threads | first run | steady | prep | steady ÷ server's fused forward | "
+          "renderer peak (before) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (s, kind), r in runs.items():
+        if r is None:
+            print(f"| {s} | {kind} |  | did not finish in 5 min |  |  |  |  |")
+            continue
+        if "fallback" in r:
+            print(f"| {s} | {kind} | {r.get('threads') or ''} | {r['ms'] or 0:,.0f} ms: the page fell back to the "
+                  f"server |  |  |  | {r['peak'] / 1e6:,.0f} MB ({r['base'] / 1e6:,.0f} MB) |")
+            continue
+        threads = "" if r["backend"] == "webgpu" else r["threads"]
+        print(f"| {s} | {kind if r['backend'] == 'webgpu' or 'GPU' not in kind else kind + ' (ran: ' + r['backend'] + ')'} | "
+              f"{threads} | {r['first_ms']:,.0f} ms | {r['ms']:,.0f} ms | {r['prep_ms']:,.0f} ms | "
+              f"{r['ms'] / 1000 / fused[s]['wall']:.2f}× | {r['peak'] / 1e6:,.0f} MB ({r['base'] / 1e6:,.0f} MB) |")
+    print()
+    print("A real later visit in Chromium (the page cached by the browser, until the manifest is there): the server's "
+          "CPU over the visit, its idle polling included (the idle server's share in brackets) "
+          + "; ".join(f"{s} px {statistics.median(visits[s]['cpu']) * 1000:.0f} ms "
+                      f"({statistics.median(visits[s]['idle']) * 1000:.0f} ms; median of {len(visits[s]['cpu'])}), "
+                      f"{len(visits[s]['again'])} requests reached the server ({len(visits[s]['first'])} on a first "
+                      "visit)" for s in sides))
     for s in sides:
         print(f"What reached the server on a later visit at {s} px: "
               + ", ".join(f"{r['method']} {r['url'][len(url) - 1:].split('?')[0]}" for r in visits[s]["again"]))
-    print("One-time download per model: " + "; ".join(
-        f"{s} px graph {made[s]['bytes'] / 1e6:.1f} MB + runtime "
-        f"{sum((assets.ORT / n).stat().st_size for n in DEVICE_FILES) / 1e6:.1f} MB" for s in sides))
+    print("Files of a first visit (the WebAssembly build and the model's graph), stored / as transferred (gzip): "
+          + "; ".join(f"{s} px graph {made[s]['bytes'] / 1e6:.1f} MB" for s in sides)
+          + f"; runtime {sum((assets_ort() / n).stat().st_size for n in DEVICE_FILES) / 1e6:.1f} MB")
     print()
-    print("| students | short side | visit | manifest there p50 | p95 | first map p95 (+ device here) | server CPU "
-          "per student | downloaded per student |")
+    print("| students | short side | visit | manifest there p50 | p95 | first map p95 (+ device here, 2 threads) | "
+          "server CPU per student | transferred per student |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f = forward[r["side"]]
-        total = (f"{r['p95'] + (f['prep_ms'] + f['ms']) / 1000:.2f} s" if f and "ms" in f
+        f = next((v for (side, kind), v in runs.items() if side == r["side"] and v and v.get("threads") == 2
+                  and v.get("backend") == "wasm"), None)
+        total = (f"{r['p95'] + (f['prep_ms'] + f['ms']) / 1000:.2f} s" if f and "prep_ms" in f
                  else "(the server answers)" if f else "(no forward here)")
         print(f"| {r['students']} | {r['side']} | {'first (files)' if r['first'] else 'again (cached)'} | "
               f"{r['p50']:.2f} s | {r['p95']:.2f} s | {'' if r['first'] else total} | "
               f"{r['cpu'] * 1000:.0f} ms | {r['mb']:.1f} MB |")
+
+
+def assets_ort() -> Path:
+    from vitviz import assets
+
+    return assets.ORT
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -357,6 +429,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sides", type=int, nargs="+", default=[224, 480])
     ap.add_argument("--device", action="store_true", help="the device path too")
     ap.add_argument("--device-only", action="store_true", help="the device path only")
+    ap.add_argument("--device-students", type=int, nargs="+", default=[30, 100],
+                    help="how many students replay a device visit at once")
     ap.add_argument("--endpoints", nargs="+", default=list(ENDPOINTS), choices=list(ENDPOINTS),
                     help="what each student asks for (default: both; /attention for one student only)")
     args = ap.parse_args(argv)
@@ -378,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"… {n} students at {s} px ({api}): p95 {rows[-1]['p95']:.2f} s", file=sys.stderr)
             if args.device or args.device_only:
                 (tmp / "device").mkdir()
-                device_table(url, proc.pid, args.sides, tmp / "device")
+                device_table(url, proc.pid, args.sides, tmp / "device", forward, args.device_students)
         finally:
             proc.terminate()
             proc.wait(timeout=60)

@@ -78,9 +78,9 @@ def models_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(models_file):
-    report = added.install(models_file)
+    report = added.install(models_file, adopt=cache.adopt, forget=cache.forget)
     yield report
-    added.remove()
+    added.remove(forget=cache.forget)
 
 
 @pytest.mark.slow  # builds and checks a ViT-S/16 checkpoint (about 7 s), then runs every view
@@ -364,7 +364,7 @@ weights = "good.safetensors"
 labels = "big.txt"
 """)
     try:
-        report = added.install(tmp_path / "models.toml")
+        report = added.install(tmp_path / "models.toml", adopt=cache.adopt, forget=cache.forget)
         assert list(report.added) == ["Good"]
         faults = {p.name: (p.field, p.why) for p in report.problems}
         assert faults["Zero-d head"] == ("weights", "head.weight has shape (); a classifier's head is (classes, width).")
@@ -378,5 +378,14 @@ labels = "big.txt"
         assert faults["Other position table"][0] == "weights" and "(1, 577, 192)" in faults["Other position table"][1]
         assert faults["Huge labels"][0] == "labels" and "at most 4 MiB" in faults["Huge labels"][1]
         assert len(faults) == 10
+        # the cache keeps the checked model; once it lets it go, the spec's own loader loads it again (the cache
+        # knows nothing of models files), and taking the file's models off the list takes them out of the cache
+        first = cache.get_model("Good")
+        assert cache.loaded("Good") and registry.REGISTRY["Good"].loader is not None
+        cache.forget("Good")
+        again = cache.get_model("Good")
+        assert again is not first and again.spec.key == "Good" and again.weights_id == first.weights_id
+        added.remove(forget=cache.forget)
+        assert not cache.loaded("Good") and "Good" not in registry.REGISTRY
     finally:
-        added.remove()
+        added.remove(forget=cache.forget)

@@ -120,7 +120,7 @@ def test_dinov2_with_registers_is_made_into_a_graph_and_agrees_at_any_shape(tmp_
 
 
 def test_an_export_that_fails_falls_back_in_words_and_graphs_on_disk_are_bounded(tmp_path, monkeypatch):
-    from vitviz.app import attention
+    from vitviz.app import manifests as attention
 
     runner = cache.get_model(registry.OFFLINE_KEY)
     with monkeypatch.context() as m:

@@ -61,7 +61,7 @@ def test_gradios_content_named_files_are_kept_by_the_browser_and_nothing_else():
 
 
 def test_a_device_manifest_is_answered_without_work_once_made_and_not_before(monkeypatch):
-    from vitviz.app import attention
+    from vitviz.app import manifests as attention
 
     from vitviz.core.lru import LRU
 

@@ -39,7 +39,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
     models_file = models_file or os.environ.get("VITVIZ_MODELS") or None
     if models_file:
         try:
-            added.install(models_file)  # logs what was added and what was left out, and why
+            # logs what was added and what was left out, and why; the cache keeps what it checked
+            added.install(models_file, adopt=models.adopt, forget=models.forget)
         except ValueError as err:  # the file itself: the app starts with vitviz's own models
             log.error("%s The app starts with vitviz's own models only.", err)
     serving.return_freed_memory()

@@ -162,7 +162,7 @@ def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: 
 def _device_manifest(on: bool, model: str, progress) -> dict | None:
     """The Classify tab's device manifest when the page could not get it made: nothing while its switch is off;
     else the classifier's at its checkpoint's own size (the picture prepared as this tab's server path does)."""
-    from vitviz.app.attention import device_manifest
+    from vitviz.app.manifests import device_manifest
     from vitviz.models import cache as models
 
     if not on:

@@ -147,7 +147,7 @@ def data_routes() -> list:
         return Response(body, media_type="application/octet-stream", headers=IMMUTABLE)
 
     async def manifest(request):  # a device manifest already made: no work here (else the page asks the queue)
-        from vitviz.app.attention import made_manifest
+        from vitviz.app.manifests import made_manifest
 
         q = request.query_params
         tab, model, side = q.get("tab", "attention"), q.get("model", ""), q.get("side", "")

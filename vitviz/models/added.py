@@ -20,12 +20,15 @@ A broken entry is reported with its name and the field at fault and left out; th
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import math
 import threading
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -36,7 +39,7 @@ from vitviz.specs import registry
 log = logging.getLogger("vitviz")
 
 FIELDS = ("name", "timm", "transformers", "weights", "hub", "labels", "mean", "std", "resolution")
-ABOUT = "added by this server"
+ABOUT = registry.ADDED_ABOUT
 
 
 @dataclass(frozen=True)
@@ -381,20 +384,22 @@ def check(runner: Runner) -> None:
                                    f"{None if logits is None else logits.shape[-1]} classes.")
 
 
-def install(path: str | Path) -> Report:
+def install(path: str | Path, *, adopt: Callable[[str, Runner], None], forget: Callable[[str], None]) -> Report:
     """Read, check and add every usable model of the models file ``path`` (replacing the models a file added
-    before); a broken entry is reported and left out. Returns what was added and what was not, and logs it."""
-    from vitviz.models import cache
+    before); a broken entry is reported and left out. Returns what was added and what was not, and logs it.
 
+    ``adopt(name, runner)`` keeps a checked model loaded (the model cache's ``adopt``) and ``forget(name)`` lets a
+    replaced one go (its ``forget``): the caller hands the cache over, so this module and the cache never import
+    each other. A model the cache later lets go is loaded again by its spec's ``loader``."""
     entries, problems = parse(path)
     report = Report(Path(path), problems=list(problems))
     with _lock:
-        remove()
+        remove(forget=forget)
         for e in entries:
             try:
                 runner = load(e)
                 check(runner)
-                registry.add(runner.spec)
+                registry.add(dataclasses.replace(runner.spec, loader=functools.partial(load, e)))
             except EntryError as err:
                 report.problems.append(Problem(e.name, err.field, str(err)))
                 continue
@@ -405,7 +410,7 @@ def install(path: str | Path) -> Report:
                 report.problems.append(Problem(e.name, _at_fault(e, err), _said(err)))
                 continue
             _entries[e.name] = e
-            cache.adopt(e.name, runner)
+            adopt(e.name, runner)
             report.added[e.name] = runner.origin
     for line in report.lines():
         log.info("%s", line)
@@ -428,11 +433,9 @@ def _said(err: Exception) -> str:
     return f"it could not be loaded ({type(err).__name__}{': ' + first if first else ''})."
 
 
-def remove() -> None:
-    """Take the added models off the list and out of the model cache."""
-    from vitviz.models import cache
-
+def remove(*, forget: Callable[[str], None]) -> None:
+    """Take the added models off the list, and out of the model cache through ``forget`` (its ``forget``)."""
     for name in list(_entries):
-        cache.forget(name)
+        forget(name)
     _entries.clear()
     registry.remove_added()

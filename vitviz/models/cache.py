@@ -20,9 +20,9 @@ from typing import Callable
 
 from vitviz import assets
 from vitviz.core.lru import LRU
-from vitviz.models import added, loaders
+from vitviz.models import loaders
 from vitviz.models.runner import Runner
-from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY
+from vitviz.specs.registry import ADDED_ABOUT, CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY
 from vitviz.specs.registry import spec as registry_spec
 
 FAILURE_TTL = 300.0
@@ -107,9 +107,8 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     failed download) this returns the embedded model with ``notice`` saying why.
     """
     spec = registry_spec(key)
-    entry = added.entry(key)
-    if entry is not None:  # added by this server's operator: checked at start, loaded again after a clear
-        return _cached(key, lambda: added.load(entry))
+    if spec.loader is not None:  # added by this server's operator: checked at start, loaded again after a clear
+        return _cached(key, spec.loader)
     if spec.family == "embedded":
         return _cached(key, loaders.load_embedded_cnn if spec.task == "cnn" else loaders.load_embedded)
     hit = _models.get(key)
@@ -162,5 +161,5 @@ def choice_label(key: str) -> str:
     """How a model list shows ``key``: its name, and ': needs download' when it cannot be had now, or
     '(added by this server)' for a model of the server's models file."""
     if key in REGISTRY and REGISTRY[key].added:
-        return f"{key} ({added.ABOUT})"
+        return f"{key} ({ADDED_ABOUT})"
     return key if available_now().get(key, True) else f"{key}: needs download"

@@ -8,10 +8,13 @@ are loaded or any forward runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 OFFLINE_KEY = "vitviz tiny (shapes only)"
 CNN_OFFLINE_KEY = "vitviz small CNN (shapes only)"
+ADDED_ABOUT = "added by this server"
+"""How the model lists mark a model the server's operator added (a models file)."""
 SHAPES_ONLY = (OFFLINE_KEY, CNN_OFFLINE_KEY)
 """The models that vitviz trained itself on generated shapes: they know nothing else."""
 
@@ -35,6 +38,8 @@ class ModelSpec:
         depth: number of transformer blocks L.
         heads: attention heads per block H (a Swin's first stage).
         added: added by whoever runs this server (a models file), not one of vitviz's own.
+        loader: for an added model, what loads it (``vitviz.models.added`` puts it there): the model cache calls it
+            and never needs to know of models files.
     """
 
     key: str
@@ -50,6 +55,8 @@ class ModelSpec:
     depth: int = 12
     heads: int = 6
     added: bool = False
+    loader: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    """How an added model is loaded again once the model cache let it go (its checked file); None: by family."""
 
 
 REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (

@@ -119,9 +119,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 def install_models(path: str) -> "object":
     """Add the models of the operator's models file ``path`` (``--models``); the entries left out are said on
     stderr. Returns the report. ``ValueError`` when the file cannot be read."""
-    from vitviz.models import added
+    from vitviz.models import added, cache
 
-    report = added.install(path)
+    report = added.install(path, adopt=cache.adopt, forget=cache.forget)
     for problem in report.problems:
         _say(f"left out of {path}: {problem}")
     return report

@@ -1,0 +1,66 @@
+"""The device path's manifests, a leaf of the app: what a browser downloads to compute the Attention or Classify
+view itself (the graph, the preprocessing, the labels, the explorer's settings), made through the queue the first
+time and answered from memory after that (``GET /vitviz/device-manifest``, :mod:`vitviz.app.serving`). Imports no
+other module of the app, so the route, the Attention tab and the Classify tab can all use it without a circle."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from vitviz.core.lru import LRU
+from vitviz.models import budget, device
+from vitviz.models import cache as models
+from vitviz.render import browser
+from vitviz.specs import views as declared
+from vitviz.views.shown import scene_keys, shapes_only
+
+log = logging.getLogger("vitviz")
+
+A = declared.ATTENTION
+HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
+"""The Attention view's settings the explorer holds in the browser."""
+
+
+MADE: LRU[dict] = LRU(256)
+"""The manifests made so far, by (tab, model asked, short side asked or ''): what ``GET /vitviz/device-manifest``
+answers from without any work (:func:`made_manifest`)."""
+
+
+def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
+    """A manifest already made for ``tab`` ('attention' or 'classify'), ``model`` and (Attention) ``side``, with the
+    explorer's settings at their defaults (the page puts its own over them); None when it has not been made (the
+    page then asks through the queue, which makes it)."""
+    made = MADE.get((tab, model, side))
+    if made is None:
+        return None
+    return made | browser.explorer_template({f.name: f.default for f in HELD}, {f.name: f for f in HELD},
+                                            made.get("layers"))
+
+
+def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict:
+    """What a device downloads to compute ``tab``'s view (Attention, or Classify) itself, for the checked settings
+    ``values`` (model,
+    short side, the explorer's): the graph's file and size, the preprocessing, the labels
+    (:func:`vitviz.models.device.manifest`), the explorer's settings, the server's own forward time and the notice
+    when another model stands in; or ``{"error": why}`` when the model cannot run on a device. The graph is made the
+    first time (seconds), within the server's memory budget."""
+    runner = models.get_model(values["model"], progress)
+    side = runner.side(values["resolution"])
+    tokens = (side // runner.spec.patch) ** 2 + runner.spec.prefix
+    try:
+        # making the graph holds the model twice more (a copy for the export, one with its weights rounded)
+        with budget.reserve(2 * runner.nbytes + 2 * budget.forward_bytes(runner.spec, tokens),
+                            "making the model's file for this device"):
+            made = device.manifest(runner, side)
+    except Exception as err:  # noqa: BLE001 - whatever stops the export, the page falls back to the server, said
+        log.info("no device graph for %s: %s", runner.spec.key, err)
+        return {"error": str(err), "model": runner.spec.key}
+    warning = shapes_only(runner.spec.key, np.zeros((1, 1, 3), np.uint8))  # what a photo gets from this model
+    made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side),
+             "side_note": runner.side_reason(values["resolution"]), "shapes_warning": warning.replace("**", ""),
+             "scenes": sorted(scene_keys()) if warning else []}
+    MADE.put((tab, str(values["model"]), str(int(values["resolution"])) if tab == "attention" else ""), made)
+    return made | browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
+                                            {f.name: f for f in HELD}, runner.depth)
