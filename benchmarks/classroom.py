@@ -121,6 +121,32 @@ def fused_forward(checkpoint: Path, side: int) -> dict:
     return {"wall": statistics.median(wall), "cpu": statistics.median(cpu)}
 
 
+def batched_forward(checkpoint: Path, side: int, batch: int = 4) -> dict:
+    """Whether waiting students' forwards would be cheaper as one batch: median seconds of one fused forward of
+    ``batch`` pictures against ``batch`` forwards of one, at ``side`` (same run, same process)."""
+    import torch
+
+    from vitviz.models import loaders
+    from vitviz.models.runner import Call
+    from vitviz.specs import registry
+
+    runner = loaders.load_hf(checkpoint, spec=registry.REGISTRY["DINO ViT-S/8"])
+    call = Call(lambda model, x, forward: forward(x))
+    one, many = torch.randn(1, 3, side, side), torch.randn(batch, 3, side, side)
+    runner.run(call, one)
+    runner.run(call, many)
+    apart, together = [], []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for i in range(batch):
+            runner.run(call, many[i:i + 1])
+        apart.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        runner.run(call, many)
+        together.append(time.perf_counter() - t0)
+    return {"apart": statistics.median(apart), "together": statistics.median(together), "batch": batch}
+
+
 ENDPOINTS = {"/explorer": "the page's first map (its data; the browser draws it)",
              "/attention": "the API's answer with its four figures drawn"}
 
@@ -364,7 +390,9 @@ def device_table(url: str, pid: int, sides: list[int], folder: Path, fused: dict
     assert all(m.get("file") and not m.get("notice") for m in made.values()), made
     visits = {s: record_visit(url, s, pid) for s in sides}
     kinds = (("WebAssembly", 1, False), ("WebAssembly", 2, False), ("WebGPU (SwiftShader)", None, True))
-    runs = {(s, k): device_forward(url, s, picture, threads=t, gpu=g) for s in sides for k, t, g in kinds}
+    # WebGPU at the smallest side only: SwiftShader computes on the CPU, minutes at 480 px, and says nothing of a GPU
+    runs = {(s, k): device_forward(url, s, picture, threads=t, gpu=g, limit_s=180 if g else 300)
+            for s in sides for k, t, g in kinds if not g or s == min(sides)}
     rows = [device_case(url, pid, n, s, visits[s], first, made[s]["file"]) for s in sides for n in students
             for first in (False, True)]
     print()
@@ -429,6 +457,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sides", type=int, nargs="+", default=[224, 480])
     ap.add_argument("--device", action="store_true", help="the device path too")
     ap.add_argument("--device-only", action="store_true", help="the device path only")
+    ap.add_argument("--batching", action="store_true",
+                    help="only: one fused forward of 4 pictures against 4 of one, at each side")
     ap.add_argument("--device-students", type=int, nargs="+", default=[30, 100],
                     help="how many students replay a device visit at once")
     ap.add_argument("--endpoints", nargs="+", default=list(ENDPOINTS), choices=list(ENDPOINTS),
@@ -442,6 +472,14 @@ def main(argv: list[str] | None = None) -> None:
         tmp = Path(tmp)
         checkpoint = hubcache.dino_vits8(tmp / "checkpoint")
         hubcache.install(tmp / "hf", "facebook/dino-vits8", checkpoint)
+        if args.batching:
+            print("| short side | 4 forwards of one picture | one forward of 4 | saved |")
+            print("|---|---|---|---|")
+            for s in args.sides:
+                b = batched_forward(checkpoint, s)
+                print(f"| {s} | {b['apart'] * 1000:,.0f} ms | {b['together'] * 1000:,.0f} ms | "
+                      f"{1 - b['together'] / b['apart']:.0%} |")
+            return
         forward = {s: fused_forward(checkpoint, s) for s in args.sides}
         proc, url = serve(tmp / "hf")
         try:

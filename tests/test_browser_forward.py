@@ -50,6 +50,14 @@ def test_the_tour_goes_through_every_step_and_back_and_a_link_opens_a_step(brows
             q = parse_qs(urlparse(page.url).query)
             assert q["lesson"] == ["tour"] and q["step"] == [str(k)] and q["tab"] == [tab]
             assert step.caption[:40] in page.locator("#lesson-bar").inner_text()
+            if "open" in step.query:  # the step's section is opened and brought to the top of the screen
+                section = step.query["open"]
+                page.wait_for_function(  # just under the lesson's bar, which stays on screen with its caption
+                    "(s) => { const b = document.getElementById(s + '-box'); const r = b?.getBoundingClientRect();"
+                    " const bar = document.getElementById('lesson-bar').getBoundingClientRect();"
+                    " return b && b.querySelector(':scope > .label-wrap')?.classList.contains('open')"
+                    " && bar.top >= 0 && bar.bottom < innerHeight / 2 && r.top >= bar.bottom - 2"
+                    " && r.top < bar.bottom + 40; }", arg=section, timeout=60_000)
             if k < len(tour.steps):
                 page.locator("#lesson-bar a", has_text="Next").click()
         page.locator("#lesson-bar a", has_text="Back").click()  # back one step

@@ -34,7 +34,14 @@ def test_the_tour_has_ten_steps_each_opening_a_tab_with_settings_its_views_accep
         for r in records_of(q["tab"]):  # every setting the link holds is one its tab's views accept
             r.view.check(r.view.from_link(q))
         known = {f.link for r in records_of(q["tab"]) for f in r.view.settings() if f.link}
-        assert set(q) - {"tab", "image"} <= known, (step.link, set(q) - known)
+        assert set(q) - {"tab", "image", "open"} <= known, (step.link, set(q) - known)
+        if "open" in q:  # a section of the step's tab: one of its views (an accordion) or the forward pass's parts
+            assert q["open"] in {r.name for r in records_of(q["tab"])} | {"residual", "lens"}, q["open"]
+    # one picture through the whole tour, and no two steps the same view
+    assert {s.query.get("image") for s in tour.steps if "image" in s.query} == {"scene_star"}
+    assert len({s.link for s in tour.steps}) == len(tour.steps)
+    opened = {k + 1: s.query.get("open") for k, s in enumerate(tour.steps)}
+    assert (opened[3], opened[5], opened[7], opened[8]) == ("patch_filters", "residual", "inside_head", "lens")
 
 
 @pytest.mark.slow

@@ -34,13 +34,13 @@ def build(gr_tab: gr.Tab) -> Tab:
             note = gr.Markdown(elem_id="forward-notice")
             summary = gr.Markdown()
             stages = gr.HTML(elem_id="forward-diagram", css_template=(WEB / "forward.css").read_text())
-    with gr.Accordion("The residual stream: what each block adds", open=True):
+    with gr.Accordion("The residual stream: what each block adds", open=True, elem_id="residual-box"):
         with gr.Row():
             layer = form.add(F["layer"])
             cmap = form.add(F["cmap"])
         residual = figure("forward-residual")
         updates = figure("forward-updates")
-    with gr.Accordion("The logit lens: how the answer forms, layer by layer", open=True):
+    with gr.Accordion("The logit lens: how the answer forms, layer by layer", open=True, elem_id="lens-box"):
         lens_note = gr.Markdown(elem_classes="explain")
         lens = figure("forward-lens")
         lens_map = figure("forward-lens-map")

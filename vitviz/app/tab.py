@@ -244,6 +244,8 @@ class Tab:
         reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
         answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw; a ``gallery``
         shows every figure the view draws."""
+        if not box.elem_id:  # a section a link can open (?open=<view>) and a lesson's step can name
+            box.elem_id = f"{view.name}-box"
         narrowed = [f for f in view.fields if f.follows and isinstance(self.form.controls.get(f), gr.Slider)]
         outputs = ([c for _, c in browser] + [c for _, c in figures] + ([note[1]] if note is not None else [])
                    + [c for _, c in texts] + [self.form[f] for f in narrowed] + ([gallery] if gallery else []))

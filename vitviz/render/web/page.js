@@ -46,7 +46,18 @@
           return;
         }
         if (!head.classList.contains("open")) head.click();
-        setTimeout(() => box.scrollIntoView({ block: "start", behavior: "instant" }), 300);
+        // kept at the top while what is above it is still being drawn (figures arriving move it down), until the
+        // page settles (15 s) or the reader scrolls, clicks or presses a key
+        const pin = () => {  // its top just under a lesson's bar (which stays on screen), else at the top
+          const bar = document.getElementById("lesson-bar"), below = bar?.offsetParent ? bar.offsetHeight + 20 : 0;
+          window.scrollTo({ top: box.getBoundingClientRect().top + window.scrollY - below, behavior: "instant" });
+        };
+        setTimeout(pin, 300);
+        const grown = new ResizeObserver(pin), moves = ["wheel", "touchstart", "keydown", "mousedown"];
+        const stop = () => { grown.disconnect(); for (const m of moves) removeEventListener(m, stop, true); };
+        grown.observe(document.body);
+        for (const m of moves) addEventListener(m, stop, true);
+        setTimeout(stop, 15000);
       };
       tryOpen();
     },
