@@ -39,10 +39,12 @@ def test_the_tour_goes_through_every_step_and_back_and_a_link_opens_a_step(brows
     try:
         page.goto(app_url + "?tab=forward&image=scene_star")
         page.locator("#start-tour").wait_for(timeout=120_000)
-        page.locator("#start-tour").click()
+        page.locator("#start-tour").click()  # the tour's first step: a page of its own (the button is a link)
         for k, step in enumerate(tour.steps, 1):
             page.wait_for_function(f"() => document.querySelector('#lesson-bar')?.innerText.includes('step {k} of "
                                    f"{len(tour.steps)}')", timeout=120_000)
+            if k == 1:
+                page.evaluate("() => { window.__stayed = 'this page'; }")  # gone if a later step reloads the page
             tab = step.query["tab"]
             page.wait_for_selector(OPENS_WITH[tab], state="attached", timeout=120_000)  # its view is computed
             page.wait_for_function("(t) => new URL(location.href).searchParams.get('tab') === t", arg=tab,
@@ -60,6 +62,8 @@ def test_the_tour_goes_through_every_step_and_back_and_a_link_opens_a_step(brows
                     " && r.top < bar.bottom + 40; }", arg=section, timeout=60_000)
             if k < len(tour.steps):
                 page.locator("#lesson-bar a", has_text="Next").click()
+        assert page.evaluate("() => window.__stayed") == "this page"  # ten steps, no reload
+        assert page.evaluate("() => window.vitvizLink.moves") >= len(tour.steps) - 1
         page.locator("#lesson-bar a", has_text="Back").click()  # back one step
         page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 9 of')",
                                timeout=120_000)
@@ -159,5 +163,38 @@ def test_the_screen_the_link_and_the_download_hold_the_same_settings(browser, ap
         assert params["cmap"] == "magma" and params["layer"] == 3 and str(params["resolution"]) == shown_side
         q = parse_qs(urlparse(page.url).query)
         assert q["fp_cmap"] == ["magma"] and q["fp_layer"] == ["3"] and q["image"] == ["scene_star"]
+    finally:
+        ctx.close()
+
+
+def test_a_lesson_step_shows_what_its_link_says_whatever_the_step_before_set(browser, app_url):
+    """Steps move within the page (no reload), and a setting the next step's link leaves out is its default there,
+    not what the step before set; the browser's Back returns to the step before, with its setting."""
+    from vitviz.app.lessons import encode
+    from vitviz.tools.lesson import parse
+
+    text = ("# Two steps\n\n1. [Big patches.](?tab=patches&image=scene_star&patch=32)\n"
+            "2. [The same picture, the usual patches.](?tab=patches&image=scene_star)\n")
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    patch = ("() => [...document.querySelectorAll('.tabitem input[type=radio]:checked')].filter((e) => e.offsetParent)"
+             ".map((e) => e.value).find((v) => ['4', '8', '14', '16', '32'].includes(v))")
+    try:
+        page.goto(app_url + "?tab=patches&image=scene_star&patch=32&lesson=" + encode(parse(text)) + "&step=1")
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of 2')",
+                               timeout=120_000)
+        page.wait_for_function(patch + " === '32'", timeout=60_000)
+        page.evaluate("() => { window.__stayed = 'this page'; }")
+        page.locator("#lesson-bar a", has_text="Next").click()
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 2 of 2')",
+                               timeout=60_000)
+        page.wait_for_function(patch + " === '16'", timeout=60_000)
+        assert "patch=" not in page.evaluate("() => location.search")
+        assert page.evaluate("() => window.__stayed") == "this page"
+        page.go_back()
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of 2')",
+                               timeout=60_000)
+        page.wait_for_function(patch + " === '32'", timeout=60_000)
+        assert page.evaluate("() => window.__stayed") == "this page"
     finally:
         ctx.close()

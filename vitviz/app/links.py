@@ -9,6 +9,7 @@ is brought into range; one that cannot be read is skipped).
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any, Callable
 
 import gradio as gr
@@ -93,6 +94,11 @@ def photos_note(model: str) -> str:
             f"{model} from the hub; shown to the shapes model, they get its nearest shape, marked as such.")
 
 
+OPENED_PAGES = 4096
+"""How many pages' sessions the opener remembers having opened (to tell a first load from a link opened within the
+page); a page forgotten is opened as a first load: only what its link sets changes."""
+
+
 def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dict] | None = None) -> Callable:
     """The page-load callback: open the page as its link says (tab, picture, every setting), or on an example.
 
@@ -100,11 +106,22 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
     availability it used: called when a load finds the server's models changed since the page was made, after this
     page's own changes are worked out (this page was served as made before)."""
     built = {"available": models.available_now()}
+    opened_pages: OrderedDict[str, None] = OrderedDict()  # sessions whose page this opener has opened before
 
     def on_load(request: gr.Request) -> dict:
         """Only the open tab gets its picture now (which starts its work); the others get theirs when first
-        opened. Only what the link sets (and the model lists' labels) is returned; the rest keeps its value."""
+        opened. On a page's first load only what the link sets (and the model lists' labels) is returned; the rest
+        keeps its value as built. A link opened again within the same page (a lesson's Back and Next, the browser's
+        history: page.js moves the address, then asks here) also sets every setting the link leaves out back to its
+        default, so a step shows what its link says whatever the step before it set."""
         q = dict(request.query_params) if request is not None else {}
+        session = getattr(request, "session_hash", None) or ""
+        again = bool(session) and session in opened_pages
+        if session:
+            opened_pages[session] = None
+            opened_pages.move_to_end(session)
+            while len(opened_pages) > OPENED_PAGES:
+                opened_pages.popitem(last=False)
         tab = q.get("tab") if q.get("tab") in views.TABS else "patches"
         available = models.available_now()
         out: dict = {}
@@ -117,6 +134,11 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                         out[form[field]] = list(value) if isinstance(value, tuple) else value
                     elif field in form.browser:
                         held[field.name] = value
+                if again:  # what this link leaves out is the default, not what an earlier step set
+                    for field in view.fields:
+                        control = form.controls.get(field)
+                        if control is not None and control not in out and field.kind != "image":
+                            out[control] = list(field.default) if isinstance(field.default, tuple) else field.default
             if form.carrier is not None:  # set on every load, defaults too: the browser view's changes reach
                 # the server through this carrier's change event only once a load has set it
                 # (tests/test_browser_explorer.py)
@@ -157,6 +179,10 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
             out[page["tabs"]] = gr.Tabs(selected=tab)
         if q.get("lesson"):
             out[page["lesson"]] = gr.HTML(lessons.bar(q), visible=True)
+        elif again:  # a lesson left within the page
+            out[page["lesson"]] = gr.HTML("", visible=False)
+        if again and not said:
+            out[page["notice"]] = gr.Markdown("", visible=False)
         if q.get("projector") == "1":
             out[page["projector"]] = True
         if q.get("contrast") == "1":

@@ -112,6 +112,37 @@
     if (press && !(["attention", "classify"].includes(name) && link.get("device") === "1")) document.getElementById(press)?.click();
   };
   for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }  // the link opened
+  // A link of this page opened within it (a lesson's Back and Next, the arrow keys, the browser's history): the
+  // address moves, and the server's opener (its hidden button; gradio's client sends it the address as it is now)
+  // sets what the link says and every other setting back to its default. No reload: the page, its scripts and
+  // the analyses the server and the browser already hold stay.
+  const reopen = () => {
+    for (const key of Object.keys(held)) delete held[key];
+    for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }
+    link.opening = link.get("tab") || "patches";
+    link.projector(link.get("projector") === "1");
+    link.contrast(link.get("contrast") === "1");
+    document.getElementById("page-open")?.click();
+    if (/^[a-z_]{1,40}$/.test(link.get("open") || "")) link.section(link.get("open"));
+    else window.scrollTo({ top: 0, behavior: "instant" });
+  };
+  link.go = (to) => {
+    const url = new URL(to, window.location.href);
+    if (url.origin !== window.location.origin || url.pathname !== window.location.pathname) {
+      window.location.href = url.href;
+      return;
+    }
+    history.pushState({ vitviz: true }, "", url.href);
+    link.moves = (link.moves || 0) + 1;  // how many links were opened within this page (the tests read it)
+    reopen();
+  };
+  window.addEventListener("popstate", reopen);
+  document.addEventListener("click", (ev) => {  // a lesson's own links (Back, Next, Leave) move within the page
+    const a = ev.target?.closest?.("#lesson-bar a[href]");
+    if (!a || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    ev.preventDefault();
+    link.go(a.getAttribute("href"));
+  }, true);
   window.vitvizLink = link;
   link.show();
   if (/^[a-z_]{1,40}$/.test(link.get("open") || "")) link.section(link.get("open"));  // ?open=<section>
@@ -168,7 +199,7 @@
     const at = document.activeElement;
     if (at && at !== document.body && !bar.contains(at)) return;
     const to = ev.key === "ArrowLeft" ? bar.dataset.prev : bar.dataset.next;
-    if (to) { ev.preventDefault(); window.location.href = to; }
+    if (to) { ev.preventDefault(); link.go(to); }
   });
 
   // The lesson maker: steps kept in this browser (localStorage), written as the Markdown vitviz lessons are.
@@ -194,7 +225,7 @@
           `${LIMITS.link.toLocaleString("en")}. Shorten its captions or split it into two lessons.`);
       return;
     }
-    window.location.href = link;
+    link.go(link);
   };
   function listSteps() {
     const list = document.querySelector("#lesson-steps");
