@@ -13,9 +13,7 @@ as the view reports it) and its occlusion grid.
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -24,22 +22,10 @@ HOME = Path(tempfile.mkdtemp(prefix="vitviz-bench-hf-"))
 os.environ["HF_HOME"] = str(HOME)
 
 
-def median_seconds(fn, n: int = 5, warm: bool = True) -> float:
-    if warm:
-        fn()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
 
 def main() -> None:
     import numpy as np
-    import timm
     import torch
-    from safetensors.torch import save_file
 
     from benchmarks import hubcache
     from vitviz import views
@@ -47,29 +33,25 @@ def main() -> None:
     from vitviz.models.runner import Call
     from vitviz.specs import registry
 
-    hubcache.install(HOME, "facebook/dino-vits8", hubcache.dino_vits8(HOME / "dino"))
-    vitb = registry.REGISTRY["ViT-B/16 (ImageNet-1k)"]
-    weights = HOME / "vitb16.safetensors"
-    save_file(timm.create_model("vit_base_patch16_224", pretrained=False).state_dict(), str(weights))
-    hubcache.install(HOME, timm.models.get_pretrained_cfg(vitb.source).hf_hub_id, {"model.safetensors": weights})
+    hubcache.two_models(HOME)
     rng = np.random.default_rng(0)
     cases = {"deletion": {}, "deletion (both curves)": {"curves": "both"}, "deletion (21 points)": {"points": 21},
              "randomise": {"step": 6}, "predict": {"patches": "3,3;3,4;4,3;4,4"}}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| model | side | fused forward | view | seconds | in forwards | tokens through the model (deletion) |")
     print("|---|---|---|---|---|---|---|")
-    for key in ("DINO ViT-S/8", vitb.key, registry.OFFLINE_KEY):
+    for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)", registry.OFFLINE_KEY):
         runner = models.get_model(key)
         assert runner.spec.key == key, runner.notice
         side = runner.resolution
         x = torch.randn(1, 3, side, side)
-        bare = median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
+        bare = hubcache.median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
         for name, extra in cases.items():
             view = name.split(" (")[0]
             values = views.VIEWS[view].check({"model": key, **extra})
             pictures = iter([rng.integers(0, 256, (side, side, 3), dtype=np.uint8) for _ in range(4)])
             shown = views.show(view, next(pictures), values)  # warm
-            seconds = median_seconds(lambda: views.show(view, next(pictures), values), n=3, warm=False)
+            seconds = hubcache.median_seconds(lambda: views.show(view, next(pictures), values), n=3, warm=False)
             cost = shown.numbers.get("cost", {})
             tokens = (f"{cost['tokens']:,} ({cost['forwards']:.0f} forwards' worth; occlusion "
                       f"{shown.numbers['occlusion']['regions']} regions)") if cost else ""

@@ -11,9 +11,7 @@ and what the page receives (the diagram's HTML and the figures' PNG bytes).
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -22,21 +20,10 @@ HOME = Path(tempfile.mkdtemp(prefix="vitviz-bench-hf-"))
 os.environ["HF_HOME"] = str(HOME)
 
 
-def median_seconds(fn, n: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
 
 def main() -> None:
     import numpy as np
-    import timm
     import torch
-    from safetensors.torch import save_file
 
     from benchmarks import hubcache
     from vitviz import views
@@ -44,28 +31,23 @@ def main() -> None:
     from vitviz.models import cache as models
     from vitviz.models.runner import Call
     from vitviz.render.browser import png_bytes
-    from vitviz.specs import registry
     from vitviz.specs import views as spec
 
-    hubcache.install(HOME, "facebook/dino-vits8", hubcache.dino_vits8(HOME / "dino"))
-    vitb = registry.REGISTRY["ViT-B/16 (ImageNet-1k)"]
-    weights = HOME / "vitb16.safetensors"
-    save_file(timm.create_model("vit_base_patch16_224", pretrained=False).state_dict(), str(weights))
-    hubcache.install(HOME, timm.models.get_pretrained_cfg(vitb.source).hf_hub_id, {"model.safetensors": weights})
+    hubcache.two_models(HOME)
     rng = np.random.default_rng(0)
     print("| model (224 px) | tokens | fused forward | recording forward | ratio | whole view | diagram | figures |")
     print("|---|---|---|---|---|---|---|---|")
-    for key in ("DINO ViT-S/8", vitb.key):
+    for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)"):
         runner = models.get_model(key)
         assert runner.spec.key == key, runner.notice
         x = torch.randn(1, 3, 224, 224)
-        bare = median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
+        bare = hubcache.median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
         probe = ForwardProbe(runner.spec.prefix, runner.spec.patch, tuple(runner.labels or ()) or None)
-        recorded = median_seconds(lambda: runner.run(probe, x))
+        recorded = hubcache.median_seconds(lambda: runner.run(probe, x))
         values = spec.FORWARD.check({"model": key, "resolution": 224})
         pictures = iter([rng.integers(0, 256, (224, 224, 3), dtype=np.uint8) for _ in range(7)])
         shown = views.show("forward_pass", next(pictures), values)
-        whole = median_seconds(lambda: views.show("forward_pass", next(pictures), values))
+        whole = hubcache.median_seconds(lambda: views.show("forward_pass", next(pictures), values))
         diagram = len(shown.data["diagram"].encode())
         figures = sum(len(png_bytes(np.asarray(im.convert("RGB")))) for im in shown.figures.values())
         tokens = (224 // runner.spec.patch) ** 2 + runner.spec.prefix

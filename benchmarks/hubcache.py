@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import statistics
+import time
 from pathlib import Path
+from typing import Callable
 
 
 def dino_vits8(folder: Path, seed: int = 0) -> Path:
@@ -40,3 +43,30 @@ def install(hf_home: Path, repo: str, checkpoint: Path | dict[str, Path]) -> Pat
     (base / "refs").mkdir(parents=True, exist_ok=True)
     (base / "refs" / "main").write_text(revision)
     return snapshot
+
+
+def two_models(hf_home: Path) -> None:
+    """DINO ViT-S/8 and timm's ViT-B/16 (random weights, the real architectures) in the private cache ``hf_home``,
+    laid out as the hub's downloads so that the registry's real loaders read them."""
+    import timm
+    from safetensors.torch import save_file
+
+    from vitviz.specs import registry
+
+    install(hf_home, "facebook/dino-vits8", dino_vits8(hf_home / "dino"))
+    vitb = registry.REGISTRY["ViT-B/16 (ImageNet-1k)"]
+    weights = hf_home / "vitb16.safetensors"
+    save_file(timm.create_model("vit_base_patch16_224", pretrained=False).state_dict(), str(weights))
+    install(hf_home, timm.models.get_pretrained_cfg(vitb.source).hf_hub_id, {"model.safetensors": weights})
+
+
+def median_seconds(fn: Callable[[], object], n: int = 5, warm: bool = True) -> float:
+    """The median wall time of ``n`` calls of ``fn`` (after one call not counted, with ``warm``)."""
+    if warm:
+        fn()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

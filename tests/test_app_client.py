@@ -221,10 +221,10 @@ def test_registers_comparison_refuses_a_stand_in(client):
 
 
 def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
-    """The README's example, run twice with one client (one session): data only, so nothing changes in between."""
+    """The example in docs/using.md, run twice with one client (one session): data only, so nothing changes in between."""
     import gradio_client
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "using.md").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert 'api_name="/patches"' in code and 'api_name="/attention"' in code
     monkeypatch.chdir(ROOT)

@@ -14,12 +14,18 @@ from vitviz.render import plotting
 from vitviz.views import VIEWS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = README.parent / "docs"
+
+
+def documentation() -> str:
+    """The README and the documents beside it (docs/*.md): what they say, wherever it is said."""
+    return "\n".join(p.read_text() for p in [README, *sorted(DOCS.glob("*.md"))])
 PICTURELESS = {"toy", "patch_filters", "position_embeddings", "rotary", "relative_bias", "registers",
                "patch_size_tradeoff"}
 
 
 def test_the_readme_states_the_limits_this_file_checks():
-    text = " ".join(README.read_text().split())
+    text = " ".join(documentation().split())
     assert "no text under 20 px of the figure" in text
     assert "no figure wider than 790 px or taller than 660 px" in text
     assert (plotting.PROJECTOR.max_width, plotting.PROJECTOR.max_height, plotting.PROJECTOR.text_px) == (790, 660, 20)
@@ -41,7 +47,7 @@ def test_every_figure_of_every_view_keeps_the_readme_limits(view, rgb_cat):
 def test_the_readmes_list_of_views_is_made_from_the_records():
     from vitviz.views import RECORDS, table
 
-    text = README.read_text()
+    text = documentation()
     assert table() in text
     assert all(f"`/{name}`" in table() for name, r in RECORDS.items() if r.api)
 
@@ -52,7 +58,7 @@ def test_the_readmes_token_limits_are_the_codes():
     from vitviz.models import budget
     from vitviz.specs import registry
 
-    text = " ".join(README.read_text().split())
+    text = " ".join(documentation().split())
     s8, b8 = registry.REGISTRY["DINO ViT-S/8"], registry.REGISTRY["DINO ViT-B/8"]
 
     def limits(estimate) -> str:

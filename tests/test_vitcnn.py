@@ -325,7 +325,7 @@ def test_the_model_card_states_the_shipped_numbers():
     card = (sweep.OUT / "MODEL_CARD.md").read_text()
     res = sweep.results()
     rows = {line.split("|")[1].strip(): line for line in card.splitlines() if line.startswith("| ") and "," in line}
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "vit-vs-cnn.md").read_text()
     table = {line.split("|")[1].strip(): line for line in readme.splitlines()
              if line.strip().startswith("| ") and "(" in line and line.strip()[2].isdigit()}
     from vitviz.analyses.efficiency import wilson

@@ -33,7 +33,7 @@ def records_of(tab: str) -> tuple[Record, ...]:
 
 
 def table() -> str:
-    """Every view with an endpoint, as a Markdown table made from the records (the README's list of views,
+    """Every view with an endpoint, as a Markdown table made from the records (docs/using.md's list of views,
     ``vitviz views``): endpoint, tab, what it shows, its settings, its download endpoint, its command line."""
     rows = ["| endpoint | tab | view | settings | download | command line |", "|---|---|---|---|---|---|"]
     for r in RECORDS.values():

@@ -8,7 +8,7 @@ Shown``, joined by a record next to the function::
 
 From the records (:data:`RECORDS`) come the app's endpoints (``/<name>``, and ``/bundle_<name>`` with
 ``bundle``), the tab the view sits in (an accordion of its own unless the tab lays it out), the command line's
-``vitviz view <name>``, the bundles, the MCP tools (gradio's, from the endpoints) and the README's list of views.
+``vitviz view <name>``, the bundles, the MCP tools (gradio's, from the endpoints) and the list of views in docs/using.md.
 No gradio here.
 """
 
