@@ -134,7 +134,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                         out[form[field]] = list(value) if isinstance(value, tuple) else value
                     elif field in form.browser:
                         held[field.name] = value
-                if again:  # what this link leaves out is the default, not what an earlier step set
+                if again and name == tab:  # what the link leaves out is the default, not what a step before
+                    # set (in the tab it opens: the others are set when a link opens them)
                     for field in view.fields:
                         control = form.controls.get(field)
                         if control is not None and control not in out and field.kind != "image":

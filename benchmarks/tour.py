@@ -1,0 +1,94 @@
+"""The guided tour in headless Chromium: how long after Next a step's view is there.
+
+    python -m benchmarks.tour              # the offline model (what a class without the internet sees)
+
+The app runs as its own process (offline); the tour is walked once (each step's analysis made), then walked again
+``--rounds`` times, and for each step the time from Next's click to (a) the lesson bar showing the new step and
+(b) the page quiet: no gradio output pending for 300 ms. Also whether the page reloaded (a marker on ``window``).
+Prints the median and p95 per step and overall.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+QUIET = """() => new Promise((ok) => {
+  const busy = () => document.querySelector('.pending, .generating, .progress-text, .eta-bar') !== null;
+  let calm = 0;
+  const tick = () => { calm = busy() ? 0 : calm + 50; if (calm >= 300) ok(performance.now()); else setTimeout(tick, 50); };
+  tick();
+})"""
+
+
+def serve(port: int) -> subprocess.Popen:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", GRADIO_SERVER_PORT=str(port))
+    proc = subprocess.Popen([sys.executable, "-m", "vitviz.app", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(240):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+            return proc
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit("the app did not start")
+
+
+def main(argv: list[str] | None = None) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from vitviz.tools import lesson
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--port", type=int, default=7871)
+    args = ap.parse_args(argv)
+    steps = len(lesson.tour().steps)
+    proc = serve(args.port)
+    bar, quiet = {k: [] for k in range(2, steps + 1)}, {k: [] for k in range(2, steps + 1)}
+    reloaded = 0
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            for round_ in range(args.rounds + 1):
+                page.goto(f"http://127.0.0.1:{args.port}/?tab=forward&image=scene_star&lesson=tour&step=1")
+                page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of')",
+                                       timeout=120_000)
+                page.evaluate(QUIET)
+                page.evaluate("() => { window.__stayed = 1; }")
+                for k in range(2, steps + 1):
+                    t0 = page.evaluate("() => performance.now()")
+                    page.locator("#lesson-bar a", has_text="Next").click()
+                    shown = page.evaluate(f"""() => new Promise((ok) => {{ const t = () => document.querySelector(
+                        '#lesson-bar')?.innerText.includes('step {k} of') ? ok(performance.now()) : setTimeout(t, 20);
+                        t(); }})""")
+                    page.wait_for_timeout(100)
+                    calm = page.evaluate(QUIET)
+                    if round_:  # the first walk makes each step's analyses; the others are what is measured
+                        bar[k].append((shown - t0) / 1000)
+                        quiet[k].append((calm - t0 - 300) / 1000)
+                reloaded += page.evaluate("() => window.__stayed") != 1
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    every = sorted(v for vs in quiet.values() for v in vs)
+    print(f"The tour in headless Chromium, {args.rounds} walks after a first (each step's analysis made once); "
+          f"walks that reloaded the page: {reloaded}.")
+    print()
+    print("| step | lesson bar shows it (median) | page quiet (median) | page quiet (slowest) |")
+    print("|---|---|---|---|")
+    for k in range(2, steps + 1):
+        print(f"| {k} | {statistics.median(bar[k]):.2f} s | {statistics.median(quiet[k]):.2f} s | {max(quiet[k]):.2f} s |")
+    print(f"| all | | p50 {statistics.median(every):.2f} s | p95 {every[min(len(every) - 1, int(0.95 * len(every)))]:.2f} s |")
+
+
+if __name__ == "__main__":
+    main()
