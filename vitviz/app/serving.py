@@ -58,6 +58,7 @@ def friendly(fn: Callable) -> Callable:
             err.__traceback__ = None
         log.info("refused %s: %s", getattr(fn, "__name__", "a request"), message)
         REFUSED.set()  # a refused request may have been large: memory is looked at soon
+        LOOK.set()
         raise gr.Error(message, title="Cannot use this", print_exception=False)
     return wrapper
 
@@ -544,6 +545,8 @@ MMAP_BYTES = 16 * 2**20
 """Buffers at least this large are mapped from the system, and given back the moment they are freed."""
 REFUSED = threading.Event()
 """Set when a request is refused (:func:`friendly`): the memory watcher looks at once."""
+LOOK = threading.Event()
+"""Wakes the memory watcher: a refusal, or the end of large work that leaves the server idle."""
 WATCH_BYTES = 32 * 2**20
 """The process grown by this much since it last gave memory back: the watcher gives back what is free."""
 _trimmer: threading.Thread | None = None
@@ -559,10 +562,11 @@ def return_freed_memory() -> bool:
     Now the threshold is fixed at :data:`MMAP_BYTES` (a forward's activations, a few MB at 224 px, stay on the fast
     heap; a 60 MB body or a decoded 40-megapixel upload is mapped and given back when freed), and ``malloc_trim``
     returns the heap's free pages: when work that reserved at least :data:`TRIM_BYTES` of the server's budget ends,
-    and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`; after a refusal, a
-    collection of Python's reference cycles first: a refused 60 MB request reserves nothing, and its arguments can
-    sit in a cycle (an exception's frames) until the collector runs, which the page's configuration, once made for
-    every request, used to make happen often. (Collecting on every growth held the interpreter ~0.1 s a request.) tests/test_files.py and tests/test_app_crowd.py hold the memory
+    and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`, with a collection of
+    Python's reference cycles first after a refusal or when no work is running (never in the middle of a forward):
+    a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an exception's frames) until
+    the collector runs, which the page's configuration, once made for every request, used to make happen often. (Collecting on every growth, work running or not, held the interpreter
+    ~0.1 s in the middle of requests.) tests/test_files.py and tests/test_app_crowd.py hold the memory
     goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
@@ -580,6 +584,8 @@ def return_freed_memory() -> bool:
     def released(nbytes: int) -> None:
         if nbytes >= TRIM_BYTES:
             trim(0)
+            if budget.SERVER.used == 0:  # the server idle: the watcher may collect without holding up any work
+                LOOK.set()
 
     def rss() -> int:
         try:
@@ -591,16 +597,23 @@ def return_freed_memory() -> bool:
     def watch() -> None:  # grown by WATCH_BYTES since the last trim (or the lowest since): trim
         low = rss()
         while True:
-            refused = REFUSED.wait(1.0)
+            LOOK.wait(1.0)
+            LOOK.clear()
+            refused = REFUSED.is_set()
             if refused:  # a refusal: its arguments are garbage once gradio has answered
                 REFUSED.clear()
                 time.sleep(0.3)
             now = rss()
             if refused or now > low + WATCH_BYTES:
-                if refused:  # its arguments can sit in a reference cycle (an exception's frames); a full
-                    gc.collect()  # collection holds the interpreter for ~0.1 s: after a refusal, not on every growth
+                # garbage can sit in reference cycles (a refusal's arguments in an exception's frames, a request's
+                # buffers) until the collector runs; a full collection holds the interpreter ~0.1 s, so it runs
+                # after a refusal or while no work is running, never in the middle of a forward
+                settled = refused or budget.SERVER.used == 0
+                if settled:
+                    gc.collect()
                 trim(0)
-                low = rss()
+                if settled:
+                    low = rss()  # else looked at again once the work is done (its end wakes the watcher)
             else:
                 low = min(low, now)
 

@@ -219,13 +219,13 @@
   const openLesson = (text) => {
     const first = (text.match(/\]\((\?[^)\s]*)\)/) || [])[1];
     if (!first) { say("This lesson has no step: write '1. [caption](?tab=...)'."); return; }
-    const link = first + "&" + new URLSearchParams({ lesson: "md:" + b64(text), step: "1" }).toString();
-    if (link.length > LIMITS.link) {  // a proxy would refuse it (or the browser block it): said, not opened
-      say(`This lesson is ${link.length.toLocaleString("en")} characters as a link; a lesson link holds at most ` +
+    const address = first + "&" + new URLSearchParams({ lesson: "md:" + b64(text), step: "1" }).toString();
+    if (address.length > LIMITS.link) {  // a proxy would refuse it (or the browser block it): said, not opened
+      say(`This lesson is ${address.length.toLocaleString("en")} characters as a link; a lesson link holds at most ` +
           `${LIMITS.link.toLocaleString("en")}. Shorten its captions or split it into two lessons.`);
       return;
     }
-    link.go(link);
+    link.go(address);
   };
   function listSteps() {
     const list = document.querySelector("#lesson-steps");
