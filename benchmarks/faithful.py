@@ -12,22 +12,15 @@ as the view reports it) and its occlusion grid.
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
+from benchmarks import hubcache
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ["HF_HUB_OFFLINE"] = "1"
-HOME = Path(tempfile.mkdtemp(prefix="vitviz-bench-hf-"))
-os.environ["HF_HOME"] = str(HOME)
-
+HOME = hubcache.offline_home()
 
 
 def main() -> None:
     import numpy as np
     import torch
 
-    from benchmarks import hubcache
     from vitviz import views
     from vitviz.models import cache as models
     from vitviz.models.runner import Call

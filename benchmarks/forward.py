@@ -10,22 +10,15 @@ and what the page receives (the diagram's HTML and the figures' PNG bytes).
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
+from benchmarks import hubcache
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-os.environ["HF_HUB_OFFLINE"] = "1"
-HOME = Path(tempfile.mkdtemp(prefix="vitviz-bench-hf-"))
-os.environ["HF_HOME"] = str(HOME)
-
+HOME = hubcache.offline_home()
 
 
 def main() -> None:
     import numpy as np
     import torch
 
-    from benchmarks import hubcache
     from vitviz import views
     from vitviz.analyses.forward import ForwardProbe
     from vitviz.models import cache as models

@@ -7,8 +7,10 @@ into vitviz's own caches.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -70,3 +72,13 @@ def median_seconds(fn: Callable[[], object], n: int = 5, warm: bool = True) -> f
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def offline_home() -> Path:
+    """A private Hugging Face cache for this process, offline (call before importing vitviz or the hub's libraries:
+    they read these settings once)."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    home = Path(tempfile.mkdtemp(prefix="vitviz-bench-hf-"))
+    os.environ["HF_HOME"] = str(home)
+    return home
