@@ -9,13 +9,13 @@ is brought into range; one that cannot be read is skipped).
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from typing import Any, Callable
 
 import gradio as gr
 
 from vitviz.app import lessons, uploads
 from vitviz.app.tab import Tab
+from vitviz.core.lru import LRU
 from vitviz.models import cache as models
 from vitviz.specs import registry
 from vitviz.specs import views as declared
@@ -106,7 +106,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
     availability it used: called when a load finds the server's models changed since the page was made, after this
     page's own changes are worked out (this page was served as made before)."""
     built = {"available": models.available_now()}
-    opened_pages: OrderedDict[str, None] = OrderedDict()  # sessions whose page this opener has opened before
+    opened_pages: LRU[bool] = LRU(OPENED_PAGES, size=None, pool=None)  # sessions whose page was opened here
 
     def on_load(request: gr.Request) -> dict:
         """Only the open tab gets its picture now (which starts its work); the others get theirs when first
@@ -116,12 +116,9 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
         default, so a step shows what its link says whatever the step before it set."""
         q = dict(request.query_params) if request is not None else {}
         session = getattr(request, "session_hash", None) or ""
-        again = bool(session) and session in opened_pages
+        again = bool(session) and opened_pages.get(session) is not None
         if session:
-            opened_pages[session] = None
-            opened_pages.move_to_end(session)
-            while len(opened_pages) > OPENED_PAGES:
-                opened_pages.popitem(last=False)
+            opened_pages.put(session, True)
         tab = q.get("tab") if q.get("tab") in views.TABS else "patches"
         available = models.available_now()
         out: dict = {}

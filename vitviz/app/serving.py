@@ -565,9 +565,9 @@ def return_freed_memory() -> bool:
     and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`, with a collection of
     Python's reference cycles first after a refusal or when no work is running (never in the middle of a forward):
     a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an exception's frames) until
-    the collector runs, which the page's configuration, once made for every request, used to make happen often. (Collecting on every growth, work running or not, held the interpreter
-    ~0.1 s in the middle of requests.) tests/test_files.py and tests/test_app_crowd.py hold the memory
-    goals. Returns whether glibc is there."""
+    the collector runs, which the page's configuration, once made for every request, used to make happen often.
+    (Collecting on every growth, work running or not, held the interpreter ~0.1 s in the middle of requests.)
+    tests/test_files.py and tests/test_app_crowd.py hold the memory goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
 

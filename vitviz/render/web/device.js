@@ -9,7 +9,8 @@
 // resized with Pillow's own resampling (antialiased bicubic or bilinear, its 22-bit fixed-point arithmetic), the
 // centre crop with Python's rounding, then float32 normalisation: the same input tensor, bit for bit, for a PNG.
 
-const D = { m: null, sessions: new Map(), runtime: null, busy: false, last: null, timings: [], done: 0, failed: null };
+const D = { m: null, sessions: new Map(), busy: false, last: null, timings: [], done: 0, failed: null,
+            warm: new Set() };  // warm: graphs whose WebGPU shaders are compiled
 const SLOWER_MS = 5000;  // a forward here slower than this and than three times the server's: the server answers
 const $d = (sel) => element.querySelector(sel);
 
@@ -284,8 +285,8 @@ async function run(file) {
     const feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, prep.H, prep.W]),
                     pos: new ort.Tensor("float32", table, [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
     let t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1, firstMs = null;
-    if (D.backend === "webgpu" && !D.warm?.has(m.file)) {  // a session's first WebGPU run compiles its shaders:
-      (D.warm || (D.warm = new Set())).add(m.file);         // judged (and said) by a second, compiled run
+    if (D.backend === "webgpu" && !D.warm.has(m.file)) {  // a session's first WebGPU run compiles its shaders:
+      D.warm.add(m.file);                                  // judged (and said) by a second, compiled run
       firstMs = ms;
       t1 = performance.now(); out = await sess.run(feeds); ms = performance.now() - t1;
     }

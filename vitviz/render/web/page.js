@@ -111,20 +111,26 @@
     link.tab(name);
     if (press && !(["attention", "classify"].includes(name) && link.get("device") === "1")) document.getElementById(press)?.click();
   };
-  for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }  // the link opened
+  const readLink = () => {  // the browser views' settings, the section to open and the modes, as the link says
+    for (const key of Object.keys(held)) delete held[key];
+    for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }
+    link.projector(link.get("projector") === "1");
+    link.contrast(link.get("contrast") === "1");
+  };
+  const openSection = () => {  // ?open=<section>; true when there is one
+    const section = link.get("open") || "";
+    if (/^[a-z_]{1,40}$/.test(section)) link.section(section);
+    return !!section;
+  };
   // A link of this page opened within it (a lesson's Back and Next, the arrow keys, the browser's history): the
   // address moves, and the server's opener (its hidden button; gradio's client sends it the address as it is now)
   // sets what the link says and every other setting back to its default. No reload: the page, its scripts and
   // the analyses the server and the browser already hold stay.
   const reopen = () => {
-    for (const key of Object.keys(held)) delete held[key];
-    for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }
+    readLink();
     link.opening = link.get("tab") || "patches";
-    link.projector(link.get("projector") === "1");
-    link.contrast(link.get("contrast") === "1");
     document.getElementById("page-open")?.click();
-    if (/^[a-z_]{1,40}$/.test(link.get("open") || "")) link.section(link.get("open"));
-    else window.scrollTo({ top: 0, behavior: "instant" });
+    if (!openSection()) window.scrollTo({ top: 0, behavior: "instant" });
   };
   link.go = (to) => {
     const url = new URL(to, window.location.href);
@@ -144,11 +150,10 @@
     link.go(a.getAttribute("href"));
   }, true);
   window.vitvizLink = link;
-  link.show();
-  if (/^[a-z_]{1,40}$/.test(link.get("open") || "")) link.section(link.get("open"));  // ?open=<section>
   document.body.classList.remove("dark");
-  link.projector(link.get("projector") === "1");
-  link.contrast(link.get("contrast") === "1");
+  readLink();  // the link opened
+  link.show();
+  openSection();
 
   // names and keyboard reach for what gradio draws without them (WCAG 2.1: 4.1.2 names, 2.1.1 keyboard)
   const words = (file) => {  // an example's file name as a person would say it
