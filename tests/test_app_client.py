@@ -220,6 +220,7 @@ def test_registers_comparison_refuses_a_stand_in(client):
     assert "cannot be loaded" in r["texts"]["note"] and r["figures"] == {}
 
 
+@pytest.mark.slow  # two runs of every endpoint the example calls: with the slow set
 def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
     """The example in docs/using.md, run twice with one client (one session): data only, so nothing changes in between."""
     import gradio_client

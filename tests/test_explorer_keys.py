@@ -8,7 +8,6 @@ DINO's rule draws on the true attention."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import numpy as np
@@ -30,24 +29,33 @@ FIELDS = {n: declared.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "
 
 def true_attention(a: analysis.Analysis) -> list[np.ndarray]:
     """The model's own (H, T, T) attention of every layer for the analysis's picture, on its eager path."""
-    kept: dict[int, torch.Tensor] = {}
+    return eager_attention_and_keys(a)[0]
+
+
+def eager_attention_and_keys(a: analysis.Analysis) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
+    """From one eager forward of the analysis's picture: every layer's (H, T, T) attention and its (H, T, d) queries
+    (times the scale) and keys as the model computes them (not centred), from hooks of this test's own."""
+    attn: dict[int, torch.Tensor] = {}
+    qk: dict[int, tuple] = {}
     model = module_of(a.runner)
     x = a.runner.normalise(a.fitted.image)
-    with hooks.record_attention(model, lambda i, t: kept.__setitem__(i, t[0].double())), torch.inference_mode():
+    with hooks.record_attention(model, lambda i, t: attn.__setitem__(i, t[0].double())), \
+            hooks.record_keys(model, lambda i, q, k, s: qk.__setitem__(i, ((q[0] * s).double().numpy(),
+                                                                           k[0].double().numpy()))), \
+            torch.inference_mode():
         model(pixel_values=x, interpolate_pos_encoding=True) if hasattr(model, "config") else model(x)
-    return [kept[i].numpy() for i in range(len(kept))]
+    return [attn[i].numpy() for i in range(len(attn))], [qk[i] for i in range(len(qk))]
 
 
-def raw_queries_and_keys(a: analysis.Analysis, eager: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Every layer's (H, T, d) queries (times the scale) and keys as the model computes them (not centred) on its
-    fused path (what the analysis kept) or its eager one (what :func:`true_attention` reads), from hooks of this
-    test's own."""
+def fused_queries_and_keys(a: analysis.Analysis) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every layer's (H, T, d) queries (times the scale) and keys as the fused path (what the analysis kept) computes
+    them, not centred, from hooks of this test's own."""
     kept: dict[int, tuple] = {}
     model = module_of(a.runner)
     x = a.runner.normalise(a.fitted.image)
     with hooks.record_keys(model, lambda i, q, k, s: kept.__setitem__(i, ((q[0] * s).double().numpy(),
                                                                           k[0].double().numpy()))), \
-            (hooks.eager_attention(model) if eager else contextlib.nullcontext()), torch.inference_mode():
+            torch.inference_mode():
         model(pixel_values=x, interpolate_pos_encoding=True) if hasattr(model, "config") else model(x)
     return [kept[i] for i in range(len(kept))]
 
@@ -135,8 +143,8 @@ def contours_agree(rows: np.ndarray, true: np.ndarray, bound: np.ndarray, keep: 
 def test_sharp_heads_keep_float32_keys_and_their_contours_are_the_true_ones(sharp_dino, rgb_cat):
     a = analysis.analyse(sharp_dino, rgb_cat, 224)
     assert a.maps.grid == (28, 42)
-    full = true_attention(a)
-    fused, eager = raw_queries_and_keys(a, eager=False), raw_queries_and_keys(a, eager=True)
+    full, eager = eager_attention_and_keys(a)
+    fused = fused_queries_and_keys(a)
     p = a.maps.prefix
     for layer, keys in enumerate(a.maps.keys):
         assert full[layer].max(-1).mean() > 0.1 and full[layer].max() > 0.9  # sharp rows, as DINO's are
@@ -186,10 +194,10 @@ def test_at_480_px_pointed_contours_are_the_true_ones_for_patch_queries(sharp_di
 
     a = analysis.analyse(sharp_dino, images.load_rgb(EXAMPLES / "astronaut.png"), 480)
     assert a.maps.grid == (60, 60)
-    full = true_attention(a)
+    full, eager = eager_attention_and_keys(a)
     p, n = a.maps.prefix, a.maps.cls.shape[-1]
     some = np.arange(p, a.maps.tokens, 97)
-    fused, eager = raw_queries_and_keys(a, eager=False), raw_queries_and_keys(a, eager=True)
+    fused = fused_queries_and_keys(a)
     for layer in (0, 5, 11):
         rows = a.maps.keys[layer].rows(some)
         (fq, fk), (eq, ek) = fused[layer], eager[layer]

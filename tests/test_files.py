@@ -69,6 +69,7 @@ def test_a_body_sent_without_a_length_is_cut_off_at_the_limit(app_url):
     assert httpx.get(f"{app_url}config").status_code == 200  # and it goes on serving
 
 
+@pytest.mark.slow  # a memory goal measured over seconds: with the slow set, as the crowd tests
 def test_a_refused_request_keeps_nothing(served, app_url):
     """A 30 MB string where a patch size belongs: refused with a message, and neither gradio's per-session copy of
     the inputs nor the error's traceback keeps the string. (gradio's queue loop holds the last event it ran in its

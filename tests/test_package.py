@@ -64,6 +64,7 @@ def test_the_installed_package_finds_its_files_from_any_folder(tmp_path):
     assert len(assets.example_names()) >= 9
 
 
+@pytest.mark.slow  # a new interpreter importing torch: with the slow set, as the wheel
 def test_importing_vitviz_changes_nothing_global():
     code = """
 import logging, sys, warnings

@@ -266,6 +266,7 @@ def test_a_photo_shown_to_the_shapes_cnn_says_so(rgb_cat):
     assert "trained only on generated shape scenes" in tr.notice and registry.CNN_OFFLINE_KEY in tr.notice
 
 
+@pytest.mark.slow  # a ResNet-50 built and saved: with the slow set
 def test_a_local_resnet50_loads_through_the_real_loader(tmp_path, rgb_cat, resnet50):
     """The online CNN's loading code, on a ResNet-50 checkpoint built here (real architecture, random weights)."""
     from safetensors.torch import save_file

@@ -71,7 +71,8 @@ def bar(query: dict) -> str:
     ahead = f'<a class="vx-lesson-go" href="{html.escape(nxt)}">Next →</a>' if nxt else "<span>The end.</span>"
     return (f'<nav id="lesson-bar" class="vx-lesson" aria-label="lesson" data-prev="{html.escape(prev)}" '
             f'data-next="{html.escape(nxt)}"><p class="vx-lesson-where"><strong>{html.escape(lesson.title)}</strong>'
-            f' — step {k} of {n}</p><p class="vx-lesson-caption">{html.escape(lesson.steps[k - 1].caption)}</p>'
+            f' — step {k} of {n}</p><p class="vx-lesson-caption" tabindex="0">'  # scrolls on a phone: reachable
+            f'{html.escape(lesson.steps[k - 1].caption)}</p>'
             f'<p class="vx-lesson-nav">{back} {ahead} <a href="?">Leave the lesson</a> '
             '<span class="vx-lesson-keys">(← and → keys work too)</span></p></nav>')
 
