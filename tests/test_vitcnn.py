@@ -167,7 +167,7 @@ def test_erf_hooks_are_gone_after_a_forward_that_raises():
     assert not model.conv1._forward_hooks and not model.conv2._forward_hooks
 
 
-@pytest.mark.parametrize("side", [224, pytest.param(320, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("side", [224, 320])
 def test_the_stage_calculator_equals_flop_counter_mode(side):
     """Every stage of ViT-B/16, ResNet-50 and CoAtNet-0 (timm, random weights), attention unfused so that the two
     matrix products are visible to the counter."""
@@ -179,12 +179,13 @@ def test_the_stage_calculator_equals_flop_counter_mode(side):
         if net.name == "CoAtNet-0" and side != 224:
             continue  # its relative position tables are built for 224 px
         kwargs = {"img_size": side} if net.name == "ViT-B/16" else {}
-        model = timm.create_model(stages.TIMM_NAMES[net.name], pretrained=False, **kwargs).eval()
+        with torch.device("meta"):  # shapes only: the counter needs no numbers, and no memory is filled
+            model = timm.create_model(stages.TIMM_NAMES[net.name], pretrained=False, **kwargs).eval()
         for mod in model.modules():
             if hasattr(mod, "fused_attn"):
                 mod.fused_attn = False
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            model(torch.randn(1, 3, side, side))
+            model(torch.empty(1, 3, side, side, device="meta"))
         counts = counter.get_flop_counts()
         root = type(model).__name__
         assert counter.get_total_flops() == 2 * net.macs, net.name

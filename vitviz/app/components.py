@@ -142,11 +142,12 @@ def browser_carrier(name: str, value: str = "", elem_id: str | None = None) -> g
 
 
 def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
-    """A view drawn in the browser: render/web/{name}.js (after common.js) and {name}.css; data comes as its value."""
+    """A view drawn in the browser: render/web/{name}.js (after lib/ and common.js) and {name}.css; data comes as its
+    value."""
     return gr.HTML(None, elem_id=elem_id, apply_default_css=False,
                    html_template=f'<div class="vx" tabindex="0" role="application" aria-label="{label}"></div>',
                    css_template=(WEB / f"{name}.css").read_text(),
-                   js_on_load=(WEB / "common.js").read_text() + (WEB / f"{name}.js").read_text(), **kwargs)
+                   js_on_load=web.script("common.js", f"{name}.js"), **kwargs)
 
 
 DEVICE_TEMPLATE = (
@@ -168,7 +169,7 @@ def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture"
     Classify tab's is ``classify-device-panel``."""
     template = DEVICE_TEMPLATE.format(input_id=input_id)
     panel = gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template=template,
-                    css_template=(WEB / "device.css").read_text(), js_on_load=(WEB / "device.js").read_text())
+                    css_template=(WEB / "device.css").read_text(), js_on_load=web.script("device.js"))
     make = gr.Button("Make the model's file for this device", elem_id=f"{elem_id}-make", visible="hidden")
     return panel, make
 

@@ -1,1 +1,33 @@
-"""The scripts and styles of the views drawn in the browser (the app gives them to gr.HTML components)."""
+"""The scripts and styles of the views drawn in the browser (the app gives them to gr.HTML components).
+
+``lib/*.mjs`` are ES modules of pure functions, each the twin of a library function (number printing, the mass
+mask, attention rows, one head's arithmetic, Pillow's resampling and the models' input policy); Node's test runner
+checks them against vectors the library writes (``tests/js``). A page script is those modules' text, ``export``
+taken off (gr.HTML runs its ``js_on_load`` as one function body, where ES imports cannot be), then its own files.
+"""
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+WEB = Path(__file__).resolve().parent
+LIB = ("numbers", "maps", "picture")
+"""The modules every page script starts with, in this order (none imports another)."""
+
+
+@cache
+def library() -> str:
+    """The text of :data:`LIB`'s modules as one script: their ``export`` keywords removed."""
+    parts = []
+    for name in LIB:
+        text = (WEB / "lib" / f"{name}.mjs").read_text()
+        if re.search(r"^\s*import\b", text, re.M):
+            raise ValueError(f"lib/{name}.mjs imports: the page joins the modules, so each must stand alone")
+        parts.append(re.sub(r"^export\s+", "", text, flags=re.M))
+    return "\n".join(parts)
+
+
+def script(*files: str) -> str:
+    """A ``js_on_load`` body: the library's modules, then ``files`` (names under render/web) in order."""
+    return library() + "\n" + "".join((WEB / f).read_text() for f in files)

@@ -26,110 +26,6 @@ function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text
 
 function mb(n) { return `${(n / 1e6).toFixed(1)} MB`; }
 
-// ---- Pillow's resampling (Resample.c), for 8-bit channels ----------------------------------------------------
-const FILTERS = {
-  bicubic: { support: 2, f: (x) => { const a = -0.5; x = Math.abs(x);
-    if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
-    if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
-    return 0; } },
-  bilinear: { support: 1, f: (x) => { x = Math.abs(x); return x < 1 ? 1 - x : 0; } },
-};
-const PRECISION_BITS = 32 - 8 - 2;
-
-function coeffs(inSize, outSize, filter) {  // Pillow's precompute_coeffs + normalize_coeffs_8bpc
-  const scale = inSize / outSize, fscale = Math.max(scale, 1), support = filter.support * fscale;
-  const ksize = Math.ceil(support) * 2 + 1, bounds = new Int32Array(outSize * 2), kk = new Float64Array(outSize * ksize);
-  for (let xx = 0; xx < outSize; xx++) {
-    const center = (xx + 0.5) * scale, ss = 1 / fscale;
-    let xmin = Math.trunc(center - support + 0.5); if (xmin < 0) xmin = 0;
-    let xmax = Math.trunc(center + support + 0.5); if (xmax > inSize) xmax = inSize;
-    xmax -= xmin;
-    let ww = 0;
-    const w = new Float64Array(xmax);
-    for (let x = 0; x < xmax; x++) { w[x] = filter.f((x + xmin - center + 0.5) * ss); ww += w[x]; }
-    for (let x = 0; x < xmax; x++) {
-      const v = (ww !== 0 ? w[x] / ww : w[x]) * (1 << PRECISION_BITS);
-      kk[xx * ksize + x] = Math.trunc(v < 0 ? v - 0.5 : v + 0.5);
-    }
-    bounds[xx * 2] = xmin; bounds[xx * 2 + 1] = xmax;
-  }
-  return { ksize, bounds, kk };
-}
-
-function clip8(ss) { const v = Math.floor(ss / (1 << PRECISION_BITS)); return v < 0 ? 0 : v > 255 ? 255 : v; }
-
-// (h, w, 3) uint8 -> (oh, ow, 3): the horizontal pass, then the vertical one, as Pillow's ImagingResample does
-function resample(src, w, h, ow, oh, name) {
-  const filter = FILTERS[name];
-  let cur = src, cw = w;
-  if (ow !== w) {
-    const { ksize, bounds, kk } = coeffs(w, ow, filter), out = new Uint8Array(h * ow * 3);
-    for (let y = 0; y < h; y++) {
-      for (let xx = 0; xx < ow; xx++) {
-        const xmin = bounds[xx * 2], xmax = bounds[xx * 2 + 1], k = xx * ksize;
-        for (let c = 0; c < 3; c++) {
-          let ss = 1 << (PRECISION_BITS - 1);
-          for (let x = 0; x < xmax; x++) ss += cur[(y * w + x + xmin) * 3 + c] * kk[k + x];
-          out[(y * ow + xx) * 3 + c] = clip8(ss);
-        }
-      }
-    }
-    cur = out; cw = ow;
-  }
-  if (oh !== h) {
-    const { ksize, bounds, kk } = coeffs(h, oh, filter), out = new Uint8Array(oh * cw * 3);
-    for (let yy = 0; yy < oh; yy++) {
-      const ymin = bounds[yy * 2], ymax = bounds[yy * 2 + 1], k = yy * ksize;
-      for (let x = 0; x < cw; x++) {
-        for (let c = 0; c < 3; c++) {
-          let ss = 1 << (PRECISION_BITS - 1);
-          for (let y = 0; y < ymax; y++) ss += cur[((y + ymin) * cw + x) * 3 + c] * kk[k + y];
-          out[(yy * cw + x) * 3 + c] = clip8(ss);
-        }
-      }
-    }
-    cur = out;
-  }
-  return cur;
-}
-
-function roundHalfEven(x) { const r = Math.round(x); return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r; }
-
-// The picture fitted as every view on the server fits it for this model (vitviz/models/runner.py, input_policy):
-// "checkpoint", timm's eval transform: shortest side to m.resize (torchvision: the long side int(resize * long /
-// short)), centre crop m.side; "keep", the whole picture: shortest side to m.side (Python's round of the other,
-// core/images.py _short_side_to), Pillow's bicubic, the long side cut to whole patches, centred. Then float32
-// (x / 255 - mean) / std. Returns {rgb: the fitted (H, W, 3) picture, x: NCHW, H, W}.
-function fitShape(w, h, m) {  // [resized width, resized height, fitted width, fitted height, left, top]
-  if (m.policy === "keep") {
-    const s = m.side / Math.min(w, h);
-    const rh = Math.max(m.side, roundHalfEven(h * s)), rw = Math.max(m.side, roundHalfEven(w * s));
-    const H = Math.floor(rh / m.patch) * m.patch, W = Math.floor(rw / m.patch) * m.patch;
-    return [rw, rh, W, H, Math.floor((rw - W) / 2), Math.floor((rh - H) / 2)];
-  }
-  const short = Math.min(w, h), long = Math.max(w, h), other = Math.trunc(m.resize * long / short);
-  const [rw, rh] = w <= h ? [m.resize, other] : [other, m.resize];
-  const S = m.side;
-  return [rw, rh, S, S, roundHalfEven((rw - S) / 2), roundHalfEven((rh - S) / 2)];
-}
-
-function prepare(rgb, w, h, m) {
-  const [rw, rh, W, H, left, top] = fitShape(w, h, m);
-  const resized = (rw === w && rh === h) ? rgb : resample(rgb, w, h, rw, rh, m.interpolation);
-  const crop = new Uint8Array(H * W * 3), x = new Float32Array(3 * H * W), f = Math.fround;
-  for (let y = 0; y < H; y++) {
-    for (let xx = 0; xx < W; xx++) {
-      const sy = y + top, sx = xx + left, inside = sy >= 0 && sy < rh && sx >= 0 && sx < rw;
-      for (let c = 0; c < 3; c++) {
-        const v = inside ? resized[(sy * rw + sx) * 3 + c] : 0;
-        crop[(y * W + xx) * 3 + c] = v;
-        x[c * H * W + y * W + xx] = f(f(f(v / 255) - f(m.mean[c])) / f(m.std[c]));
-      }
-    }
-  }
-  return { rgb: crop, x, H, W };
-}
-
 async function readPicture(file) {  // the file's pixels, (h, w, 3) uint8, as decoded here (orientation applied)
   const bmp = await createImageBitmap(file, { imageOrientation: "from-image", premultiplyAlpha: "none",
                                               colorSpaceConversion: "none" });
@@ -231,17 +127,6 @@ function positions(m, grid) {
     }).then((b) => new Float32Array(b)).catch((e) => { D.tables.delete(key); throw e; }));
   }
   return D.tables.get(key);
-}
-
-function softmax(z) {
-  let mx = -Infinity; for (const v of z) mx = Math.max(mx, v);
-  const e = Array.from(z, (v) => Math.exp(v - mx)), s = e.reduce((a, b) => a + b, 0);
-  return e.map((v) => v / s);
-}
-
-function top5(logits, labels) {
-  const p = softmax(logits);
-  return p.map((v, i) => [labels ? labels[i] : `class ${i}`, v]).sort((a, b) => b[1] - a[1]).slice(0, 5);
 }
 
 // the explorer's payload from the graph's outputs: the class token's maps with the head mean (L, H + 1, N), each

@@ -10,28 +10,7 @@ S.rowsFor = (layer, qi) => rowsFor(layer, qi);  // for tests and benchmarks: the
 S.ensureKeys = (layer) => ensureKeys(layer) || Promise.resolve();
 S.draw = () => draw();
 
-// DINO's threshold, as vitviz.core.attention.mass_mask: the fewest patches holding `keep` of the mass (largest
-// first, ties by index), the running sum in float64 in the same order, so every digit is the library's. A native
-// sort of the values finds the k-th largest; the mask is every value above it and the first ties.
-const scratch = { n: 0 };
-function massMask(a, keep) {
-  const n = a.length;
-  if (scratch.n !== n) Object.assign(scratch, { n, sorted: new Float32Array(n), run: new Float64Array(n) });
-  const sorted = scratch.sorted, run = scratch.run;
-  sorted.set(a);
-  sorted.sort();  // ascending, numeric
-  let acc = 0;
-  for (let i = 0; i < n; i++) run[i] = acc += sorted[n - 1 - i];
-  const total = run[n - 1], mask = new Uint8Array(n);
-  if (!(total > 0)) return { mask: mask.fill(1), mass: 1, frac: 1, count: n };
-  let k = n;
-  for (let i = 0; i < n; i++) if (run[i] / total >= keep - 1e-12) { k = i + 1; break; }
-  const v = sorted[n - k];
-  let taken = 0;
-  for (let i = 0; i < n; i++) if (a[i] > v) { mask[i] = 1; taken++; }
-  for (let i = 0; i < n && taken < k; i++) if (a[i] === v) { mask[i] = 1; taken++; }
-  return { mask, mass: run[k - 1] / total, frac: k / n, count: k };
-}
+// massMask and queryRows (lib/maps.mjs) are the library's mass_mask and LayerKeys.rows, tested under node
 
 const PART_WAIT = "fetching this layer's queries and keys…";
 
@@ -96,29 +75,13 @@ function sendPicture() {  // the server has no copy of the picture either (resta
   window.vitvizState?.set("attention-again", { image: "data:image/png;base64," + btoa(text), at: Date.now() });
 }
 
-// One query patch's rows in every head, computed here from the layer's q and k: softmax_j(q_i · k_j) over all T
-// tokens (q arrives already scaled), then the patch keys kept (prefix keys dropped, not renormalised, like the
-// library's rows). (H + 1) rows of N, the last the head mean. The last few are kept.
+// One query patch's rows in every head (lib/maps.mjs queryRows: softmax of q·k over all tokens, prefix keys then
+// dropped), (H + 1, N) with the head mean last. The last few are kept.
 function rowsFor(layer, qi) {
   const key = layer + ":" + qi, hit = S.rowCache.get(key);
   if (hit) return hit;
-  const K = S.keys[layer], H = S.p.heads, T = S.p.tokens, d = S.p.head_dim, P = S.p.prefix, n = S.n;
-  const out = new Float32Array((H + 1) * n), s = new Float64Array(T), mean = new Float64Array(n), q = new Float64Array(d);
-  for (let h = 0; h < H; h++) {
-    const qo = (h * T + P + qi) * d, kb = h * T * d;
-    for (let c = 0; c < d; c++) q[c] = K.q[qo + c];
-    let mx = -Infinity;
-    for (let j = 0, ko = kb; j < T; j++, ko += d) {
-      let acc = 0;
-      for (let c = 0; c < d; c++) acc += q[c] * K.k[ko + c];
-      s[j] = acc;
-      if (acc > mx) mx = acc;
-    }
-    let sum = 0;
-    for (let j = 0; j < T; j++) { s[j] = Math.exp(s[j] - mx); sum += s[j]; }
-    for (let j = P; j < T; j++) { const v = s[j] / sum; out[h * n + j - P] = v; mean[j - P] += v; }
-  }
-  for (let i = 0; i < n; i++) out[H * n + i] = mean[i] / H;
+  const K = S.keys[layer], p = S.p;
+  const out = queryRows(K.q, K.k, p.heads, p.tokens, p.head_dim, p.prefix, qi);
   S.rowCache.set(key, out);
   if (S.rowCache.size > 32) S.rowCache.delete(S.rowCache.keys().next().value);
   return out;

@@ -6,26 +6,9 @@ let root = element.querySelector(".vx");
 const S = { p: null, q: null, k: null, v: null, out: null, query: 0, img: null, luts: {}, timings: [] };
 root.__vx = S;
 
-function trace(t) {  // token t as the query: {scores, weights, mixed, error} (float64, like the library's trace)
-  const { tokens: T, d, scale } = S.p, qo = t * d, scores = new Float64Array(T);
-  let mx = -Infinity;
-  for (let j = 0; j < T; j++) {
-    let acc = 0;
-    for (let c = 0; c < d; c++) acc += S.q[qo + c] * S.k[j * d + c];
-    scores[j] = acc * scale;
-    if (scores[j] > mx) mx = scores[j];
-  }
-  const weights = new Float64Array(T);
-  let sum = 0;
-  for (let j = 0; j < T; j++) { weights[j] = Math.exp(scores[j] - mx); sum += weights[j]; }
-  const mixed = new Float64Array(d);
-  for (let j = 0; j < T; j++) {
-    weights[j] /= sum;
-    for (let c = 0; c < d; c++) mixed[c] += weights[j] * S.v[j * d + c];
-  }
-  let error = 0;
-  for (let c = 0; c < d; c++) error = Math.max(error, Math.abs(mixed[c] - S.out[qo + c]));
-  return { scores, weights, mixed, error };
+function trace(t) {  // token t as the query: {scores, weights, mixed, error} (lib/maps.mjs headTrace)
+  const { tokens: T, d, scale } = S.p;
+  return headTrace(S.q, S.k, S.v, S.out, T, d, scale, t);
 }
 S.trace = trace;
 

@@ -1,0 +1,118 @@
+// The page's twins of library functions (vitviz/render/web/lib) against vectors the library writes
+// (tests/js/vectors.py). Run by tests/test_page_scripts.py, or alone:
+//   python tests/js/vectors.py /tmp/vectors.json && VITVIZ_VECTORS=/tmp/vectors.json node --test tests/js/
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { fixed, percent, floats, widenHalf, bytes } from "../../vitviz/render/web/lib/numbers.mjs";
+import { colourIndex, massMask, queryRows, headTrace, stepCell, softmax, top5 } from "../../vitviz/render/web/lib/maps.mjs";
+import { resample, prepare, fitShape } from "../../vitviz/render/web/lib/picture.mjs";
+
+function vectors() {
+  if (process.env.VITVIZ_VECTORS) return JSON.parse(readFileSync(process.env.VITVIZ_VECTORS, "utf8"));
+  const dir = mkdtempSync(join(tmpdir(), "vitviz-vectors-")), file = join(dir, "vectors.json");
+  try {
+    execFileSync(process.env.PYTHON || "python", [new URL("./vectors.py", import.meta.url).pathname, file]);
+    return JSON.parse(readFileSync(file, "utf8"));
+  } finally { rmSync(dir, { recursive: true, force: true }); }
+}
+const V = vectors();
+const f32 = (b64) => floats(b64, "f4");
+const u8 = (b64) => bytes(b64);
+
+function within(got, want, bound, what) {  // every |got − want| ≤ bound (per entry), else the first that is not
+  assert.equal(got.length, want.length, `${what}: length`);
+  for (let i = 0; i < want.length; i++) {
+    const b = Array.isArray(bound) || ArrayBuffer.isView(bound) ? bound[i] : bound;
+    if (!(Math.abs(got[i] - want[i]) <= b)) assert.fail(`${what}[${i}]: ${got[i]} vs ${want[i]} (bound ${b})`);
+  }
+}
+
+test("fixed and percent print Python's digits", () => {
+  let n = 0;
+  for (const r of V.numbers.rows) {
+    const v = Number(r.v);
+    for (let d = 0; d < 4; d++, n++) assert.equal(fixed(v, d), r.fixed[d], `format(${r.v}, ".${d}f")`);
+    for (let d = 0; d < 3; d++, n++) assert.equal(percent(v, d), r.percent[d], `format(${r.v}, ".${d}%")`);
+  }
+  assert.ok(n > 10000, `${n} comparisons`);
+});
+
+test("float16 parts widen to numpy's float32, natively or not", () => {
+  const want = f32(V.halves.f32_b64), h = new Uint16Array(bytes(V.halves.b64).buffer);
+  assert.equal(want.length, V.halves.count);
+  for (const got of [floats(V.halves.b64, "f2"), widenHalf(h)]) {
+    for (let i = 0; i < want.length; i++) assert.ok(Object.is(got[i], want[i]), `bits ${h[i]}: ${got[i]} vs ${want[i]}`);
+  }
+});
+
+test("colourIndex takes matplotlib's table entry", () => {
+  for (const c of V.colours.cases) {
+    c.values.forEach((v, i) => assert.equal(colourIndex(v, c.lo, c.hi), 3 * c.index[i], `${v} in [${c.lo}, ${c.hi}]`));
+  }
+});
+
+test("massMask is vitviz.core.attention.mass_mask to the last digit", () => {
+  for (const c of V.mass_masks.cases) {
+    const row = f32(c.b64), got = massMask(row, c.keep);
+    const chosen = []; got.mask.forEach((m, i) => { if (m) chosen.push(i); });
+    assert.deepEqual(chosen, c.mask, `keep ${c.keep} of ${row.length}`);
+    assert.equal(got.mass, c.mass); assert.equal(got.frac, c.frac); assert.equal(got.count, c.mask.length);
+  }
+});
+
+test("queryRows are LayerKeys.rows with the head mean, within float64 rounding then float32's", () => {
+  for (const c of V.query_rows.cases) {
+    const got = queryRows(f32(c.q_b64), f32(c.k_b64), c.heads, c.tokens, c.d, c.prefix, c.qi);
+    within(got, c.rows, c.bound, `rows of patch ${c.qi} (${c.heads} heads, ${c.tokens} tokens)`);
+  }
+});
+
+test("headTrace is vitviz.analyses.heads.trace", () => {
+  for (const c of V.head_traces.cases) {
+    const got = headTrace(f32(c.q_b64), f32(c.k_b64), f32(c.v_b64), f32(c.out_b64), c.tokens, c.d, c.scale, c.t);
+    within(got.scores, c.scores, c.score_bound, "scores");
+    within(got.weights, c.weights, c.weight_bound, "weights");
+    within(got.mixed, c.mixed, c.mixed_bound, "mixed");
+    within([got.error], [c.error], Math.max(...c.mixed_bound), "error");
+  }
+});
+
+test("softmax and top5 are torch's softmax and its five largest", () => {
+  const L = V.logits, p = softmax(L.logits);
+  within(p, L.probs, L.bound, "softmax");
+  const t = top5(L.logits, L.labels);
+  assert.deepEqual(t.map((r) => r[0]), L.top5.map((r) => r[0]));
+  within(t.map((r) => r[1]), L.top5.map((r) => r[1]), Math.max(...L.bound), "top5");
+});
+
+test("stepCell moves inside the grid and ignores other keys", () => {
+  assert.deepEqual(stepCell("ArrowLeft", [0, 0], [3, 4]), [0, 0]);
+  assert.deepEqual(stepCell("ArrowRight", [2, 3], [3, 4]), [2, 3]);
+  assert.deepEqual(stepCell("ArrowDown", [1, 2], [3, 4]), [2, 2]);
+  assert.equal(stepCell("a", [1, 2], [3, 4]), null);
+});
+
+test("resample is Pillow's resize, byte for byte", () => {
+  for (const r of V.pictures.resizes) {
+    const got = resample(u8(r.b64), r.w, r.h, r.ow, r.oh, r.name);
+    assert.deepEqual(Array.from(got), Array.from(u8(r.want_b64)), `${r.name} ${r.w}×${r.h} → ${r.ow}×${r.oh}`);
+  }
+});
+
+test("prepare fits and normalises a picture as the server does for each input policy", () => {
+  const policies = new Set();
+  for (const f of V.pictures.fits) {
+    policies.add(f.m.policy);
+    const [, , W, H] = fitShape(f.w, f.h, f.m);
+    assert.deepEqual([H, W], [f.H, f.W], `${f.m.policy} ${f.w}×${f.h}`);
+    const got = prepare(u8(f.b64), f.w, f.h, f.m);
+    assert.deepEqual(Array.from(got.rgb), Array.from(u8(f.rgb_b64)), `${f.m.policy} ${f.w}×${f.h}: pixels`);
+    assert.deepEqual(Array.from(got.x), Array.from(f32(f.x_b64)), `${f.m.policy} ${f.w}×${f.h}: input`);
+  }
+  assert.deepEqual([...policies].sort(), ["checkpoint", "keep"]);
+});

@@ -1,0 +1,206 @@
+"""Write the vectors the page scripts' twins are checked against (tests/js/twins.test.mjs), computed by the library.
+
+    python tests/js/vectors.py OUT.json
+
+Each section holds inputs and what vitviz (or the library it follows: Python's format, matplotlib, Pillow, torch)
+makes of them, with the tolerance each comparison may use, derived from float64's or float32's precision.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+EPS64 = 2.0 ** -53  # float64's unit roundoff
+EPS32 = 2.0 ** -24  # float32's
+
+
+def _num(v: float) -> float | str:
+    """A float JSON can carry and JavaScript's Number() reads back exactly."""
+    return v if math.isfinite(v) else ("NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity"))
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()
+
+
+def numbers() -> dict:
+    """Python's format with d decimals and as a percentage, on shares k/n (where ties occur), numbers that look like
+    ties but are not, negatives, zero's sign, huge and tiny values and the non-finite ones."""
+    from fractions import Fraction
+
+    shares = sorted({float(Fraction(k, n)) for n in range(1, 97) for k in range(n + 1)})
+    odd = [0.125, 0.375, 2.5, 3.5, 12.5, 2.675, 0.145, 1.005, 1e-9, 123456.789, 1e21, -0.0, -2.5, -0.125,
+           5e-324, 0.5, 1.5, float("nan"), float("inf"), float("-inf")]
+    values = shares + odd + [-v for v in shares[1::5]]
+    rows = []
+    for v in values:
+        rows.append({"v": _num(v), "fixed": [format(v, f".{d}f") for d in range(4)],
+                     "percent": [format(v, f".{d}%") for d in range(3)]})
+    return {"rows": rows}
+
+
+def halves() -> dict:
+    """float16 bits (normals, subnormals, zeros of both signs, infinities, NaN) and numpy's float32 of each."""
+    bits = np.concatenate([np.arange(0, 0x10000, 97, dtype=np.uint16),
+                           np.array([0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0xFC00, 0x7E00],
+                                    dtype=np.uint16)])
+    wide = bits.view(np.float16).astype(np.float32)
+    return {"b64": _b64(bits), "f32_b64": _b64(wide), "count": int(bits.size)}
+
+
+def colours() -> dict:
+    """matplotlib's colormap lookup: the table entry a value takes between lo and hi (clipped), found by comparing
+    the colour matplotlib gives the value with its 256 entries."""
+    import matplotlib
+    from matplotlib.colors import Normalize
+
+    cmap = matplotlib.colormaps["inferno"]
+    table = cmap(np.arange(256))
+    cases = []
+    rng = np.random.default_rng(5)
+    for lo, hi in ((0.0, 1.0), (-0.3, 0.7), (0.001, 0.0123), (2.0, 2.0)):
+        vals = np.concatenate([lo + (hi - lo) * np.arange(257) / 256, rng.uniform(lo - 0.2, hi + 0.2, 200),
+                               [lo, hi, np.nextafter(hi, -np.inf), np.nextafter(lo, np.inf)]])
+        rgba = cmap(Normalize(lo, hi, clip=True)(vals))
+        index = [int(np.flatnonzero((table == c).all(1))[0]) for c in rgba]
+        cases.append({"lo": lo, "hi": hi, "values": vals.tolist(), "index": index})
+    return {"cases": cases}
+
+
+def mass_masks() -> dict:
+    """vitviz.core.attention.mass_mask on float32 rows: random, with many ties, one-hot, all zero."""
+    from vitviz.core.attention import mass_mask
+
+    rng = np.random.default_rng(7)
+    rows = [rng.random(n).astype(np.float32) for n in (1, 2, 17, 196, 400)]
+    rows += [np.round(rng.random(196) * 4).astype(np.float32) / 4, np.eye(1, 64, 9, dtype=np.float32)[0],
+             np.zeros(49, np.float32), (rng.random(1176) ** 8).astype(np.float32)]
+    cases = []
+    for row in rows:
+        for keep in (0.1, 0.3, 0.6, 0.9, 0.95):
+            mask, mass, frac = mass_mask(row, keep)
+            cases.append({"b64": _b64(row), "keep": keep, "mask": np.flatnonzero(mask).tolist(), "mass": mass,
+                          "frac": frac})
+    return {"cases": cases}
+
+
+def query_rows() -> dict:
+    """vitviz.core.attention.LayerKeys.rows for chosen query patches (prefix keys dropped, the head mean after the
+    heads). Both sides sum the same float64 products in different orders: each entry may differ by the rounding of
+    a d-term dot product carried through the softmax, then by float32's rounding of the page's result."""
+    from vitviz.core.attention import LayerKeys
+
+    rng = np.random.default_rng(11)
+    cases = []
+    for heads, prefix, n, d in ((3, 1, 16, 8), (2, 5, 12, 16), (6, 1, 49, 64)):
+        t = prefix + n
+        q = (rng.standard_normal((heads, t, d)) * 2).astype(np.float32)
+        k = rng.standard_normal((heads, t, d)).astype(np.float32)
+        keys = LayerKeys(q, k, 1.0)
+        for qi in (0, n // 2, n - 1):
+            r = keys.rows(np.array([prefix + qi]))[:, 0, prefix:]  # (H, N) float64
+            rows = np.concatenate([r, r.mean(0, keepdims=True)])
+            mags = np.abs(q[:, prefix + qi].astype(np.float64)) @ np.abs(k.astype(np.float64)).transpose(0, 2, 1)
+            dot = 2 * d * EPS64 * mags.max()  # both sides' dot products, each within d·u·Σ|q||k|
+            # through exp and the sum, then float32's rounding (relative, and half its smallest step below its normals)
+            bound = rows * (2 * dot + 4 * t * EPS64) + EPS32 * rows + 2.0 ** -150
+            cases.append({"heads": heads, "tokens": t, "d": d, "prefix": prefix, "qi": qi, "q_b64": _b64(q),
+                          "k_b64": _b64(k), "rows": rows.ravel().tolist(), "bound": bound.ravel().tolist()})
+    return {"cases": cases}
+
+
+def head_traces() -> dict:
+    """vitviz.analyses.heads.trace (one head's scores, softmax weights and weighted sum of values, float64) and the
+    largest gap to the model's own output, with the float64 rounding each may differ by."""
+    import torch
+
+    from vitviz.analyses.heads import trace
+
+    rng = np.random.default_rng(13)
+    cases = []
+    for t, d, scale in ((17, 8, 8 ** -0.5), (50, 64, 0.125)):
+        q, k, v = (rng.standard_normal((1, t, d)).astype(np.float32) for _ in range(3))
+        out = rng.standard_normal((1, t, d)).astype(np.float32)
+        record = SimpleNamespace(heads=1, layer=0, prefix=1, grid=(1, t - 1), scale=scale,
+                                 q=torch.from_numpy(q), k=torch.from_numpy(k), v=torch.from_numpy(v),
+                                 attn=torch.zeros(1, t, t), heads_out=torch.from_numpy(out))
+        for query in (0, t // 2, t - 1):
+            tr = trace(record, 0, query)
+            mags = (np.abs(k[0].astype(np.float64)) @ np.abs(q[0, query].astype(np.float64))) * scale
+            score_bound = 2 * d * EPS64 * mags + 2 * EPS64 * np.abs(tr.scores)
+            w = tr.weights
+            weight_bound = w * (4 * score_bound.max() + 4 * t * EPS64)
+            mixed_bound = weight_bound @ np.abs(v[0].astype(np.float64)) + 2 * t * EPS64 * (w @ np.abs(v[0]))
+            cases.append({"tokens": t, "d": d, "scale": scale, "t": query, "q_b64": _b64(q), "k_b64": _b64(k),
+                          "v_b64": _b64(v), "out_b64": _b64(out), "scores": tr.scores.tolist(),
+                          "score_bound": score_bound.tolist(), "weights": w.tolist(),
+                          "weight_bound": weight_bound.tolist(), "mixed": tr.mixed.tolist(),
+                          "mixed_bound": mixed_bound.tolist(),
+                          "error": float(np.abs(tr.mixed - out[0, query]).max())})
+    return {"cases": cases}
+
+
+def logits() -> dict:
+    """A softmax of logits and the five likeliest classes, as torch computes them in float64."""
+    import torch
+
+    rng = np.random.default_rng(17)
+    z = (rng.standard_normal(100) * 4).astype(np.float32)
+    p = torch.softmax(torch.from_numpy(z).double(), 0).numpy()
+    labels = [f"label {i}" for i in range(100)]
+    order = np.argsort(-p, kind="stable")[:5]
+    return {"logits": z.astype(np.float64).tolist(), "labels": labels, "probs": p.tolist(),
+            "bound": (p * 4 * 100 * EPS64).tolist(), "top5": [[labels[i], float(p[i])] for i in order]}
+
+
+def pictures() -> dict:
+    """Pillow's resize (bicubic, bilinear; up, down, one side only) and the models' input policies: the fitted
+    picture and the normalised float32 input the server makes (vitviz.models.runner, vitviz.models.device's
+    preprocessing), for odd-sized pictures."""
+    from PIL import Image
+
+    from vitviz.core.images import fit_to_patches
+    from vitviz.models import cache, device
+    from vitviz.specs import registry
+
+    rng = np.random.default_rng(19)
+    resizes = []
+    for (h, w), (oh, ow), name in (((23, 37), (40, 64), "bicubic"), ((61, 97), (19, 31), "bicubic"),
+                                   ((61, 97), (19, 31), "bilinear"), ((30, 30), (30, 45), "bicubic"),
+                                   ((45, 20), (13, 20), "bilinear")):
+        rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        filt = Image.BICUBIC if name == "bicubic" else Image.BILINEAR
+        want = np.asarray(Image.fromarray(rgb).resize((ow, oh), filt, reducing_gap=None))
+        resizes.append({"w": w, "h": h, "ow": ow, "oh": oh, "name": name, "b64": _b64(rgb), "want_b64": _b64(want)})
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    side = runner.resolution
+    fits = []
+    for h, w in ((53, 71), (90, 41), (64, 64)):
+        rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        m = device.preprocessing(runner, side) | {"patch": runner.spec.patch}
+        assert m["policy"] == "checkpoint"
+        fitted = runner.fit_at(rgb, side).image
+        fits.append({"m": m, "w": w, "h": h, "b64": _b64(rgb), "rgb_b64": _b64(fitted),
+                     "x_b64": _b64(runner.normalise(fitted).numpy()), "H": fitted.shape[0], "W": fitted.shape[1]})
+        keep = m | {"policy": "keep", "interpolation": "bicubic", "resize": side, "crop_pct": 1.0}
+        fitted = fit_to_patches(rgb, side, runner.spec.patch, "keep").image  # a model without classes fits so
+        fits.append({"m": keep, "w": w, "h": h, "b64": _b64(rgb), "rgb_b64": _b64(fitted),
+                     "x_b64": _b64(runner.normalise(fitted).numpy()), "H": fitted.shape[0], "W": fitted.shape[1]})
+    return {"resizes": resizes, "fits": fits}
+
+
+def write(path: Path) -> None:
+    """Every section, as one JSON file."""
+    sections = {f.__name__: f() for f in (numbers, halves, colours, mass_masks, query_rows, head_traces, logits,
+                                          pictures)}
+    path.write_text(json.dumps(sections))
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1]))

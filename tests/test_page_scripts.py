@@ -1,0 +1,51 @@
+"""The page scripts' twins of library functions (render/web/lib), checked under Node's test runner against vectors
+the library writes (tests/js): a twin that drifts fails here in seconds, not only in a browser."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vitviz.render import web
+
+JS = Path(__file__).parent / "js"
+NODE = shutil.which("node")
+
+
+def _vectors_module():
+    spec = importlib.util.spec_from_file_location("vitviz_js_vectors", JS / "vectors.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js is not installed (.ci/run installs it and fails on this skip)")
+def test_the_page_scripts_twins_agree_with_the_library_under_node(tmp_path):
+    vectors = tmp_path / "vectors.json"
+    _vectors_module().write(vectors)
+    run = subprocess.run([NODE, "--test", str(JS)], cwd=JS.parent.parent, capture_output=True, text=True, timeout=120,
+                         env=os.environ | {"VITVIZ_VECTORS": str(vectors)})
+    declared = sum(len(re.findall(r"^test\(", p.read_text(), re.M)) for p in JS.glob("*.test.mjs"))
+    passed = re.search(r"^# pass (\d+)$", run.stdout, re.M)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert declared >= 10 and passed and int(passed.group(1)) == declared, run.stdout[-2000:]
+
+
+def test_the_page_gets_each_library_module_as_plain_script():
+    """Every exported function of lib/ is in the page's script, with no ES syntax left a function body cannot hold;
+    the modules stand alone (the page joins them)."""
+    text = web.library()
+    exported = [n for name in web.LIB
+                for n in re.findall(r"^export (?:function|const) (\w+)", (web.WEB / "lib" / f"{name}.mjs").read_text(),
+                                    re.M)]
+    assert {"fixed", "massMask", "queryRows", "headTrace", "resample", "prepare", "top5"} <= set(exported)
+    for name in exported:
+        assert re.search(rf"^(function|const) {name}\b", text, re.M), name
+    assert not re.search(r"^\s*(export|import)\b", text, re.M)
+    assert web.script("common.js", "explorer.js").startswith(text)
