@@ -74,7 +74,8 @@ def one(kind: str, size: int, ckpt: str) -> dict:
     from vitviz.analyses import attention as analysis
     from vitviz.core import images
     from vitviz.models import loaders
-    from vitviz.models.runner import Call, clear_results
+    from vitviz.models.runner import Call
+    from vitviz.core import owned
     from vitviz.views import attention as view
 
     loaded = loaders.load_hf(ckpt)
@@ -107,7 +108,7 @@ def one(kind: str, size: int, ckpt: str) -> dict:
         out["seconds"] = timed(naive)
     elif kind == "vitviz":
         def request():
-            clear_results()
+            owned.reset("results")
             a = analysis.analyse(loaded, rgb, size)
             view.render_heads(a, 12, 0.6)  # the first answer's figure; rollout and distance wait for their panels
             return a
@@ -157,7 +158,7 @@ def tab_times() -> list[tuple[str, float]]:
     """Each tab's main view, warm (models loaded, nothing kept from before)."""
     from vitviz import assets
     from vitviz.core import images
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
     from vitviz.specs import registry
 
     cat = images.load_rgb(assets.EXAMPLES / "cat.png", images.INTAKE_SHORT_SIDE)
@@ -172,7 +173,7 @@ def tab_times() -> list[tuple[str, float]]:
     rows = []
     for name, fn in calls:
         fn()  # first call loads models and warms caches
-        clear_results()
+        owned.reset("results")
         t0 = time.perf_counter()
         fn()
         rows.append((name, time.perf_counter() - t0))
@@ -193,7 +194,7 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
     from vitviz.core import images
     from vitviz.models import cache as models
     from vitviz.models import loaders
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
     from vitviz.specs import registry
     from vitviz.specs import views as spec
 
@@ -227,7 +228,7 @@ def view_times(ckpt: Path) -> list[tuple[str, str, float, float]]:
     rows = []
     for view, case, make in cases:
         make(0)()  # loads models, warms code paths
-        clear_results()
+        owned.reset("results")
         t0 = time.perf_counter()
         make(0)()
         first = time.perf_counter() - t0

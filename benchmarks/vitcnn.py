@@ -33,7 +33,7 @@ from vitviz.core import images  # noqa: E402
 from vitviz.embedded import scenes  # noqa: E402
 from benchmarks import hubcache  # noqa: E402
 from vitviz.models import cache as models  # noqa: E402
-from vitviz.models.runner import clear_results  # noqa: E402
+from vitviz.core import owned  # noqa: E402
 from vitviz.specs import registry  # noqa: E402
 from vitviz import views as all_views  # noqa: E402
 from vitviz.views import show  # noqa: E402
@@ -65,7 +65,7 @@ def hub_sized(tmp: Path) -> None:
         save_file(timm.create_model(name, pretrained=False).state_dict(), str(file))
         repo = timm.models.get_pretrained_cfg(registry.REGISTRY[key].source).hf_hub_id
         hubcache.install(HF_HOME, repo, {"model.safetensors": file})
-    models.clear_cache()
+    owned.reset("models")
     for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)", "ResNet-50 (ImageNet-1k)"):
         assert not models.get_model(key).notice, f"{key} did not load from the private cache"
 
@@ -77,13 +77,13 @@ def main() -> None:
     for view in VIEWS:
         pictured = any(f.kind == "image" for f in all_views.VIEWS[view].fields)
         for label, rgb in (("cat", cat), ("scene", scene)) if pictured else (("—", None),):
-            clear_results(), KEPT.forget()
+            owned.reset("results"), KEPT.forget()
             first = timed(view, rgb)
             rows.append(("offline (64 px)", view, label, first, timed(view, rgb), peak_mib()))
     with tempfile.TemporaryDirectory() as tmp:
         hub_sized(Path(tmp))
         for view in ("receptive_field", "translation"):
-            clear_results(), KEPT.forget()
+            owned.reset("results"), KEPT.forget()
             first = timed(view, cat)
             rows.append(("hub-sized (224 px)", view, "cat", first, timed(view, cat), peak_mib()))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")

@@ -22,6 +22,7 @@ import torch  # noqa: E402
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:  # the fast set's workers share the cores, not each all
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
+from vitviz.core import owned
 from vitviz import assets  # noqa: E402  (the installed package: pip install -e .)
 
 EXAMPLES = assets.EXAMPLES
@@ -100,12 +101,12 @@ def in_hub_cache(key: str, files: Path | dict[str, Path]):
     spec = registry.REGISTRY[key]
     repo = spec.source if spec.family == "hf" else timm.models.get_pretrained_cfg(spec.source).hf_hub_id
     snapshot = hubcache.install(HF_HOME, repo, files)
-    models.clear_cache()
+    owned.reset("models")
     try:
         yield models.get_model(key)
     finally:
         shutil.rmtree(snapshot.parent.parent)
-        models.clear_cache()
+        owned.reset("models")
 
 
 @pytest.fixture

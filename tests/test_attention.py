@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import module_of
 
+from vitviz.core import owned
 from vitviz.analyses import attention as analysis
 from vitviz.core import attention as att
 from vitviz.models import hooks, loaders, runner
@@ -261,7 +262,7 @@ def test_one_forward_per_model_image_resolution(dino, rgb_cat):
     calls = []
     handle = module_of(dino).register_forward_hook(lambda *a: calls.append(1))
     try:
-        runner.clear_results()
+        owned.reset("results")
         a = analysis.analyse(dino, rgb_cat, 64)
         for layer in range(12):
             for keep in (0.3, 0.6, 0.9):

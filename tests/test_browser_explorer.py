@@ -371,9 +371,9 @@ def test_when_the_server_no_longer_holds_the_analysis_it_makes_it_again_from_its
         app_url, browser, dino_in_cache):
     """The analysis left the result store: the explorer asks by its token, the server makes the same analysis
     again from the picture's file it still has, and the explorer continues; the picture is not uploaded again."""
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
 
-    before, after, sent = _forget_and_continue(app_url, browser, clear_results)
+    before, after, sent = _forget_and_continue(app_url, browser, lambda: owned.reset("results"))
     assert not any("data:image" in s for s in sent)
     assert after["token"] == before["token"]  # the same analysis, made again
     assert after["cls"] == before["cls"] and after["layer"] == 10
@@ -387,10 +387,10 @@ def test_when_the_server_has_no_copy_of_the_picture_either_the_picture_comes_bac
     picture; the explorer sends the fitted picture back through the queue and gets a new analysis of it, with the
     same numbers."""
     from vitviz.app import uploads
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
 
     def forget():  # as another process (or a restarted server) would be: no analysis, no file of the picture
-        clear_results()
+        owned.reset("results")
         monkeypatch.setattr(uploads, "file_of", lambda key: None)
 
     before, after, sent = _forget_and_continue(app_url, browser, forget)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from browser_support import idle, open_tab, sync_api
 
-from vitviz.models import cache as models
+from vitviz.core import owned
 from vitviz.specs import registry
 
 pytestmark = pytest.mark.browser
@@ -111,7 +111,7 @@ def test_on_a_phone_the_result_comes_into_view(browser, app_url):
 
 def test_model_lists_say_what_needs_a_download_and_registers_explain_themselves(page, app_url):
     """Offline (HF_HUB_OFFLINE=1 in the tests), only the embedded model can be had: the lists say so before a click."""
-    models.clear_cache()
+    owned.reset("models")
     page.goto(f"{app_url}?tab=attention")
     page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
     idle(page)

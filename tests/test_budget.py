@@ -11,6 +11,7 @@ import pytest
 from conftest import module_of
 from PIL import Image
 
+from vitviz.core import owned
 from vitviz.analyses import attention as analysis
 from vitviz.analyses.attention import attention_bytes
 from vitviz.core import images
@@ -168,7 +169,7 @@ def test_failed_loads_are_remembered_for_a_while(monkeypatch, caplog):
         raise OSError("no weights here")
 
     monkeypatch.setattr(loaders, "load_hf", failing)
-    models.clear_cache()
+    owned.reset("models")
     with caplog.at_level(logging.INFO, logger="vitviz"):
         for _ in range(5):  # a slider dragged across five values
             assert "Showing" in models.get_model("DINO ViT-S/16").notice
@@ -176,4 +177,4 @@ def test_failed_loads_are_remembered_for_a_while(monkeypatch, caplog):
     monkeypatch.setattr(models, "FAILURE_TTL", 0.0)
     models.get_model("DINO ViT-S/16")
     assert len(calls) == 2  # after the time is up it is tried again
-    models.clear_cache()
+    owned.reset("models")

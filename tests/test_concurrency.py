@@ -194,7 +194,7 @@ def test_cnn_receptive_fields_and_shifts_from_threads_equal_sequential():
     """The ViT-vs-CNN probes (a backward per stage on the small CNN, shifted batches on both models) at once with
     attention captures on the tiny ViT: each equals the same call made alone; no hook is left on either model."""
     from vitviz.analyses import compare
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
 
     tiny, small = loaders.load_embedded(), loaders.load_embedded_cnn()
     flags = [b.attn.fused_attn for b in module_of(tiny).blocks]
@@ -212,7 +212,7 @@ def test_cnn_receptive_fields_and_shifts_from_threads_equal_sequential():
         return _capture(tiny, rgb).cls
 
     alone = [work(i) for i in range(THREADS)]
-    clear_results()
+    owned.reset("results")
     with ThreadPoolExecutor(THREADS) as pool:
         together = list(pool.map(work, range(THREADS)))
     for a, b in zip(alone, together):

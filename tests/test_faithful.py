@@ -161,7 +161,7 @@ def test_spearman_and_regions_by_hand():
 
 
 def test_the_three_views_answer_and_many_at_once_get_the_sequential_answers():
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
 
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
     cases = [("deletion", {}), ("randomise", {"step": 2}), ("predict", {"patches": "3,3;3,4;4,3;4,4"}),
@@ -172,12 +172,12 @@ def test_the_three_views_answer_and_many_at_once_get_the_sequential_answers():
         shown = views.show(name, rgb, views.VIEWS[name].check({"model": registry.OFFLINE_KEY, **extra}))
         return shown.numbers
 
-    clear_results()
+    owned.reset("results")
     alone = [numbers(c) for c in cases]
     assert alone[0]["auc"]["occlusion"]["deletion"] < alone[0]["random_auc"]["deletion"][0]
     assert set(alone[1]["spearman"]) == {"attention", "rollout", "relevance"} and alone[1]["step"] == 2
     assert alone[2]["rank"] <= alone[2]["of"] == 1 + 3 + 3 and alone[2]["patches"][0] == [3, 3]
-    clear_results()
+    owned.reset("results")
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(numbers, cases * 2))
     assert together == alone * 2

@@ -6,9 +6,10 @@ import numpy as np
 import torch
 from conftest import module_of
 
+from vitviz.core import owned
 from vitviz.analyses import features
 from vitviz.core.images import fit_to_patches
-from vitviz.models import loaders, runner
+from vitviz.models import loaders
 
 
 def hooks_of(model: torch.nn.Module) -> int:
@@ -75,7 +76,7 @@ def test_token_streams_are_cached_and_made_once_for_simultaneous_requests(rgb_ca
     from unittest import mock
 
     tiny = loaders.load_embedded()
-    runner.clear_results()
+    owned.reset("results")
     real, calls = features.TokensProbe.__call__, []
 
     def counted(*args):

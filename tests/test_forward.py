@@ -202,7 +202,7 @@ def test_threads_at_once_get_the_sequential_answers(rgb_cat):
     """The view from several threads at once (one model, its lock, the shared result store) equals one by one."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from vitviz.models.runner import clear_results
+    from vitviz.core import owned
 
     pictures = [np.ascontiguousarray(np.roll(rgb_cat, 7 * i, axis=1)) for i in range(2)]
     values = declared.FORWARD.check({"model": registry.OFFLINE_KEY})
@@ -211,9 +211,9 @@ def test_threads_at_once_get_the_sequential_answers(rgb_cat):
         n = views.show("forward_pass", rgb, values).numbers
         return n["stages"], n["logit_lens"], n["residual"]
 
-    clear_results()
+    owned.reset("results")
     alone = [numbers(p) for p in pictures]
-    clear_results()
+    owned.reset("results")
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(numbers, pictures * 2))  # four at once, each picture twice
     assert together == alone * 2

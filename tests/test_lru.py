@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from vitviz.core import owned
 from vitviz.core.lru import LRU, Pool, weigh
 
 
@@ -38,7 +39,7 @@ def test_the_result_store_is_bounded_by_bytes_not_by_a_count_of_analyses():
     from vitviz.specs import registry
 
     tiny_runner = cache.get_model(registry.OFFLINE_KEY)
-    runner.clear_results()
+    owned.reset("results")
     rng = np.random.default_rng(0)
     made = [analysis.analyse(tiny_runner, rng.integers(0, 256, (64, 64, 3), dtype=np.uint8), 64)
             for _ in range(40)]
@@ -48,7 +49,7 @@ def test_the_result_store_is_bounded_by_bytes_not_by_a_count_of_analyses():
     for a in made:
         small.put(a.token, runner.find(a.token))
     assert len(small) == 5 and small.held <= 5 * weight + 1
-    runner.clear_results()
+    owned.reset("results")
 
 
 def test_caches_in_one_pool_share_one_byte_budget_and_the_least_recently_used_entry_goes_first():
@@ -139,14 +140,14 @@ def test_a_kept_analysis_is_found_before_the_picture_is_resized(monkeypatch):
 
     tiny = cache.get_model(registry.OFFLINE_KEY)
     rgb = np.random.default_rng(1).integers(0, 256, (70, 90, 3), dtype=np.uint8)
-    runner.clear_results()
+    owned.reset("results")
     calls = []
     real = runner.Runner.fit_at
     monkeypatch.setattr(runner.Runner, "fit_at", lambda *a, **k: calls.append(1) or real(*a, **k))
     first = analysis.analyse(tiny, rgb, 64)
     again = analysis.analyse(tiny, rgb, 64)
     assert len(calls) == 1 and again.token == first.token and again.maps is first.maps
-    runner.clear_results()
+    owned.reset("results")
 
 
 def test_a_shared_picture_is_hashed_once_for_every_event_of_a_click(monkeypatch):
@@ -163,7 +164,7 @@ def test_a_shared_picture_is_hashed_once_for_every_event_of_a_click(monkeypatch)
     tiny = cache.get_model(registry.OFFLINE_KEY)
     rgb = runner.shared_picture(np.random.default_rng(2).integers(0, 256, (64, 80, 3), dtype=np.uint8))
     assert not rgb.flags.writeable
-    runner.clear_results()
+    owned.reset("results")
     first = analysis.analyse(tiny, rgb, 64)
     hashed, real = [], hashlib.sha1
     monkeypatch.setattr(runner.hashlib, "sha1", lambda *a: hashed.append(1) or real(*a))
@@ -173,4 +174,4 @@ def test_a_shared_picture_is_hashed_once_for_every_event_of_a_click(monkeypatch)
     assert copy.token == first.token and len(hashed) == 1
     monkeypatch.undo()
     assert runner.image_key(rgb) == runner.image_key(rgb.copy())
-    runner.clear_results()
+    owned.reset("results")

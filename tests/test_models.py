@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import module_of
 
+from vitviz.core import owned
 from vitviz import assets
 from vitviz.analyses import attention as analysis
 from vitviz.models import cache as models
@@ -87,7 +88,7 @@ def test_the_hub_is_probed_once_with_a_short_timeout_and_the_lists_follow(monkey
     assert tried == [((loaders.HUB_HOST, 443), 1.0)]
     assert loaders.hub_reachable(timeout=1.0) is False and len(tried) == 1  # remembered, not asked again
     monkeypatch.setattr(loaders, "_reach_cache", None)
-    models.clear_cache()
+    owned.reset("models")
     try:
         first = models.available_now()
         assert [t for _, t in tried[1:]] == [1.2]
@@ -95,12 +96,12 @@ def test_the_hub_is_probed_once_with_a_short_timeout_and_the_lists_follow(monkey
         assert models.choice_label("DINO ViT-S/8") == "DINO ViT-S/8: needs download"
         assert models.available_now() == first and len(tried) == 2  # decided once
     finally:
-        models.clear_cache()
+        owned.reset("models")
         monkeypatch.setattr(loaders, "_reach_cache", None)
 
 
 def test_offline_falls_back_to_embedded_with_notice(monkeypatch):
-    models.clear_cache()
+    owned.reset("models")
     asked = []
     real = loaders.load_hf
 
@@ -127,10 +128,10 @@ def test_local_cache_is_used_offline(monkeypatch, dino_s8_dir):
         return real(dino_s8_dir, spec=spec)
 
     monkeypatch.setattr(loaders, "load_hf", fake_load_hf)
-    models.clear_cache()
+    owned.reset("models")
     loaded = models.get_model("DINO ViT-S/16")
     assert seen["local_only"] is True and loaded.notice == "" and loaded.spec.key == "DINO ViT-S/16"
-    models.clear_cache()
+    owned.reset("models")
 
 
 def test_cache_loads_once_across_threads(monkeypatch):
@@ -143,7 +144,7 @@ def test_cache_loads_once_across_threads(monkeypatch):
         return real(file)
 
     monkeypatch.setattr(loaders, "load_embedded", counting)
-    models.clear_cache()
+    owned.reset("models")
     results = []
     threads = [threading.Thread(target=lambda: results.append(models.get_model(registry.OFFLINE_KEY)))
                for _ in range(6)]
@@ -152,7 +153,7 @@ def test_cache_loads_once_across_threads(monkeypatch):
     for t in threads:
         t.join()
     assert len(calls) == 1 and len({id(module_of(r)) for r in results}) == 1
-    models.clear_cache()
+    owned.reset("models")
 
 
 def test_embedded_model_and_timeline_checkpoints():

@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from vitviz.core import owned
 from vitviz.analyses import compare
 from vitviz.core import stages
 from vitviz.embedded import scenes, sweep
@@ -296,7 +297,7 @@ def test_offline_the_resnet_key_falls_back_fast_to_the_small_cnn(monkeypatch):
     from vitviz.models import cache as models
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    models.clear_cache()  # nothing remembered: the fall-back is timed from a first try
+    owned.reset("models")  # nothing remembered: the fall-back is timed from a first try
     t0 = time.perf_counter()
     runner = models.get_model("ResNet-50 (ImageNet-1k)")
     assert time.perf_counter() - t0 < 5 and runner.spec.key == registry.CNN_OFFLINE_KEY

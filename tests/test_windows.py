@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from vitviz.core import owned
 from vitviz.core import windows
 
 
@@ -153,10 +154,9 @@ def test_swin_tables_are_the_models_own_and_gather_as_it_does(swin_in_cache):
 
 
 def test_offline_swin_falls_back_to_the_formula_and_says_so():
-    from vitviz.models import cache as models
     from vitviz.views import posembed as view
 
-    models.clear_cache()
+    owned.reset("models")
     table, m, name, notice = view.relative_bias_table("Swin-T (ImageNet-1k)", 5, 2, 8)
     assert "cannot be loaded here" in notice and m == 5 and name == "formula, 2 heads"
     assert np.array_equal(table, windows.distance_bias_table(5, 2))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from vitviz.core import owned
 from vitviz.core.attention import EXACT_BYTES, F16_TOLERANCE, AttentionMaps, LayerKeys, class_rows
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
@@ -40,7 +41,8 @@ def attention_bytes(spec: ModelSpec, tokens: int) -> int:
     return budget.forward_bytes(spec, tokens) + 2 * keys_bytes(spec, tokens) + spec.depth * spec.heads * n * 4
 
 
-_PRECISION: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+_PRECISION: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = owned.keep(
+    "attention.precision", "results", weakref.WeakKeyDictionary(), "each model's keys precision per layer")
 """Per model (while it lives) and layer: the float16 error of its keys measured on its first picture, or infinity
 for float32 (decided once: :meth:`LayerKeys.pack` then skips its trial softmax)."""
 

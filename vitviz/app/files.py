@@ -29,6 +29,8 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from vitviz.core import owned
+
 OUTPUT_SECONDS = float(os.environ.get("VITVIZ_OUTPUT_SECONDS", "600"))
 """A file handed out (a figure for an API client, a bundle) is kept this long after it was last handed out."""
 OUTPUT_BYTES = int(float(os.environ.get("VITVIZ_OUTPUT_BYTES", str(512 * 2**20))))
@@ -135,6 +137,11 @@ class Pictures:
         with self._lock:
             self._pages.pop(page, None)
 
+    def clear(self) -> None:
+        """Forget what every page holds (the files then age out as usual)."""
+        with self._lock:
+            self._pages.clear()
+
     def held(self) -> list[str]:
         """The files kept alive now: the most recently used first, within :data:`HELD_BYTES` together."""
         with self._lock:
@@ -166,6 +173,8 @@ class Pictures:
 
 _zipped: dict[Path, bytes] = {}
 _zip_lock = threading.Lock()
+owned.keep("files.zipped", "results", _zipped, "compressed copies of served files",
+           owned.cleared_under(_zip_lock, _zipped))
 
 
 def compressed(path: Path) -> bytes:
@@ -209,7 +218,7 @@ def sweep_once(outputs: Outputs, pictures: Pictures) -> None:
 _outputs: Outputs | None = None
 _running = 0
 _state_lock = threading.Lock()
-PICTURES = Pictures()
+PICTURES = owned.keep("files.pictures", "pages", Pictures(), "the pictures open pages hold")
 """The pictures this process's open pages hold."""
 
 

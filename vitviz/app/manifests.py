@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 
+from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import budget, device
 from vitviz.models import cache as models
@@ -23,7 +24,7 @@ HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
 
 
-MADE: LRU[dict] = LRU(256)
+MADE: LRU[dict] = owned.keep("manifests.made", "results", LRU(256), "device manifests made so far")
 """The manifests made so far, by (tab, model asked, short side asked or ''): what ``GET /vitviz/device-manifest``
 answers from without any work (:func:`made_manifest`)."""
 

@@ -27,6 +27,7 @@ import numpy as np
 from gradio.data_classes import FileData
 
 from vitviz.app import adapters, files
+from vitviz.core import owned
 from vitviz.specs.state import Field, View
 from vitviz.views import Shown, plain
 
@@ -543,9 +544,9 @@ TRIM_BYTES = 64 * 2**20
 when the process has grown by this much since it last did, a watcher gives it back within a second."""
 MMAP_BYTES = 16 * 2**20
 """Buffers at least this large are mapped from the system, and given back the moment they are freed."""
-REFUSED = threading.Event()
+REFUSED = owned.keep("serving.refused", "gates", threading.Event(), "a request was refused: look at memory")
 """Set when a request is refused (:func:`friendly`): the memory watcher looks at once."""
-LOOK = threading.Event()
+LOOK = owned.keep("serving.look", "gates", threading.Event(), "wakes the memory watcher")
 """Wakes the memory watcher: a refusal, or the end of large work that leaves the server idle."""
 WATCH_BYTES = 32 * 2**20
 """The process grown by this much since it last gave memory back: the watcher gives back what is free."""

@@ -18,6 +18,7 @@ from PIL import Image
 from vitviz.app import files, uploads
 from vitviz.app.components import Form, figure, figure_value
 from vitviz.app.serving import MODEL, bundle_file, endpoints, friendly, on
+from vitviz.core import owned
 from vitviz.specs.state import View
 from vitviz.views import Record, Shown, records_of, show
 
@@ -53,6 +54,7 @@ def by_component(inputs: list, fn: Callable[..., Any], name: str, progress: bool
 
 _told: dict[str, tuple[str, float]] = {}
 _told_lock = threading.Lock()
+owned.keep("tab.told", "results", _told, "what each page was last told", owned.cleared_under(_told_lock, _told))
 
 
 def _first_time(page: str | None, message: str, within: float = 5.0) -> bool:

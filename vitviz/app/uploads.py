@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from vitviz.core import owned
 from vitviz import assets
 from vitviz.app import files
 from vitviz.core import images
@@ -29,7 +30,8 @@ MAX_UPLOAD_BYTES = 50 * 2**20
 """The largest file accepted, however it arrives (gradio's own upload limit is set to the same)."""
 DECODED_BYTES = 256 * 2**20
 """Decoded pictures kept for the requests that follow (the check on upload, then the tab's work)."""
-_decoded: LRU[np.ndarray] = LRU(16, DECODED_BYTES, lambda a: a.nbytes)
+_decoded: LRU[np.ndarray] = owned.keep("uploads.decoded", "pictures", LRU(16, DECODED_BYTES, lambda a: a.nbytes),
+                                       "pictures decoded, for the requests that follow")
 
 
 def _source(payload: Any) -> tuple[str | bytes, str]:
@@ -112,7 +114,7 @@ def picture(payload: Any) -> np.ndarray:
     return rgb
 
 
-_files: LRU[str] = LRU(4096)
+_files: LRU[str] = owned.keep("uploads.files", "pictures", LRU(4096), "a picture's address -> its server file")
 """A decoded picture's address (:func:`vitviz.models.runner.picture_address`, keyed with the server's secret) -> the
 server file it came from (an upload, an example)."""
 

@@ -21,6 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
+from vitviz.core import owned
+
 V = TypeVar("V")
 
 
@@ -86,7 +88,8 @@ def _megabytes(*names: str, default: float) -> int:
     return int(default * 2**20)
 
 
-KEPT = Pool(_megabytes("VITVIZ_KEPT_MB", "VITVIZ_RESULTS_MB", default=2048))
+KEPT = owned.keep("lru.kept", "gates", Pool(_megabytes("VITVIZ_KEPT_MB", "VITVIZ_RESULTS_MB", default=2048)),
+                  "the byte budget of everything kept")
 """Everything kept between requests, in one byte budget (``VITVIZ_KEPT_MB``; ``VITVIZ_RESULTS_MB``, its old name,
 is read too)."""
 

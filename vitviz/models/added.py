@@ -32,6 +32,7 @@ from typing import Callable
 
 import torch
 
+from vitviz.core import owned
 from vitviz.models import hooks, loaders
 from vitviz.models.runner import Call, Runner
 from vitviz.specs import registry
@@ -94,6 +95,8 @@ class EntryError(ValueError):
 
 _entries: dict[str, Entry] = {}
 _lock = threading.Lock()
+owned.keep("added.entries", "operator", _entries, "models the operator added (a models file)",
+           owned.cleared_under(_lock, _entries))
 
 
 def entry(key: str) -> Entry | None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
+from vitviz.core import owned
 from vitviz.specs.registry import ModelSpec
 
 SERVER_BYTES = int(float(os.environ.get("VITVIZ_MEMORY_BUDGET", str(2 * 2**30))))
@@ -162,7 +163,7 @@ class Gate:
                 self.released(n)
 
 
-SERVER = Gate(SERVER_BYTES)
+SERVER = owned.keep("budget.server", "gates", Gate(SERVER_BYTES), "the server-wide memory budget")
 """The one server-wide budget (the app, the command line and the library all reserve from it)."""
 
 

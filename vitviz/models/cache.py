@@ -19,6 +19,7 @@ import time
 from typing import Callable
 
 from vitviz import assets
+from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import loaders
 from vitviz.models.runner import Runner
@@ -29,11 +30,14 @@ FAILURE_TTL = 300.0
 """Seconds a failed load is remembered before it is tried again."""
 log = logging.getLogger("vitviz")
 
-_models: LRU[Runner] = LRU(10_000, size=lambda r: r.nbytes, evict=False)
+_models: LRU[Runner] = owned.keep("cache.models", "models", LRU(10_000, size=lambda r: r.nbytes, evict=False),
+                                  "loaded models by registry key")
 """Loaded models by cache key (the registry's key; ``key@step`` for the timeline's checkpoints): counted against
 the server's one byte budget (``core.lru.KEPT``), never let go."""
 _failures: dict[str, tuple[float, str]] = {}
 _cache_lock = threading.Lock()
+owned.keep("cache.failures", "models", _failures, "failed loads, remembered for a while",
+           owned.cleared_under(_cache_lock, _failures))
 
 
 def _cached(cache_key: str, make: Callable[[], Runner]) -> Runner:
@@ -59,15 +63,6 @@ def forget(key: str) -> None:
 def loaded(key: str) -> bool:
     """Whether the model ``key`` is loaded in this process."""
     return key in _models
-
-
-def clear_cache() -> None:
-    """Forget every loaded model, every remembered failure and what was found available."""
-    _models.clear()
-    with _cache_lock:
-        _failures.clear()
-    with _availability_lock:
-        _availability.clear()
 
 
 def get_checkpoint(step: int) -> Runner:
@@ -139,6 +134,8 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
 
 _availability: dict[str, bool] = {}
 _availability_lock = threading.Lock()
+owned.keep("cache.availability", "models", _availability, "which models can be loaded here",
+           owned.cleared_under(_availability_lock, _availability))
 
 
 def available_now() -> dict[str, bool]:

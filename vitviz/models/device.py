@@ -44,6 +44,7 @@ import torch
 
 from vitviz import assets
 from vitviz.core import digest
+from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import hooks, loaders
 from vitviz.models.runner import Call, Runner
@@ -66,7 +67,7 @@ PRECISIONS = ("float16", "float16, q and k in float32", "float32")
 """The weight precisions tried, smallest download first."""
 _QK = re.compile(r"(attn\.qkv|attention\.(query|key)|\.q_proj|\.k_proj)\.(weight|bias)$")
 """The parameters that make the queries and keys (timm's joint projection includes the values)."""
-_locks: dict[str, threading.Lock] = {}
+_locks: dict[str, threading.Lock] = owned.keep("device.locks", "gates", {}, "one lock per graph file being made")
 _locks_lock = threading.Lock()
 
 
@@ -102,7 +103,8 @@ def position_table(module: torch.nn.Module, grid: tuple[int, int], patch: int) -
     return emb.interpolate_pos_encoding(tokens, gh * patch, gw * patch).detach().float().clone()
 
 
-_tables: LRU[np.ndarray] = LRU(4096, 256 * 2**20, lambda a: a.nbytes)
+_tables: LRU[np.ndarray] = owned.keep("device.tables", "results", LRU(4096, 256 * 2**20, lambda a: a.nbytes),
+                                      "position tables resampled for a grid")
 
 
 def position_embedding(runner: Runner, grid: tuple[int, int]) -> np.ndarray:
@@ -339,7 +341,8 @@ def graph_name(runner: Runner) -> str:
     return digest.content("device graph", runner.spec.key, runner.weights_id, VERSION) + ".onnx"
 
 
-_precisions: LRU[tuple[str, float]] = LRU(256)
+_precisions: LRU[tuple[str, float]] = owned.keep("device.precisions", "results", LRU(256),
+                                                  "each graph's measured weight precision")
 
 
 def graph_file(runner: Runner) -> tuple[Path, str, float]:
@@ -439,7 +442,7 @@ def find(name: str) -> Path | None:
 
 # ---- what the browser is told ----------------------------------------------------------------------------------
 
-_server_ms: LRU[float] = LRU(256)
+_server_ms: LRU[float] = owned.keep("device.server_ms", "results", LRU(256), "the server's forward time per side")
 
 
 def server_ms(runner: Runner, side: int) -> float:
@@ -482,7 +485,7 @@ def reference_input(runner: Runner, rgb: np.ndarray, side: int) -> np.ndarray:
     return runner.preprocess(rgb, side).numpy()
 
 
-_by_graph: LRU[Runner] = LRU(256)
+_by_graph: LRU[Runner] = owned.keep("device.by_graph", "results", LRU(256), "the model of each graph named")
 """The model of each graph a manifest named (what ``/vitviz/device-pos/<graph>/`` resamples the table of)."""
 MAX_POSITIONS = 16_384
 """The largest grid whose position table is handed out (128 × 128 patches)."""

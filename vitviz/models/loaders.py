@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from vitviz import assets
+from vitviz.core import owned
 from vitviz.models import hooks
 from vitviz.models.runner import Runner
 from vitviz.specs.registry import CNN_OFFLINE_KEY, OFFLINE_KEY, REGISTRY, ModelSpec
@@ -33,6 +34,15 @@ log = logging.getLogger("vitviz")
 
 _reach_lock = threading.Lock()
 _reach_cache: tuple[float, bool] | None = None
+
+
+def _forget_reach() -> None:
+    global _reach_cache
+    with _reach_lock:
+        _reach_cache = None
+
+
+owned.keep("loaders.hub_reach", "models", None, "whether the hub answered (for a minute)", _forget_reach)
 
 
 def hub_offline_flag() -> bool:

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from vitviz.core import digest
+from vitviz.core import owned
 from vitviz.core.images import Fitted, fit_to_patches, fitted_shape, source_size
 from vitviz.core.lru import LRU
 from vitviz.models import budget, hooks
@@ -89,10 +90,11 @@ RESULTS_ITEMS = 100_000
 """The one cache of probe results keeps the newest within the server's one byte budget (``core.lru.KEPT``, shared
 with every other cache; the newest result always stays): bounded by what the results weigh, not by their number
 (a class of small pictures keeps them all; ``RESULTS_ITEMS`` is only a guard)."""
-_results: LRU[Run] = LRU(RESULTS_ITEMS, size=lambda r: r.nbytes)
+_results: LRU[Run] = owned.keep("runner.results", "results", LRU(RESULTS_ITEMS, size=lambda r: r.nbytes),
+                                "analyses made, by model, picture, side and probe")
 
 
-_by_token: dict[str, Hashable] = {}
+_by_token: dict[str, Hashable] = owned.keep("runner.tokens", "results", {}, "a page's token -> its analysis")
 """Each run's token -> its key in the result store (the explorer's parts are fetched by token: no scan)."""
 
 
@@ -101,12 +103,7 @@ def results_bytes() -> int:
     return _results.held
 
 
-def clear_results() -> None:
-    _results.clear()
-    _by_token.clear()
-
-
-_digests: dict[int, str] = {}
+_digests: dict[int, str] = owned.keep("runner.digests", "pictures", {}, "shared pictures' digests by array id")
 """The digests of shared pictures (:func:`shared_picture`), by the array's id while it lives."""
 
 

@@ -38,6 +38,7 @@ import numpy as np
 from PIL import Image
 
 from vitviz.analyses.attention import Analysis, find, rollout
+from vitviz.core import owned
 from vitviz.core import posembed
 from vitviz.core.images import Fitted
 from vitviz.core.lru import LRU
@@ -198,7 +199,7 @@ def part(a: Analysis, name: str) -> bytes:
     return raw(k.q) + raw(k.k)
 
 
-_PNGS: LRU[bytes] = LRU(32, 64 * 2**20, len)
+_PNGS: LRU[bytes] = owned.keep("browser.pngs", "results", LRU(32, 64 * 2**20, len), "fitted pictures as PNG parts")
 
 
 def _png(token: str, rgb: np.ndarray) -> bytes:

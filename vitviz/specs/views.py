@@ -162,13 +162,13 @@ INSIDE_HEAD = View("inside_head", "inside one head", (
 FEATURE_PCA = View("feature_pca", "patch-feature PCA", (
     IMAGE, ATT_MODEL, SIDE,
     Field("layer", "int", MAX_DEPTH, "tokens after layer", 1, MAX_DEPTH, 1, link="pca_layer", follows="layers")))
-_pairs = comparison_choices()
-_steps = [c for c in _pairs if " @ step " in c]
+_PAIRS = comparison_choices()
+_STEP_CHOICES = [c for c in _PAIRS if " @ step " in c]
 COMPARE = View("compare_models", "two models", (
     IMAGE,
-    Field("model_a", "choice", _steps[len(_steps) // 2] if _steps else _pairs[0], "left model",
+    Field("model_a", "choice", _STEP_CHOICES[len(_STEP_CHOICES) // 2] if _STEP_CHOICES else _PAIRS[0], "left model",
           choices=comparison_choices, link="pair_a"),
-    Field("model_b", "choice", _steps[-1] if _steps else _pairs[-1], "right model", choices=comparison_choices,
+    Field("model_b", "choice", _STEP_CHOICES[-1] if _STEP_CHOICES else _PAIRS[-1], "right model", choices=comparison_choices,
           link="pair_b"),
     SIDE,
     Field("fraction", "float", 1.0, "layer, as a share of each model's depth", 0.1, 1.0, 0.05, link="pair_frac"),

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
+from vitviz.core import owned
 from vitviz import assets
 from vitviz.analyses.attention import Analysis, analyse, distance
 from vitviz.analyses.attention import rollout as attention_rollout
@@ -132,7 +133,8 @@ def distance_table(a: Analysis) -> list[tuple[int, str, float]]:
     return [(layer + 1, f"head {h}", float(d[layer, h])) for layer in range(d.shape[0]) for h in range(d.shape[1])]
 
 
-_distance_charts: LRU[Image.Image] = LRU(16)
+_distance_charts: LRU[Image.Image] = owned.keep("attention.distance_charts", "results", LRU(16),
+                                                "mean attention distance charts drawn")
 
 
 def render_distance(a: Analysis) -> Image.Image:

@@ -11,6 +11,7 @@ import math
 import numpy as np
 from PIL import Image, ImageDraw
 
+from vitviz.core import owned
 from vitviz import assets
 from vitviz.analyses import compare, efficiency
 from vitviz.analyses.attention import analyse, distance
@@ -139,7 +140,7 @@ def show_receptive_field(rgb: np.ndarray, values: dict, progress=None) -> Shown:
 
 # ---- translation ----------------------------------------------------------------------------------------------
 
-_shift_cache: LRU[tuple] = LRU(16)
+_shift_cache: LRU[tuple] = owned.keep("vitcnn.shifts", "results", LRU(16), "the shift experiment per model and picture")
 
 
 def shifts_for(runner: Runner, rgb: np.ndarray, shifts: list[int], vit: bool) -> compare.Shifts:
