@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from browser_support import sync_api, OPENS_WITH, idle, open_tab
 
+from vitviz.specs import registry
 from vitviz.tools import lesson
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -28,6 +29,42 @@ def test_the_diagram_shows_every_stage_and_opens_by_keyboard(browser, app_url):
         assert "tab=patches" in link.get_attribute("href") and "image=scene_star" in link.get_attribute("href")
         for fig in ("#forward-residual img", "#forward-updates img", "#forward-lens img", "#forward-lens-map img"):
             assert page.locator(fig).count() == 1, fig
+    finally:
+        ctx.close()
+
+
+def test_a_cards_link_opens_this_models_own_view_within_the_page(browser, app_url):
+    """Card 4 ("tokens entering block 1") opens the Position embeddings tab on this model's own learned table, and
+    card 3 ("patch embeddings") the Patches tab with this model's filters open; no reload (a marker set on window
+    stays), and the browser's Back returns to the forward pass."""
+    ctx, page = open_tab(browser, app_url, "forward", query="image=scene_star")
+    try:
+        page.evaluate("() => { window.__stayed = 'this page'; }")
+        model = page.evaluate("() => new URL(location.href).searchParams.get('fp_model')") or registry.OFFLINE_KEY
+        cards = page.locator("#forward-diagram details")
+        cards.nth(3).locator("summary").click()
+        cards.nth(3).locator("a").click()
+        page.wait_for_function("() => new URL(location.href).searchParams.get('tab') === 'positions'", timeout=30_000)
+        page.wait_for_selector(OPENS_WITH["positions"], state="attached", timeout=120_000)
+        idle(page)
+        assert parse_qs(urlparse(page.url).query)["pe"] == [f"learned: {model}"]
+        chosen = page.locator(".tabitem:visible input[role=combobox]").first.input_value()
+        assert chosen == f"learned: {model}"
+        page.go_back()  # the history within the page: back on the forward pass
+        page.wait_for_function("() => new URL(location.href).searchParams.get('tab') === 'forward'", timeout=30_000)
+        page.wait_for_selector(OPENS_WITH["forward"], state="visible", timeout=120_000)
+        idle(page)
+        cards.nth(2).locator("summary").click()
+        cards.nth(2).locator("a").click()
+        page.wait_for_function(
+            "() => document.getElementById('patch_filters-box')?.querySelector(':scope > .label-wrap')"
+            "?.classList.contains('open')", timeout=120_000)
+        idle(page)  # the address settles as the tab's picture is set
+        page.wait_for_function("() => new URL(location.href).searchParams.get('image') === 'scene_star'",
+                               timeout=30_000)
+        q = parse_qs(urlparse(page.url).query)
+        assert q["tab"] == ["patches"] and q["open"] == ["patch_filters"] and q["filters"] == [model]
+        assert page.evaluate("() => window.__stayed") == "this page"  # no reload on the way
     finally:
         ctx.close()
 

@@ -126,3 +126,16 @@ def test_rotary_scores_depend_only_on_the_offset_and_match_the_hand_formula():
     r = posembed.rope_2d(np.tile(x, (4, 1)), rows, cols, base)
     assert r[0] @ r[1] == pytest.approx(r[2] @ r[3], abs=1e-12)
     assert posembed.rope_offset_scores(dim, reach, base, seed=0)[reach, reach] == pytest.approx(1.0)
+
+
+def test_a_reason_several_settings_share_is_said_once():
+    """A learned table sets rows, columns and size itself: three settings changed, one sentence saying why."""
+    from vitviz import views
+    from vitviz.specs import registry
+    from vitviz.specs import views as declared
+
+    shown = views.show("position_embeddings", None,
+                       declared.POSITIONS.check({"source": declared.LEARNED + registry.OFFLINE_KEY}))
+    assert {"rows", "cols", "dim"} <= set(shown.settled.notes)
+    assert shown.note().count("(its own, not set here)") == 1
+    assert shown.settled.sentence().count("(its own, not set here)") == 1

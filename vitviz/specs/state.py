@@ -367,7 +367,8 @@ class Settled:
         return {k: {"asked": self.asked.get(k), "used": self.values[k], "why": why} for k, why in self.notes.items()}
 
     def sentence(self) -> str:
-        return " ".join(self.notes.values())
+        """Every reason once (several settings often share one: rows, columns and size of a learned table)."""
+        return " ".join(dict.fromkeys(self.notes.values()))
 
 
 def settle(values: Mapping[str, Any]) -> Settled:

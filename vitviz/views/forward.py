@@ -20,6 +20,7 @@ from vitviz.core.images import Fitted
 from vitviz.models import cache as models
 from vitviz.render import plotting
 from vitviz.render.browser import png_data_url
+from vitviz.specs import registry
 from vitviz.specs import views as declared
 from vitviz.specs.state import settle
 from vitviz.views.shown import Shown, nearest_shapes, record
@@ -32,14 +33,6 @@ LENS_WARNING = ("The logit lens is a probe, not how the model reasons: it reads 
                 "were never meant to be read this way, so their guesses say what is already decodable, not what the "
                 "model 'thinks' there. At the last layer the lens is the model's own computation, so its own "
                 "prediction (equal up to float32 rounding).")
-
-_LINKS = {"image": ("patches", {}), "patches, flattened": ("patches", {}), "patch embeddings": ("patches", {}),
-          "tokens entering block 1": ("positions", {}), "block": ("attention", {}),
-          "final LayerNorm": ("attention", {}), "pooled: the mean of the patch tokens": ("attention", {}),
-          "LayerNorm after pooling": ("attention", {}), "head: logits": ("classify", {}),
-          "softmax: probabilities": ("classify", {})}
-"""The tab (and settings) of the view that explains each stage."""
-
 
 def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
@@ -102,13 +95,27 @@ def stage_words(name: str, fp: ForwardPass) -> str:
     }.get(name, "")
 
 
-def _link(tab: str, model: str, side: int, extra: dict) -> str:
-    keys = {"tab": tab, "image": IMAGE_KEY}
-    if tab == "attention":
-        keys |= {"model": model, "side": side}
-    elif tab == "classify":
-        keys |= {"classifier": model}
-    return "?" + urlencode(keys | extra)
+def explaining_link(stage: str, model: str, side: int) -> str:
+    """The link (``?…`` of this page) of the view that explains ``stage`` for this model and picture (``IMAGE_KEY``
+    stands for the picture): the patches at the model's own patch size, its own learned filters and position table,
+    the attention of its block, its own classifier."""
+    spec = registry.REGISTRY.get(model)
+    if stage in ("image", "patches, flattened"):
+        tab, extra = "patches", ({"patch": spec.patch} if spec and spec.patch in declared.PATCH_SIZES else {})
+    elif stage == "patch embeddings":
+        tab, extra = "patches", {"open": "patch_filters"} | (
+            {"filters": model} if model in declared.filter_models() else {})
+    elif stage == "tokens entering block 1":
+        pe = declared.LEARNED + model
+        tab, extra = "positions", ({"pe": pe} if pe in declared.position_sources() else {})
+    elif stage in ("head: logits", "softmax: probabilities"):
+        tab, extra = "classify", {"classifier": model}
+    else:  # a block, the norms, the pooling: what attention did there
+        tab, extra = "attention", ({"model": model, "side": side} if model in registry.keys("attention") else {})
+        if stage.startswith("block "):
+            extra["layer"] = stage.split()[1]
+    picture = {} if tab == "positions" else {"image": IMAGE_KEY}  # a position table has no picture
+    return "?" + urlencode({"tab": tab} | picture | extra)
 
 
 def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str, self_supervised: bool = False) -> str:
@@ -116,10 +123,7 @@ def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str, s
     axis counts, a glimpse of its values, its equation in words and a link to the view that explains it."""
     rows = []
     for i, st in enumerate(fp.stages):
-        kind = "block" if st.name.startswith("block ") else st.name
-        words, (tab, extra) = stage_words(st.name, fp), _LINKS.get(kind, ("attention", {}))
-        if kind == "block":
-            extra = {"layer": st.name.split()[1]}
+        words = stage_words(st.name, fp)
         if st.name == "image":
             glimpse = fitted.image
         elif st.glimpse.shape[0] == 1:  # logits or probabilities: the top values as a strip
@@ -132,7 +136,7 @@ def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str, s
         thumb = np.asarray(Image.fromarray(glimpse).resize(size, Image.NEAREST))
         shape = " × ".join(f"{n:,}" for n in st.shape)
         axes = "; ".join(f"{n:,} {a}" for n, a in zip(st.shape, st.axes))
-        link = _link(tab, model, side, extra)
+        link = explaining_link(st.name, model, side)
         rows.append(
             f'<li class="vx-stage"><details><summary><span class="vx-step">{i + 1}</span> '
             f'<strong>{html.escape(st.name)}</strong> <code>{shape}</code>'

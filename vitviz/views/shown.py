@@ -55,7 +55,7 @@ class Shown:
         reasons = [why for name, why in (self.settled.notes.items() if self.settled else ())
                    if not (name == "model" and self.notice)]  # a stand-in model's notice already says why
         if reasons:
-            parts.append(" ".join(reasons))
+            parts.append(" ".join(dict.fromkeys(reasons)))  # a reason several settings share, said once
         return "\n\n".join(parts)
 
 

@@ -143,11 +143,17 @@
     reopen();
   };
   window.addEventListener("popstate", reopen);
-  document.addEventListener("click", (ev) => {  // a lesson's own links (Back, Next, Leave) move within the page
-    const a = ev.target?.closest?.("#lesson-bar a[href]");
+  // A link of this page moves within it: a lesson's own (Back, Next, Leave) and any that names a tab (a
+  // forward-pass card's "the view that explains it"). A link with a modifier key or another target opens as usual.
+  document.addEventListener("click", (ev) => {
+    const a = ev.target?.closest?.("a[href]");
     if (!a || ev.button !== 0 || ev.ctrlKey || ev.metaKey || ev.shiftKey || ev.altKey) return;
+    if ((a.target && a.target !== "_self") || a.hasAttribute("download")) return;
+    const url = new URL(a.getAttribute("href"), window.location.href);
+    const here = url.origin === window.location.origin && url.pathname === window.location.pathname;
+    if (!here || !(a.closest("#lesson-bar") || url.searchParams.has("tab"))) return;
     ev.preventDefault();
-    link.go(a.getAttribute("href"));
+    link.go(url.href);
   }, true);
   window.vitvizLink = link;
   document.body.classList.remove("dark");
