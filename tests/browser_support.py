@@ -16,13 +16,13 @@ if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
         pytest.fail(f"browser tests must run in CI, but {CHROMIUM} is missing. {HOW}", pytrace=False)
     pytest.skip(f"no Chromium at {CHROMIUM}. {HOW}", allow_module_level=True)
 
+from vitviz.specs.tabs import TABS  # noqa: E402
+
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -r requirements-dev.txt")
 
 
-OPENS_WITH = {"patches": "#patch-grid img", "forward": "#forward-diagram details", "positions": "#pe-mosaic img",
-              "attention": "#attention-explorer .vx-big canvas", "classify": "#classify-maps img",
-              "vitcnn": "#vitcnn-reach img"}
-"""What each tab shows once its example is computed."""
+OPENS_WITH = {t.id: t.shows for t in TABS.values()}
+"""What each tab shows once its example is computed (each tab's declaration says)."""
 
 
 def open_tab(browser, url: str, tab: str, width: int = 1280, height: int = 720, query: str = "", **context):

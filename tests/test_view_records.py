@@ -1,6 +1,7 @@
-"""A view is one record: a throwaway view, declared and recorded in a module of its own (two edits: its
-declaration and its code), is found everywhere a view is: its endpoint and its bundle's, a panel in its tab, the
-page's link keys, the bundles, ``vitviz view`` on the command line."""
+"""A view is one record and a tab one declaration: a throwaway view, declared and recorded in a module of its own
+(two edits: its declaration and its code), is found everywhere a view is (its endpoint and its bundle's, a panel in
+its tab, the page's link keys, the bundles, ``vitviz view`` on the command line), and a throwaway tab (its
+declaration and its layout module) is on the page with its view's panel, both found by the package's discovery."""
 
 from __future__ import annotations
 
@@ -14,16 +15,20 @@ import pytest
 from conftest import ROOT
 
 THROWAWAY = '''
-"""A throwaway view: its declaration and its code, nothing else."""
+"""Throwaway views: their declarations and their code, nothing else. The second one's tab is declared here too."""
 import numpy as np
 from PIL import Image
 
+from vitviz.specs import tabs
 from vitviz.specs.state import Field, View
 from vitviz.specs.views import IMAGE
 from vitviz.views import Shown, record
 
 SQUARES = View("squares", "squares of a picture", (
     IMAGE, Field("size", "int", 3, "square side (pixels)", 1, 9, 1, link="sq_size")))
+CORNERS = View("corners", "corners of a picture", (
+    IMAGE, Field("corner", "int", 1, "which corner (1 to 4)", 1, 4, 1, link="corner")))
+tabs.declare(tabs.TabSpec("sandbox", "Sandbox", CORNERS, shows="#corners-corner img"))
 
 
 @record(SQUARES, tab="patches", bundle=True, runs_model=False, figures=("mean",))
@@ -33,16 +38,42 @@ def show_squares(rgb, values, progress=None):
     picture = Image.new("RGB", (120, 120), tuple(int(v) for v in mean))
     return Shown({"mean": picture}, {"text": f"The top-left {side}×{side} pixels average {mean.round(1).tolist()}."},
                  {"mean": mean.tolist(), "size": side}, settled=None)
+
+
+@record(CORNERS, tab="sandbox", bundle=False, runs_model=False, figures=("corner",))
+def show_corners(rgb, values, progress=None):
+    h, w = rgb.shape[:2]
+    r, c = [(0, 0), (0, w - 1), (h - 1, 0), (h - 1, w - 1)][values["corner"] - 1]
+    colour = tuple(int(v) for v in rgb[r, c])
+    return Shown({"corner": Image.new("RGB", (60, 60), colour)}, {"text": f"corner {values['corner']}: {colour}"},
+                 {"colour": list(colour)}, settled=None)
+'''
+
+THROWAWAY_TAB = '''
+"""A throwaway tab's layout: found in the app's package by its mark, its panels made from its views' records."""
+import gradio as gr
+
+from vitviz.app.components import Form
+from vitviz.app.tab import Tab, layout
+
+
+@layout("sandbox")
+def build(gr_tab: gr.Tab) -> Tab:
+    form = Form("sandbox")
+    note = gr.Markdown(elem_id="sandbox-note")
+    tab = Tab("sandbox", form, note, gr_tab)
+    tab.finish()
+    return tab
 '''
 
 CHECK = '''
 import json, sys, tempfile
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import squares_view  # the throwaway module: importing it records the view
+sys.path.append(sys.argv[1])  # a vitviz/views and a vitviz/app folder there: the package's discovery finds them
 
 from vitviz import views
-from vitviz.app import build_demo
+from vitviz.app import build_demo, links
+from vitviz.specs import tabs
 from vitviz.tools import bundle, cli
 from vitviz.core import images
 from vitviz import assets
@@ -51,6 +82,7 @@ demo = build_demo()
 api = demo.get_api_info()["named_endpoints"]
 params = [p["parameter_name"] for p in api["/squares"]["parameters"]]
 ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
+tab_items = [(c["props"].get("id"), c["props"].get("label")) for c in demo.config["components"] if c["type"] == "tabitem"]
 rgb = images.load_rgb(assets.example("cat"))
 out = Path(tempfile.mkdtemp())
 zipped = bundle.write("squares", {"size": 4}, rgb, out)
@@ -62,20 +94,31 @@ print(json.dumps({
     "panel": "squares-mean" in ids, "link": views.LINK["sq_size"].name, "bundled": "squares" in bundle.bundled(),
     "zip": zipped.suffix, "cli": code, "cli_size": made["size"],
     "cli_refuses": cli.main(["view", "squares", str(assets.example("cat")), "--size", "12", "--out", str(out)]),
+    "tab_last": tab_items[-1], "tab_panel": "corners-corner" in ids, "tab_endpoint": "/corners" in api,
+    "tab_link": views.LINK["corner"].name, "tab_views": [v.name for v in views.tab_views("sandbox")],
+    "declared": list(tabs.TABS)[-1], "shows": tabs.TABS["sandbox"].shows,
+    "corner": views.show("corners", rgb, {"corner": 4}).numbers["colour"] == rgb[-1, -1].tolist(),
 }))
 '''
 
 
 @pytest.mark.slow  # builds the whole demo in a new process (9 s): with the full run, not the fast set
-def test_a_view_added_in_a_module_of_its_own_is_found_everywhere(tmp_path):
-    (tmp_path / "squares_view.py").write_text(textwrap.dedent(THROWAWAY))
+def test_a_view_and_a_tab_added_in_modules_of_their_own_are_found_everywhere(tmp_path):
+    """Through the package's own discovery (a vitviz/views and a vitviz/app folder on the path), not an import by
+    name: a view in a new module (its declaration and code) and a tab (its declaration and its layout module)."""
+    (tmp_path / "vitviz" / "views").mkdir(parents=True)
+    (tmp_path / "vitviz" / "app").mkdir()
+    (tmp_path / "vitviz" / "views" / "throwaway_views.py").write_text(textwrap.dedent(THROWAWAY))
+    (tmp_path / "vitviz" / "app" / "throwaway_tab.py").write_text(textwrap.dedent(THROWAWAY_TAB))
     run = subprocess.run([sys.executable, "-c", CHECK, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got == {"record": "patches", "shown": 2, "endpoints": ["/bundle_squares", "/squares"],
                    "params": ["image", "size"], "panel": True, "link": "size", "bundled": True, "zip": ".zip",
-                   "cli": 0, "cli_size": 5, "cli_refuses": 2}
+                   "cli": 0, "cli_size": 5, "cli_refuses": 2, "tab_last": ["sandbox", "Sandbox"], "tab_panel": True,
+                   "tab_endpoint": True, "tab_link": "corner", "tab_views": ["corners"], "declared": "sandbox",
+                   "shows": "#corners-corner img", "corner": True}
 
 
 def test_a_view_is_wired_in_at_most_three_files_and_never_found_by_its_name():
@@ -94,5 +137,7 @@ def test_a_view_is_wired_in_at_most_three_files_and_never_found_by_its_name():
     for name in named:
         where = [p for p, text in sources.items() if re.search(rf"\b{re.escape(name)}\b", text)]
         assert len(where) <= 3, (name, sorted(str(p.relative_to(package)) for p in where))
-    for p, text in sources.items():
-        assert "import_module" not in text and 'f"show_{' not in text, p
+    for p, text in sources.items():  # modules are imported only as the package's listing finds them (pkgutil)
+        for line in re.findall(r"^.*import_module.*$", text, re.M):
+            assert 'import_module(f"{__name__}.{info.name}")' in line and "pkgutil.iter_modules" in text, (p, line)
+        assert 'f"show_{' not in text, p

@@ -16,3 +16,8 @@ The sub-packages are floors: each imports only from the floors below it (``tests
     tools      a view as files (bundles) and the ``vitviz`` command
     app        the Gradio app, one module per tab: the only place that imports gradio
 """
+
+import pkgutil
+
+__path__ = pkgutil.extend_path(__path__, __name__)  # a vitviz/views or vitviz/app folder elsewhere on the path
+# adds views and tabs (each found by its package's discovery); vitviz's own modules come first

@@ -1,7 +1,7 @@
 """vitviz's web app: how a Vision Transformer sees an image, one tab per idea. The only package that imports gradio.
 
     patches.py, forward.py, positions.py, attention.py, classify.py, vitcnn.py   one module per tab (vitcnn.py:
-                    ViT vs CNN):
+                    ViT vs CNN), found by its @layout mark for its declaration in vitviz/specs/tabs.py:
                     layout and events (its views' endpoints come from their records)
     components.py   one control per declared setting, figures, the browser views
     tab.py          what every tab's events share (settings -> checks -> intake -> view -> components)
@@ -15,21 +15,24 @@ Nothing heavy is loaded at import; models load on first use. ``python app.py`` (
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import pkgutil
 import time
 
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import (adapters, attention, classify, files, forward, lessons, links, patches, positions, serving,
-                        theme, vitcnn)
-from vitviz.app.tab import Tab
+from vitviz.app import adapters, files, lessons, links, serving, theme
+from vitviz.app.tab import LAYOUTS, Tab
+from vitviz.specs import tabs as declared_tabs
 from vitviz.models import added, budget
 from vitviz.models import cache as models
 from vitviz.render import plotting
 
 log = logging.getLogger("vitviz")
+__path__ = pkgutil.extend_path(__path__, __name__)  # a vitviz/app folder elsewhere on the path adds its tabs
 
 
 def build_demo(models_file: str | None = None) -> gr.Blocks:
@@ -63,25 +66,17 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         link_notice = gr.Markdown(visible=False, elem_id="link-notice", elem_classes="vx-note")
         lesson_bar = gr.HTML(visible=False, elem_id="lesson-box")  # a lesson's caption and Back / Next
         tabs: dict[str, Tab] = {}
+        layouts = tab_layouts()
         with gr.Tabs(overflow_behavior="wrap") as tab_set:
-            with gr.Tab("Patches", id="patches") as t:
-                tabs["patches"] = patches.build(t)
-            with gr.Tab("Forward pass", id="forward") as t:
-                tabs["forward"] = forward.build(t)
-            with gr.Tab("Position embeddings", id="positions") as t:
-                tabs["positions"] = positions.build(t)
-            with gr.Tab("Attention", id="attention") as t:
-                tabs["attention"] = attention.build(t)
-            with gr.Tab("Classify", id="classify") as t:
-                tabs["classify"] = classify.build(t)
-            with gr.Tab("ViT vs CNN", id="vitcnn") as t:
-                tabs["vitcnn"] = vitcnn.build(t)
+            for spec in declared_tabs.TABS.values():  # each declared tab, laid out by its module's @layout
+                with gr.Tab(spec.title, id=spec.id) as t:
+                    tabs[spec.id] = layouts[spec.id](t)
         with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
             gr.HTML(lessons.BUILDER)
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
-                "opened": opened, "lesson": lesson_bar,
-                **tabs["attention"].extras, "classify_device": tabs["classify"].extras["classify_device"]}
+                "opened": opened, "lesson": lesson_bar}
+        page |= {k: c for t in tabs.values() for k, c in t.extras.items() if k != "photos_note"}  # each tab's own
         links.label_page(tabs, page)
 
         def relabel() -> dict:  # the server's models changed since the page was made: the page made again
@@ -108,6 +103,25 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
     return demo
+
+
+def tab_layouts() -> dict:
+    """Every declared tab's layout, found in this package (a module that says ``@layout("<id>")``; a ``vitviz/app``
+    folder elsewhere on the path adds its own). ``ValueError`` for a declared tab without one, or a view recorded
+    in a tab that is not declared."""
+    from vitviz import views
+
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    missing = [t for t in declared_tabs.TABS if t not in LAYOUTS]
+    if missing:
+        raise ValueError(f"no layout for the declared tab(s) {', '.join(missing)}: a module of vitviz/app must say "
+                         "@layout(\"<id>\")")
+    stray = sorted({f"{r.name} ({r.tab})" for r in views.RECORDS.values() if r.tab not in declared_tabs.TABS})
+    if stray:
+        raise ValueError(f"views recorded in tabs that are not declared (vitviz/specs/tabs.py): {', '.join(stray)}")
+    return {t: LAYOUTS[t] for t in declared_tabs.TABS}
 
 
 def launch_kwargs() -> dict:

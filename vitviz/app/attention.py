@@ -28,7 +28,7 @@ from vitviz.app.components import (
 )
 from vitviz.app.manifests import HELD, device_manifest
 from vitviz.app.serving import MODEL, endpoint, on
-from vitviz.app.tab import Tab, by_component
+from vitviz.app.tab import Tab, by_component, layout
 from vitviz.models.runner import picture_address
 from vitviz.render import browser
 from vitviz.specs import views as declared
@@ -47,6 +47,7 @@ def explorer_payload(picture, values: dict, progress=None, inline: bool = False)
         "picture": picture_address(rgb)}  # its (keyed) address: made again from it while the server has the picture
 
 
+@layout("attention")
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("attention")
     spread_from = assets.tiny_info().get("spread_from_step")

@@ -10,13 +10,14 @@ from vitviz.app import uploads
 from vitviz.app.components import (Form, browser_view, device_panel, device_want, download_row, examples, explain,
                                    figure)
 from vitviz.app.serving import MODEL, friendly, on
-from vitviz.app.tab import Tab, by_component
+from vitviz.app.tab import Tab, by_component, layout
 from vitviz.specs import views as declared
 
 C = declared.CLASSIFY
 P = declared.PREDICT
 
 
+@layout("classify")
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("classify")
     with gr.Row():

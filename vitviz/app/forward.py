@@ -8,13 +8,14 @@ import gradio as gr
 from vitviz.app import lessons, uploads
 from vitviz.app.components import WEB, Form, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
-from vitviz.app.tab import Tab, narrow
+from vitviz.app.tab import Tab, layout, narrow
 from vitviz.specs import views as declared
 from vitviz.views.forward import IMAGE_KEY
 
 F = declared.FORWARD
 
 
+@layout("forward")
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("forward")
     with gr.Row():

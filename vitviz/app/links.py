@@ -18,16 +18,14 @@ from vitviz.app.tab import Tab
 from vitviz.core.lru import LRU
 from vitviz.models import cache as models
 from vitviz.specs import registry
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 from vitviz import views
 from vitviz.views.attention import REGISTER_PAIR, REGISTERS_UNAVAILABLE
 
-MODEL_LISTS = (("forward", declared.FORWARD["model"], "forward"),
-               ("attention", declared.ATTENTION["model"], "attention"), ("classify", declared.CLASSIFY["model"], "classify"),
-               ("vitcnn", declared.VS_VIT, "attention"), ("vitcnn", declared.VS_CNN, "cnn"),
-               ("vitcnn", declared.VS_CLASSIFIER, "classify"))
-"""(tab, setting, registry task) of every model list: each offers its task's models and, when its default cannot be
-had, opens on the stand-in for that task."""
+MODEL_LISTS = tuple((t.id, field, task) for t in declared_tabs.TABS.values() for field, task in t.models)
+"""(tab, setting, registry task) of every model list (each tab's declaration): each offers its task's models and,
+when its default cannot be had, opens on the stand-in for that task."""
 
 
 HERE = (declared.SIDE,)
@@ -36,7 +34,7 @@ range, which the page reads as :meth:`~vitviz.specs.state.Field.from_link` does;
 server's opener). Whole-number settings of the Attention tab only, in the order of the load's outputs."""
 
 
-DEVICE_TABS = {"attention": "device", "classify": "classify_device"}
+DEVICE_TABS = {t.id: t.device for t in declared_tabs.TABS.values() if t.device}
 """The tabs that can compute on this device (``device=1`` in their link), and their switch in the page."""
 
 
@@ -119,10 +117,10 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
         again = bool(session) and opened_pages.get(session) is not None
         if session:
             opened_pages.put(session, True)
-        tab = q.get("tab") if q.get("tab") in views.TABS else "patches"
+        tab = q.get("tab") if q.get("tab") in declared_tabs.TABS else declared_tabs.FIRST
         available = models.available_now()
         out: dict = {}
-        for name in views.TABS:
+        for name in declared_tabs.TABS:
             form, held = tabs[name].form, {}
             for view in views.tab_views(name):
                 for key, value in view.from_link(q).items():

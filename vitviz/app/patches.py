@@ -7,7 +7,7 @@ import gradio as gr
 from vitviz.app import uploads
 from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
 from vitviz.app.serving import MODEL, friendly, on
-from vitviz.app.tab import Tab
+from vitviz.app.tab import Tab, layout
 from vitviz.render import browser
 from vitviz.specs import views as declared
 from vitviz.views import patches as patches_view
@@ -20,6 +20,7 @@ def inspector(picture, values: dict) -> dict:
     return browser.patches_payload(fitted, weight.numpy(), bias.numpy())
 
 
+@layout("patches")
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("patches")
     with gr.Row():

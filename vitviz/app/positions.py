@@ -6,13 +6,14 @@ import gradio as gr
 
 from vitviz.app.components import Form, browser_view, download_row, explain, figure, figure_value
 from vitviz.app.serving import MODEL, friendly, on
-from vitviz.app.tab import Tab
+from vitviz.app.tab import Tab, layout
 from vitviz.specs import views as declared
 from vitviz.views import posembed as posembed_view
 
 P = declared.POSITIONS
 
 
+@layout("positions")
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("positions")
     with gr.Row():

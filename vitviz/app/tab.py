@@ -19,8 +19,26 @@ from vitviz.app import files, uploads
 from vitviz.app.components import Form, figure, figure_value
 from vitviz.app.serving import MODEL, bundle_file, endpoints, friendly, on
 from vitviz.core import owned
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import View
 from vitviz.views import Record, Shown, records_of, show
+
+LAYOUTS: dict[str, Callable[[gr.Tab], "Tab"]] = {}
+"""Each declared tab's layout (:mod:`vitviz.specs.tabs`), by its id: the function ``@layout`` marks."""
+
+
+def layout(tab_id: str) -> Callable:
+    """Mark the decorated ``build(gr_tab) -> Tab`` as the layout of the declared tab ``tab_id``: the app finds it
+    in its package (no list names it) and calls it inside that tab."""
+
+    def mark(build: Callable[[gr.Tab], "Tab"]) -> Callable[[gr.Tab], "Tab"]:
+        if tab_id in LAYOUTS and LAYOUTS[tab_id] is not build:
+            raise ValueError(f"two layouts for the tab {tab_id!r}")
+        LAYOUTS[tab_id] = build
+        return build
+
+    return mark
+
 
 DECODE = dict(concurrency_id="decode", concurrency_limit=2)
 """Decoding uploads shares one small group: a crowd's large pictures are decoded two at a time."""
@@ -88,7 +106,7 @@ class Tab:
                  offline_default: str | None = None, model_field=None) -> None:
         self.name, self.form, self.note, self.gr_tab = name, form, note, gr_tab
         self.default, self.offline_default, self.model_field = default, offline_default, model_field
-        self.first = name == "patches"
+        self.first = name == declared_tabs.FIRST
         """The tab gradio selects by itself as a page mounts."""
         self.laid_out: set[str] = set()
         """The views this tab's own layout shows (the others get a panel of their own: :meth:`finish`)."""

@@ -7,12 +7,13 @@ import gradio as gr
 from vitviz.app import uploads
 from vitviz.app.components import Form, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
-from vitviz.app.tab import Tab
+from vitviz.app.tab import Tab, layout
 from vitviz.specs import views as declared
 
 R, T, D, H = declared.RECEPTIVE_FIELD, declared.TRANSLATION, declared.DATA_EFFICIENCY, declared.HYBRID_STAGES
 
 
+@layout("vitcnn")
 def build(gr_tab: gr.Tab) -> Tab:
     form = Form("vitcnn")
     with gr.Row():

@@ -9,17 +9,36 @@ a view had to change (the embedded model runs at 64 px only; a layer past the mo
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Callable
 
 import numpy as np
 
-# the modules whose records make the views (importing them registers their views, in this order)
-from vitviz.views import forward, patches, windows, posembed, attention, heads, features, classify, faithful, vitcnn  # noqa: F401, E402, I001
-from vitviz.views.shown import LINK, RECORDS, VIEWS, Record, Shown, plain, record, shapes_only  # noqa: F401
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import View
+from vitviz.views.shown import LINK, RECORDS, VIEWS, Record, Shown, plain, record, shapes_only  # noqa: F401
 
-TABS = ("forward", "patches", "positions", "attention", "classify", "vitcnn")
-"""The page's tabs, in order (their ``?tab=`` ids)."""
+__path__ = pkgutil.extend_path(__path__, __name__)  # a vitviz/views folder elsewhere on the path adds its views
+
+def _discover() -> None:
+    """Import every module of this package (each records its views as it is imported: found, not listed), then
+    order the records as the page shows them: by tab, each tab's first view (its declaration's ``opens_with``)
+    first, the rest as their modules and code have them."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.name != "shown":
+            importlib.import_module(f"{__name__}.{info.name}")
+    tabs = declared_tabs.TABS
+    order = {t: i for i, t in enumerate(tabs)}
+
+    def rank(item: tuple[int, Record]) -> tuple:
+        i, r = item
+        first = r.tab in tabs and r.name == tabs[r.tab].opens_with.name
+        return order.get(r.tab, len(order)), not first, i
+
+    ranked = [r for _, r in sorted(enumerate(RECORDS.values()), key=rank)]
+    RECORDS.clear()
+    RECORDS.update((r.name, r) for r in ranked)
 
 
 
@@ -99,3 +118,6 @@ def attention_maps(module, picture, name: str | None = None, labels: list[str] |
         rgb = images.load_rgb(picture, images.INTAKE_SHORT_SIDE)
     key = use_model(module, name or f"{type(module).__name__} (given in Python)", labels)
     return show("attention", rgb, VIEWS["attention"].check({**settings, "model": key}))
+
+
+_discover()
