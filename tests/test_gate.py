@@ -180,7 +180,7 @@ def test_the_decode_cache_is_keyed_by_a_hash_and_bounded_in_bytes(tmp_path):
     a = uploads.picture(url)
     b = uploads.picture({"url": url, "meta": {"_type": "gradio.FileData"}})
     assert a is b  # the same bytes, one decode
-    assert all(k.startswith(("sha1:", "file:")) and len(k) < 300 for k in uploads._decoded._data)
+    assert all(k.startswith(("sha:", "file:")) and len(k) < 300 for k in uploads._decoded._data)
     assert uploads._decoded.nbytes == uploads.DECODED_BYTES
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
@@ -29,7 +28,7 @@ import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from vitviz.core import owned
+from vitviz.core import digest, owned
 
 OUTPUT_SECONDS = float(os.environ.get("VITVIZ_OUTPUT_SECONDS", "600"))
 """A file handed out (a figure for an API client, a bundle) is kept this long after it was last handed out."""
@@ -59,7 +58,7 @@ class Outputs:
 
     def figure(self, data: bytes, suffix: str = ".png") -> Path:
         """A file holding ``data`` (named by its content: the same figure twice is one file, handed out again)."""
-        path = self.root / "figures" / (hashlib.sha1(data).hexdigest()[:20] + suffix)
+        path = self.root / "figures" / (digest.content(data) + suffix)
         with self._lock:
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.is_file():

@@ -12,14 +12,13 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from vitviz.core import owned
+from vitviz.core import digest, owned
 from vitviz import assets
 from vitviz.app import files
 from vitviz.core import images
@@ -54,13 +53,13 @@ def _source(payload: Any) -> tuple[str | bytes, str]:
             data = base64.b64decode(body, validate=True) if ";base64" in head else body.encode()
         except (binascii.Error, ValueError):
             raise ValueError("That data: URL is not valid base64; please send the picture as a file.") from None
-        return data, "sha1:" + hashlib.sha1(data).hexdigest()
+        return data, "sha:" + digest.content(data, size=40)
     if isinstance(payload, (bytes, bytearray)):
         data = bytes(payload)
         if len(data) > MAX_UPLOAD_BYTES:
             raise ValueError(f"This picture is larger than {MAX_UPLOAD_BYTES // 2**20} MiB, the limit for any "
                              "upload. Please send a smaller file.")
-        return data, "sha1:" + hashlib.sha1(data).hexdigest()
+        return data, "sha:" + digest.content(data, size=40)
     if isinstance(payload, (str, Path)) and str(payload):
         path = Path(payload)
         if not _may_read(path):

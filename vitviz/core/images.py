@@ -18,6 +18,7 @@ from typing import Union
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from vitviz.core import digest
 from vitviz.specs.views import FIT_POLICIES
 
 MAX_PIXELS = 40_000_000
@@ -131,15 +132,13 @@ def _shrink(im: Image.Image, short_side: int | None) -> Image.Image:
 
 def fingerprint(src: ImageSource) -> str:
     """The first 12 hex digits of the SHA-256 of the file's bytes: names an upload in a link without the upload."""
-    import hashlib
-
     if isinstance(src, (bytes, bytearray)):
         data = bytes(src)
     elif isinstance(src, (Image.Image, np.ndarray)):
         data = src.tobytes()
     else:
         data = Path(src).read_bytes()
-    return hashlib.sha256(data).hexdigest()[:12]
+    return digest.content(data, size=12)
 
 
 def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:

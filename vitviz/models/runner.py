@@ -18,7 +18,6 @@ threads), so two forwards side by side are no faster than one after the other (`
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import threading
 import time
@@ -30,8 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import torch
 
-from vitviz.core import digest
-from vitviz.core import owned
+from vitviz.core import digest, owned
 from vitviz.core.images import Fitted, fit_to_patches, fitted_shape, source_size
 from vitviz.core.lru import LRU
 from vitviz.models import budget, hooks
@@ -120,7 +118,7 @@ def image_key(rgb: np.ndarray) -> str:
 
 
 def _digest(rgb: np.ndarray) -> str:
-    return hashlib.sha1(np.ascontiguousarray(rgb).tobytes() + str(rgb.shape).encode()).hexdigest()
+    return digest.content(np.ascontiguousarray(rgb).tobytes(), rgb.shape, size=40)
 
 
 def shared_picture(rgb: np.ndarray) -> np.ndarray:
@@ -159,10 +157,8 @@ class Runner:
         self.params = sum(p.numel() for p in module.parameters())
         self.key = spec.key
         params = list(module.parameters())
-        digest = hashlib.sha1(repr((spec.key, origin, self.params)).encode())
-        for p in (params[0], params[-1]) if params else ():
-            digest.update(p.detach().float().cpu().numpy().tobytes())
-        self.weights_id = digest.hexdigest()[:8]
+        ends = [p.detach().float().cpu().numpy().tobytes() for p in ((params[0], params[-1]) if params else ())]
+        self.weights_id = digest.content(spec.key, origin, self.params, *ends, size=8)
         """Tells these weights from others under the same key (a new revision): part of every result's token, so
         what a browser cached for a token is never another model's."""
 

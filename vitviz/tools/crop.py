@@ -24,7 +24,6 @@ long for the file system (255 bytes) is shortened with a digest of the whole pat
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import os
 import tempfile
@@ -32,6 +31,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from vitviz.core import digest
 
 FIELDS = ["file", "crop", "width", "height", "left", "top", "right", "bottom", "mass_kept", "patches_kept", "model"]
 """The columns of ``boxes.csv``: the picture (relative to the source), its crop (relative to the output folder), the
@@ -166,7 +167,7 @@ def _short(name: str, suffix: str, whole: str) -> str:
     (the picture's whole path) added: ``long…name~<16 hex>.png``, still one to one."""
     if len((name + suffix).encode()) <= NAME_MAX:
         return name + suffix
-    tag = "~" + hashlib.sha1(whole.encode()).hexdigest()[:16] + suffix
+    tag = "~" + digest.content(whole.encode(), size=16) + suffix
     cut = name.encode()[:NAME_MAX - len(tag.encode())].decode(errors="ignore")
     return cut + tag
 
