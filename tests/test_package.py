@@ -43,7 +43,7 @@ def test_the_wheel_carries_the_offline_model_examples_and_scripts(wheel):
                 for p in assets.EXAMPLES.rglob("*") if p.is_file() and p.suffix != ".py"}
     web = {f"vitviz/render/web/{n}" for n in ("common.js", "explorer.js", "explorer.css", "posembed.js", "patches.js",
                                               "page.js", "carrier.js", "inside.js", "inside.css", "lib/numbers.mjs",
-                                              "lib/maps.mjs", "lib/picture.mjs")}
+                                              "lib/maps.mjs", "lib/picture.mjs", "lib/server.mjs")}
     packages = {f"vitviz/{p}/__init__.py" for p in ("specs", "core", "models", "analyses", "embedded", "render",
                                                     "views", "tools", "app")}
     assert tiny | steps | examples | web | packages | {"vitviz/assets/theme.css", "vitviz/tools/cli.py"} <= names

@@ -44,7 +44,7 @@ def test_the_page_gets_each_library_module_as_plain_script():
     exported = [n for name in web.LIB
                 for n in re.findall(r"^export (?:function|const) (\w+)", (web.WEB / "lib" / f"{name}.mjs").read_text(),
                                     re.M)]
-    assert {"fixed", "massMask", "queryRows", "headTrace", "resample", "prepare", "top5"} <= set(exported)
+    assert {"fixed", "massMask", "queryRows", "headTrace", "resample", "prepare", "top5", "appRoot"} <= set(exported)
     for name in exported:
         assert re.search(rf"^(function|const) {name}\b", text, re.M), name
     assert not re.search(r"^\s*(export|import)\b", text, re.M)

@@ -10,7 +10,8 @@ import { join } from "node:path";
 
 import { fixed, percent, floats, widenHalf, bytes } from "../../vitviz/render/web/lib/numbers.mjs";
 import { colourIndex, massMask, queryRows, headTrace, stepCell, softmax, top5 } from "../../vitviz/render/web/lib/maps.mjs";
-import { resample, prepare, fitShape } from "../../vitviz/render/web/lib/picture.mjs";
+import { resample, prepare, fitShape, pictureKey } from "../../vitviz/render/web/lib/picture.mjs";
+import { appRoot, under } from "../../vitviz/render/web/lib/server.mjs";
 
 function vectors() {
   if (process.env.VITVIZ_VECTORS) return JSON.parse(readFileSync(process.env.VITVIZ_VECTORS, "utf8"));
@@ -115,4 +116,19 @@ test("prepare fits and normalises a picture as the server does for each input po
     assert.deepEqual(Array.from(got.x), Array.from(f32(f.x_b64)), `${f.m.policy} ${f.w}×${f.h}: input`);
   }
   assert.deepEqual([...policies].sort(), ["checkpoint", "keep"]);
+});
+
+test("appRoot and under follow gradio's root, with or without its trailing slash", () => {
+  const before = globalThis.gradio_config;
+  try {
+    delete globalThis.gradio_config;
+    assert.equal(appRoot(), ""); assert.equal(under("vitviz/device-pos/x"), "/vitviz/device-pos/x");
+    globalThis.gradio_config = { root: "https://host/space/" };
+    assert.equal(appRoot(), "https://host/space"); assert.equal(under("/gradio_api/file=a"), "https://host/space/gradio_api/file=a");
+  } finally { globalThis.gradio_config = before; }
+});
+
+test("pictureKey is the server's image_key of the same pixels", async () => {
+  for (const k of V.pictures.keys) assert.equal(await pictureKey(u8(k.b64), k.h, k.w), k.key, `${k.h}×${k.w}`);
+  assert.equal(V.pictures.keys.length, 2);
 });

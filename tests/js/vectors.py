@@ -192,7 +192,13 @@ def pictures() -> dict:
         fitted = fit_to_patches(rgb, side, runner.spec.patch, "keep").image  # a model without classes fits so
         fits.append({"m": keep, "w": w, "h": h, "b64": _b64(rgb), "rgb_b64": _b64(fitted),
                      "x_b64": _b64(runner.normalise(fitted).numpy()), "H": fitted.shape[0], "W": fitted.shape[1]})
-    return {"resizes": resizes, "fits": fits}
+    from vitviz.models.runner import image_key
+
+    keys = []
+    for h, w in ((8, 8), (33, 17)):
+        rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        keys.append({"h": h, "w": w, "b64": _b64(rgb), "key": image_key(rgb)})
+    return {"resizes": resizes, "fits": fits, "keys": keys}
 
 
 def write(path: Path) -> None:

@@ -39,8 +39,7 @@ function followCells(state, field, cv, draw) {  // pointer and arrow keys move s
   });
 }
 function serverFile(path) {  // fetch a file the server wrote for this page (its own route, under the app's root)
-  const root = (window.gradio_config && window.gradio_config.root) || "";
-  return fetch(`${root.replace(/\/$/, "")}/gradio_api/file=${path}`).then((r) => {
+  return fetch(under(`gradio_api/file=${path}`)).then((r) => {
     if (!r.ok) throw new Error(`the server answered ${r.status}`);
     return r.arrayBuffer();
   });

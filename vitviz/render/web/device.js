@@ -14,8 +14,6 @@ const D = { m: null, sessions: new Map(), busy: false, last: null, timings: [], 
 const SLOWER_MS = 5000;  // a forward here slower than this and than three times the server's: the server answers
 const $d = (sel) => element.querySelector(sel);
 
-function appRoot() { return ((window.gradio_config && window.gradio_config.root) || "").replace(/\/$/, ""); }
-
 // the Attention tab's panel (its explorer draws what is computed here), not Classify's: known from where this element
 // sits, which holds before its inside is drawn
 const IN_CLASSIFY = element.id === "classify-device-panel" || !!element.closest?.("#classify-device-panel");
@@ -222,10 +220,7 @@ async function run(file) {
 // them: SHA-1 of the (h, w, 3) bytes and the shape's text); without a secure context nothing can tell: a photo
 async function knownScene(pic, scenes) {
   if (!scenes || !scenes.length || !window.crypto?.subtle) return false;
-  const tail = new TextEncoder().encode(`(${pic.h}, ${pic.w}, 3)`), all = new Uint8Array(pic.rgb.length + tail.length);
-  all.set(pic.rgb); all.set(tail, pic.rgb.length);
-  const d = new Uint8Array(await crypto.subtle.digest("SHA-1", all));
-  return scenes.includes(Array.from(d, (b) => b.toString(16).padStart(2, "0")).join(""));
+  return scenes.includes(await pictureKey(pic.rgb, pic.h, pic.w));
 }
 
 function fallBack(why) {  // the server answers instead: said, and the switch turned off

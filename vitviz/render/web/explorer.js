@@ -15,8 +15,7 @@ S.draw = () => draw();
 const PART_WAIT = "fetching this layer's queries and keys…";
 
 function partUrl(name) {  // where the server serves part `name` of this analysis (under the app's root)
-  const root = ((window.gradio_config && window.gradio_config.root) || "").replace(/\/$/, "");
-  return `${root}/${S.p.base}${name}`;
+  return under(`${S.p.base}${name}`);
 }
 
 function fetchPart(name) {  // -> ArrayBuffer; the browser's cache answers a part fetched before (same name, same bytes)
