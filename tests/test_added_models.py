@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vitviz.models import listing
 from vitviz.models import added, cache
 from vitviz.specs import registry
 
@@ -237,7 +238,7 @@ def test_a_model_object_from_a_notebook_is_recorded_as_an_independent_computatio
     finally:
         for blk in model.blocks:
             blk.attn.fused_attn = True
-        registry.REGISTRY.pop("notebook ViT-S/16", None)
+        listing.remove("notebook ViT-S/16")
         cache.forget("notebook ViT-S/16")
 
 
@@ -291,7 +292,7 @@ def test_the_vit_families_vitviz_records_are_accepted_and_their_attention_record
         sums = a.maps.cls.sum(-1)  # (L, H): the class token's attention to the patches
         assert a.maps.layers == runner.depth and np.all(sums > 0) and np.all(sums <= 1 + 1e-5)
     finally:
-        registry.REGISTRY.pop(name, None)
+        listing.remove(name)
         cache.forget(name)
 
 
@@ -389,3 +390,25 @@ labels = "big.txt"
         assert not cache.loaded("Good") and "Good" not in registry.REGISTRY
     finally:
         added.remove(forget=cache.forget)
+
+
+def test_the_specs_hold_no_run_time_models():
+    """vitviz's own models are read-only data in specs; what is added while the server runs lives in
+    vitviz.models.listing, and the registry lists it after vitviz's own."""
+    import dataclasses
+
+    from vitviz.models import listing
+
+    with pytest.raises(TypeError):
+        registry.OWN["x"] = registry.OWN[registry.OFFLINE_KEY]  # type: ignore[index]
+    assert not hasattr(registry.REGISTRY, "__setitem__") and not hasattr(registry, "add")
+    extra = dataclasses.replace(registry.OWN[registry.OFFLINE_KEY], key="listed for a moment", added=True)
+    try:
+        listing.add(extra)
+        assert registry.REGISTRY["listed for a moment"] is extra and "listed for a moment" not in registry.OWN
+        assert registry.keys("attention")[-1] == "listed for a moment"  # after vitviz's own
+        with pytest.raises(ValueError, match="already one of vitviz's own"):
+            listing.add(dataclasses.replace(extra, key=registry.OFFLINE_KEY))
+    finally:
+        listing.remove("listed for a moment")
+    assert "listed for a moment" not in registry.REGISTRY and len(registry.REGISTRY) >= len(registry.OWN)

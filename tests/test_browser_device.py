@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from browser_support import idle, sync_api
 
+from vitviz.models import listing
 from vitviz.core import attention as att
 from vitviz.core import images
 from vitviz.models import cache, device
@@ -191,7 +192,7 @@ def test_on_a_sharpened_model_the_device_and_the_server_draw_the_same_contours(a
             assert np.array_equal(mine, theirs), layer
             assert mine.sum() < mine.size / 2, layer  # a contour, not the whole picture
     finally:
-        registry.REGISTRY.pop(SHARP, None)
+        listing.remove(SHARP)
         cache.forget(SHARP)
 
 
@@ -272,7 +273,7 @@ def test_a_model_without_classes_sees_the_whole_picture_on_the_device_as_on_the_
         assert (np.abs(cls - a.maps.cls).max(-1) / a.maps.cls.max(-1)).max() <= device.AGREEMENT
         assert "168×112 px" in got["status"]
     finally:
-        registry.REGISTRY.pop(WHOLE, None)
+        listing.remove(WHOLE)
         cache.forget(WHOLE)
 
 

@@ -11,6 +11,7 @@ import torch
 from conftest import EXAMPLES, module_of
 
 import precision
+from vitviz.models import listing
 from vitviz import views
 from vitviz.analyses import faithful
 from vitviz.analyses.forward import parts_of
@@ -205,7 +206,7 @@ def test_a_model_without_a_class_token_is_refused_and_a_cnn_is_not_offered():
             views.show("deletion", images.load_rgb(EXAMPLES / "scene_star.png"), views.VIEWS["deletion"].check(
                 {"model": key}))
     finally:
-        registry.REGISTRY.pop(key, None)
+        listing.remove(key)
         cache.forget(key)
     with pytest.raises(ValueError, match="`model`"):
         declared.DELETION.check({"model": "ResNet-50 (ImageNet-1k)"})

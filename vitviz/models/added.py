@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 
 from vitviz.core import owned
-from vitviz.models import hooks, loaders
+from vitviz.models import hooks, listing, loaders
 from vitviz.models.runner import Call, Runner
 from vitviz.specs import registry
 
@@ -402,7 +402,7 @@ def install(path: str | Path, *, adopt: Callable[[str, Runner], None], forget: C
             try:
                 runner = load(e)
                 check(runner)
-                registry.add(dataclasses.replace(runner.spec, loader=functools.partial(load, e)))
+                listing.add(dataclasses.replace(runner.spec, loader=functools.partial(load, e)))
             except EntryError as err:
                 report.problems.append(Problem(e.name, err.field, str(err)))
                 continue
@@ -441,4 +441,4 @@ def remove(*, forget: Callable[[str], None]) -> None:
     for name in list(_entries):
         forget(name)
     _entries.clear()
-    registry.remove_added()
+    listing.remove_added()

@@ -8,8 +8,10 @@ are loaded or any forward runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any
 
 OFFLINE_KEY = "vitviz tiny (shapes only)"
 CNN_OFFLINE_KEY = "vitviz small CNN (shapes only)"
@@ -59,7 +61,7 @@ class ModelSpec:
     """How an added model is loaded again once the model cache let it go (its checked file); None: by family."""
 
 
-REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
+OWN: Mapping[str, ModelSpec] = MappingProxyType({s.key: s for s in (
     ModelSpec("DINO ViT-S/8", "hf", "facebook/dino-vits8", 8, 1, 224, 21.7, "attention",
               "self-supervised DINO, small, 8-pixel patches (the paper's attention figures)"),
     ModelSpec("DINO ViT-S/16", "hf", "facebook/dino-vits16", 16, 1, 224, 21.7, "attention", "self-supervised DINO, small"),
@@ -86,7 +88,43 @@ REGISTRY: dict[str, ModelSpec] = {s.key: s for s in (
     ModelSpec(CNN_OFFLINE_KEY, "embedded", "vitviz.models.smallcnn.SmallCNN", 16, 0, 64, 0.5, "cnn",
               "a small ResNet trained by vitviz on the same generated shapes; ships in assets/sweep",
               dim=144, depth=5, heads=0),
-)}
+)})
+"""vitviz's own models (read-only)."""
+
+
+class Listed(Mapping[str, ModelSpec]):
+    """Every model on the lists: vitviz's own (:data:`OWN`), then those put on them while the server runs (an
+    operator's models file, a model given in Python), which :mod:`vitviz.models.listing` keeps and hands over
+    (:func:`listed_with`): this package holds none of them. Read-only."""
+
+    def __init__(self, own: Mapping[str, ModelSpec]) -> None:
+        self._own = own
+        self._more: Callable[[], Mapping[str, ModelSpec]] = dict
+
+    def __getitem__(self, key: str) -> ModelSpec:
+        if key in self._own:
+            return self._own[key]
+        return self._more()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._own
+        yield from (k for k in list(self._more()) if k not in self._own)
+
+    def __len__(self) -> int:
+        return len(self._own) + sum(1 for k in list(self._more()) if k not in self._own)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._own or key in self._more()
+
+
+REGISTRY = Listed(OWN)
+"""Every model on the lists, by key."""
+
+
+def listed_with(more: Callable[[], Mapping[str, ModelSpec]]) -> None:
+    """Have :data:`REGISTRY` list the models ``more()`` gives after vitviz's own (the models layer calls this once,
+    when it is imported)."""
+    REGISTRY._more = more
 
 
 def keys(task: str, timm_only: bool = False) -> list[str]:
@@ -104,19 +142,6 @@ def own_first(keys: list[str]) -> tuple[str, ...]:
     """``keys`` without repeats, vitviz's own models first and the server's added models last (each in order)."""
     unique = list(dict.fromkeys(keys))
     return tuple(sorted(unique, key=lambda k: REGISTRY[k].added if k in REGISTRY else False))
-
-
-def add(entry: ModelSpec) -> None:
-    """Put a model the server's operator added on the list (``vitviz.models.added`` does, at start)."""
-    if entry.key in REGISTRY and not REGISTRY[entry.key].added:
-        raise ValueError(f"{entry.key!r} is already one of vitviz's own models; give the added one another name.")
-    REGISTRY[entry.key] = entry
-
-
-def remove_added() -> None:
-    """Take every added model off the list again."""
-    for key in [k for k, s in REGISTRY.items() if s.added]:
-        del REGISTRY[key]
 
 
 def spec(key: str) -> ModelSpec:

@@ -90,12 +90,11 @@ def use_model(module, name: str, labels: list[str] | None = None, **preprocessin
     ViT/DeiT/DINO/DINOv2 vitviz can record; ``labels`` (one per output of its head) make it a classifier;
     ``preprocessing``: ``mean``, ``std``, ``resolution`` when not the model's own. Returns ``name``. ``ValueError``
     saying why for a model vitviz cannot record."""
-    from vitviz.models import cache, loaders
-    from vitviz.specs import registry
+    from vitviz.models import cache, listing, loaders
 
     runner = loaders.runner_for(module, name, labels=labels, origin="a model given in Python",
                                 about="given in Python", **preprocessing)
-    registry.add(runner.spec)
+    listing.add(runner.spec)
     cache.adopt(name, runner)
     return name
 
