@@ -103,6 +103,10 @@ def test_sixteen_clients_get_the_sequential_answers(app_url, pictures):
 
 PEAK_MB_PER_HUGE_UPLOAD = 250
 """Stated bound: the server's extra resident memory for one 6320×6320 PNG upload (measured: about 160 MB)."""
+RETAINED_MB, RETURNED_WITHIN_S = 50, 2.0
+"""Stated bound: what the server still holds after twelve such uploads at once, this long after the last answer (the
+memory watcher settles 0.3 s after large work ends and collects in about 0.1 s; measured 1 s after: −20 to −7 MB,
+and 24–45 MB at the instant of the last answer; before the settling, up to 107 MB stayed until the next request)."""
 
 
 def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_path):
@@ -135,12 +139,16 @@ def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_p
     one = peak[0] - before
     with ThreadPoolExecutor(12) as pool:
         list(pool.map(ask, clients))
-    time.sleep(0.5)
-    after = rss_mb()
+    done = time.monotonic()
     stop.set()
     watcher.join()
+    after = rss_mb()
+    while after - before >= RETAINED_MB and time.monotonic() - done < RETURNED_WITHIN_S:
+        time.sleep(0.05)
+        after = rss_mb()
     assert one < PEAK_MB_PER_HUGE_UPLOAD
-    assert after - before < 100, f"{before:.0f} MB before, {peak[0]:.0f} MB at peak, {after:.0f} MB after"
+    assert after - before < RETAINED_MB, (f"{before:.0f} MB before, {peak[0]:.0f} MB at peak, {after:.0f} MB "
+                                          f"{RETURNED_WITHIN_S} s after")
 
 
 def test_the_ten_to_one_picture_at_the_largest_side_gets_the_budget_message(app_url, dino_in_cache, tmp_path):

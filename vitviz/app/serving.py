@@ -546,6 +546,10 @@ MMAP_BYTES = 16 * 2**20
 """Buffers at least this large are mapped from the system, and given back the moment they are freed."""
 REFUSED = owned.keep("serving.refused", "gates", threading.Event(), "a request was refused: look at memory")
 """Set when a request is refused (:func:`friendly`): the memory watcher looks at once."""
+SETTLE = owned.keep("serving.settle", "gates", threading.Event(), "large work ended with the server idle")
+"""Set when work that reserved at least :data:`TRIM_BYTES` ends with nothing else running: the watcher settles."""
+SETTLE_S = 0.3
+"""How long the watcher lets an answer finish being sent before it collects what the request left."""
 LOOK = owned.keep("serving.look", "gates", threading.Event(), "wakes the memory watcher")
 """Wakes the memory watcher: a refusal, or the end of large work that leaves the server idle."""
 WATCH_BYTES = 32 * 2**20
@@ -567,7 +571,11 @@ def return_freed_memory() -> bool:
     Python's reference cycles first after a refusal or when no work is running (never in the middle of a forward):
     a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an exception's frames) until
     the collector runs, which the page's configuration, once made for every request, used to make happen often.
-    (Collecting on every growth, work running or not, held the interpreter ~0.1 s in the middle of requests.)
+    Large work that ends with the server idle is settled the same way a moment later (:data:`SETTLE_S`: the answer
+    is still being sent when the budget is released, so its garbage appears after): measuring the growth at that
+    instant once took the answer's own buffers as the new low, and ~30–100 MB of cycles stayed until the next
+    large request. (Collecting on every growth, work running or not, held the interpreter ~0.1 s in the middle of
+    requests.)
     tests/test_files.py and tests/test_app_crowd.py hold the memory goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
@@ -586,6 +594,7 @@ def return_freed_memory() -> bool:
         if nbytes >= TRIM_BYTES:
             trim(0)
             if budget.SERVER.used == 0:  # the server idle: the watcher may collect without holding up any work
+                SETTLE.set()
                 LOOK.set()
 
     def rss() -> int:
@@ -600,12 +609,13 @@ def return_freed_memory() -> bool:
         while True:
             LOOK.wait(1.0)
             LOOK.clear()
-            refused = REFUSED.is_set()
-            if refused:  # a refusal: its arguments are garbage once gradio has answered
+            refused, ended = REFUSED.is_set(), SETTLE.is_set()
+            if refused or ended:  # a refusal, or large work ended: its garbage exists once gradio has answered
                 REFUSED.clear()
-                time.sleep(0.3)
+                SETTLE.clear()
+                time.sleep(SETTLE_S)
             now = rss()
-            if refused or now > low + WATCH_BYTES:
+            if refused or ended or now > low + WATCH_BYTES:
                 # garbage can sit in reference cycles (a refusal's arguments in an exception's frames, a request's
                 # buffers) until the collector runs; a full collection holds the interpreter ~0.1 s, so it runs
                 # after a refusal or while no work is running, never in the middle of a forward
