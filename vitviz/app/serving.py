@@ -516,7 +516,7 @@ def endpoints(records) -> None:
             continue
 
         def respond(pic, values, r=r):
-            return answer(show(r.name, uploads.picture(pic) if r.needs_picture else None, values))
+            return answer(show(r.name, uploads.picture(pic) if r.needs_picture else None, values, reuse=True))
 
         def bundle(pic, values, r=r):
             return bundle_file(r.name, values, uploads.picture(pic) if r.needs_picture else None)

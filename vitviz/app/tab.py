@@ -161,10 +161,14 @@ class Tab:
             picture, raw = self.form.values(view, tuple(given))
             if needs_picture and picture is None:  # a setting changed before any picture: nothing to show yet
                 return tuple(gr.skip() for _ in every)
+            if previous is not None and list(given) == previous and not (kept or {}).get("refused"):
+                # the answer on screen is this one: triggers firing together (a link setting several controls,
+                # a picture and its settings) ran it already, and the page has nothing to redraw
+                return tuple(gr.skip() for _ in every)
             def answer(raw: dict):
                 rgb = uploads.picture(picture) if needs_picture else None
                 return show(shows or view.name, rgb, view.check(raw), progress=lambda f, msg: progress(f, desc=msg),
-                            only=only)
+                            only=only, reuse=True)
 
             reset = None
             try:

@@ -13,9 +13,12 @@ runs every forward under its lock is :class:`vitviz.models.runner.Runner`.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Callable
 
 from vitviz import assets
@@ -60,6 +63,47 @@ def forget(key: str) -> None:
     _models.pop(key)
 
 
+_asked: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("vitviz_models_asked", default=None)
+
+
+@contextlib.contextmanager
+def asked() -> Iterator[dict[str, str]]:
+    """Collects, inside the ``with``, each model asked for (``get_model``, ``get_checkpoint``) in this thread's
+    context: cache key -> the weights id of the model that answered (a stand-in's when the model could not be had)."""
+    seen: dict[str, str] = {}
+    token = _asked.set(seen)
+    try:
+        yield seen
+    finally:
+        _asked.reset(token)
+
+
+def _answered(key: str, runner: Runner) -> Runner:
+    seen = _asked.get()
+    if seen is not None:
+        seen[key] = runner.weights_id
+    return runner
+
+
+def still(seen: dict[str, str]) -> bool:
+    """Whether each model in ``seen`` (from :func:`asked`) would answer as it did: the same weights loaded, or, for
+    a model that could not be had, its failure still remembered and the same stand-in (else it may load now)."""
+    for key, weights in seen.items():
+        loaded_now = _models.get(key)
+        if loaded_now is not None:
+            if loaded_now.weights_id != weights:
+                return False
+            continue
+        with _cache_lock:
+            failed = _failures.get(key)
+        if not failed or time.monotonic() - failed[0] >= FAILURE_TTL:
+            return False
+        stand_in = _models.get(CNN_OFFLINE_KEY if registry_spec(key).task == "cnn" else OFFLINE_KEY)
+        if stand_in is None or stand_in.weights_id != weights:
+            return False
+    return True
+
+
 def loaded(key: str) -> bool:
     """Whether the model ``key`` is loaded in this process."""
     return key in _models
@@ -70,7 +114,8 @@ def get_checkpoint(step: int) -> Runner:
     files = dict(assets.tiny_checkpoints())
     if step not in files:
         raise ValueError(f"No checkpoint at step {step}; there are {sorted(files)}.")
-    return _cached(f"{OFFLINE_KEY}@{step}", lambda: loaders.load_embedded(files[step]))
+    key = f"{OFFLINE_KEY}@{step}"
+    return _answered(key, _cached(key, lambda: loaders.load_embedded(files[step])))
 
 
 def checkpoint_at(index: int) -> tuple[int, Runner]:
@@ -101,6 +146,10 @@ def get_model(key: str, progress: Callable[[float, str], None] | None = None) ->
     When the real weights cannot be had (hub unreachable and not cached, or a
     failed download) this returns the embedded model with ``notice`` saying why.
     """
+    return _answered(key, _get_model(key, progress))
+
+
+def _get_model(key: str, progress: Callable[[float, str], None] | None) -> Runner:
     spec = registry_spec(key)
     if spec.loader is not None:  # added by this server's operator: checked at start, loaded again after a clear
         return _cached(key, spec.loader)

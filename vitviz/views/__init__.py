@@ -9,12 +9,16 @@ a view had to change (the embedded model runs at 64 px only; a layer past the mo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 import pkgutil
 from typing import Callable
 
 import numpy as np
 
+from vitviz.core import owned
+from vitviz.core.lru import LRU
 from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import View
 from vitviz.views.shown import LINK, RECORDS, VIEWS, Record, Shown, plain, record, shapes_only  # noqa: F401
@@ -64,15 +68,43 @@ def table() -> str:
     return "\n".join(rows)
 
 
+DRAWN_ITEMS = 256
+"""At most this many drawn answers are kept for ``show(..., reuse=True)`` (within the one byte budget, weighed by
+their figures' pixels)."""
+_drawn: LRU[tuple[Shown, dict]] = owned.keep("views.drawn", "results", LRU(DRAWN_ITEMS),
+                                             "answers drawn (and the models that made them), by view, picture "
+                                             "and settings")
+
+
 def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable | None = None,
-         only: frozenset[str] | None = None) -> Shown:
+         only: frozenset[str] | None = None, reuse: bool = False) -> Shown:
     """What view ``view`` shows for ``picture`` (None for views without one) and checked settings ``values``;
     ``progress(fraction, message)`` hears about slow steps (a model loading); ``only`` names the figures wanted
     when not all of them are (a view that can skip work skips the rest). When the model that answered knows only
-    vitviz's generated shapes and the picture is not one of its example scenes, the answer says so."""
-    kwargs = {"progress": progress} | ({"only": only} if only is not None else {})
+    vitviz's generated shapes and the picture is not one of its example scenes, the answer says so.
+
+    ``reuse``: an answer already drawn for the same view, picture and settings is handed out again (a copy; its
+    figures are shared and never changed) instead of drawn anew, as long as the models that made it would make it
+    again (the same weights; a stand-in only while its model's failure is remembered) and the analysis it hands
+    the browser (the explorer's parts) is still held: the server's pages and endpoints ask this way (a lesson step
+    opened again, a class opening the same view); the library and its tests do not."""
     if view not in RECORDS:
         raise ValueError(f"Unknown view {view!r}; choose one of {sorted(RECORDS)}.")
+    if reuse:
+        from vitviz.models import cache, runner
+
+        key = (view, None if picture is None else runner.image_key(picture),
+               json.dumps(plain(values), sort_keys=True), only and tuple(sorted(only)))
+        held = _drawn.get(key)
+        if held is not None and (not cache.still(held[1]) or _leans_on_gone(held[0])):
+            _drawn.pop(key)
+
+        def draw() -> tuple[Shown, dict]:  # once, however many ask for it at the same moment
+            with cache.asked() as models_asked:
+                return show(view, picture, values, progress, only), dict(models_asked)
+
+        return _copy(_drawn.get_or_make(key, draw)[0])
+    kwargs = {"progress": progress} | ({"only": only} if only is not None else {})
     shown = RECORDS[view].show(picture, values, **kwargs)
     settled = shown.settled
     if settled is not None and shown.model and settled.values.get("model") not in (None, shown.model):
@@ -82,6 +114,20 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
         shown.notice = f"{shown.notice}\n\n{warning}" if shown.notice else warning
         shown.numbers["notice"] = shown.notice
     return shown
+
+
+def _copy(shown: Shown) -> Shown:
+    """A copy a caller may change (its dictionaries new; figures and numbers' arrays shared, never changed)."""
+    return dataclasses.replace(shown, figures=dict(shown.figures), texts=dict(shown.texts),
+                               numbers=dict(shown.numbers), data=dict(shown.data))
+
+
+def _leans_on_gone(shown: Shown) -> bool:
+    """Whether ``shown`` hands the browser an analysis (a payload naming its ``token``) the server no longer holds."""
+    from vitviz.models import runner
+
+    return any(isinstance(d, dict) and "token" in d and "base" in d and runner.find(str(d["token"])) is None
+               for d in shown.data.values())
 
 
 def use_model(module, name: str, labels: list[str] | None = None, **preprocessing) -> str:
