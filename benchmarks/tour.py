@@ -5,7 +5,10 @@
 The app runs as its own process (offline); the tour is walked once (each step's analysis made), then walked again
 ``--rounds`` times, and for each step the time from Next's click to (a) the lesson bar showing the new step and
 (b) the page quiet: no gradio output pending for 300 ms. Also whether the page reloaded (a marker on ``window``).
-Prints the median and p95 per step and overall.
+Prints the median and p95 per step and overall, and (c) the step's view drawn: the last change to what the step is
+about (its section when the step opens one, else what its tab shows once answered: ``TabSpec.shows``), its
+figures loaded and no gradio output pending on it; measured once the page is quiet, so an early moment that
+later changes does not count.
 """
 
 from __future__ import annotations
@@ -24,6 +27,39 @@ QUIET = """() => new Promise((ok) => {
   const tick = () => { calm = busy() ? 0 : calm + 50; if (calm >= 300) ok(performance.now()); else setTimeout(tick, 50); };
   tick();
 })"""
+
+
+WATCH = """() => {  // the last change to the step's view (window.__vx.sel): its content, an image loaded in it,
+  // or the class or style of an element around it (its tab shown, its pending mark gone)
+  if (window.__vx) return;
+  window.__vx = { sel: null, last: 0 };
+  const mine = (node) => { const el = window.__vx.sel && document.querySelector(window.__vx.sel);
+    return el && node && (el.contains(node) || node.contains(el)); };
+  new MutationObserver((changes) => {
+    for (const c of changes) {
+      const around = c.target.nodeType === 1 && c.target.contains(document.querySelector(window.__vx.sel));
+      if (mine(c.target) && (!around || c.type === "attributes" || c.target === document.querySelector(window.__vx.sel))) {
+        window.__vx.last = performance.now(); return;
+      }
+    }
+  }).observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true,
+                              attributeFilter: ["class", "style", "src", "hidden", "open"] });
+  document.addEventListener("load", (e) => { if (mine(e.target)) window.__vx.last = performance.now(); }, true);
+}"""
+
+DRAWN = """(sel) => { const el = document.querySelector(sel);
+  const block = el?.closest('.block') || el;
+  const ready = el && el.offsetParent !== null && [...el.querySelectorAll('img')].every((i) => i.complete)
+    && !block.matches('.pending, .generating') && !block.querySelector('.pending, .generating, .progress-text, .eta-bar');
+  return ready ? window.__vx.last : null; }"""
+
+
+def view_of(step) -> str:
+    """The CSS selector of what a step is about: its section, else what its tab shows once answered."""
+    from vitviz.specs.tabs import TABS
+
+    section = step.query.get("open")
+    return f"#{section}-box" if section else TABS[step.query.get("tab", "patches")].shows
 
 
 def serve(port: int) -> subprocess.Popen:
@@ -51,7 +87,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     steps = len(lesson.tour().steps)
     proc = serve(args.port)
+    tour = lesson.tour()
     bar, quiet = {k: [] for k in range(2, steps + 1)}, {k: [] for k in range(2, steps + 1)}
+    drawn: dict[int, list[float]] = {k: [] for k in range(2, steps + 1)}
     reloaded = 0
     try:
         with sync_playwright() as p:
@@ -63,31 +101,45 @@ def main(argv: list[str] | None = None) -> None:
                                        timeout=120_000)
                 page.evaluate(QUIET)
                 page.evaluate("() => { window.__stayed = 1; }")
+                page.evaluate(WATCH)
                 for k in range(2, steps + 1):
-                    t0 = page.evaluate("() => performance.now()")
+                    sel = view_of(tour.steps[k - 1])
+                    t0 = page.evaluate("(sel) => { window.__vx.sel = sel; window.__vx.last = 0; "
+                                       "return performance.now(); }", sel)
                     page.locator("#lesson-bar a", has_text="Next").click()
                     shown = page.evaluate(f"""() => new Promise((ok) => {{ const t = () => document.querySelector(
                         '#lesson-bar')?.innerText.includes('step {k} of') ? ok(performance.now()) : setTimeout(t, 20);
                         t(); }})""")
                     page.wait_for_timeout(100)
                     calm = page.evaluate(QUIET)
+                    page.wait_for_function(DRAWN, arg=sel, timeout=60_000)
+                    last = page.evaluate(DRAWN, sel)
                     if round_:  # the first walk makes each step's analyses; the others are what is measured
                         bar[k].append((shown - t0) / 1000)
                         quiet[k].append((calm - t0 - 300) / 1000)
+                        drawn[k].append(max(last - t0, shown - t0) / 1000)
                 reloaded += page.evaluate("() => window.__stayed") != 1
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     every = sorted(v for vs in quiet.values() for v in vs)
+    views = sorted(v for vs in drawn.values() for v in vs)
+
+    def p95(values: list[float]) -> float:
+        return values[min(len(values) - 1, int(0.95 * len(values)))]
+
     print(f"The tour in headless Chromium, {args.rounds} walks after a first (each step's analysis made once); "
           f"walks that reloaded the page: {reloaded}.")
     print()
-    print("| step | lesson bar shows it (median) | page quiet (median) | page quiet (slowest) |")
-    print("|---|---|---|---|")
+    print("| step | its view | lesson bar shows it (median) | view drawn (median) | view drawn (slowest) "
+          "| page quiet (median) |")
+    print("|---|---|---|---|---|---|")
     for k in range(2, steps + 1):
-        print(f"| {k} | {statistics.median(bar[k]):.2f} s | {statistics.median(quiet[k]):.2f} s | {max(quiet[k]):.2f} s |")
-    print(f"| all | | p50 {statistics.median(every):.2f} s | p95 {every[min(len(every) - 1, int(0.95 * len(every)))]:.2f} s |")
+        print(f"| {k} | `{view_of(tour.steps[k - 1])}` | {statistics.median(bar[k]):.2f} s "
+              f"| {statistics.median(drawn[k]):.2f} s | {max(drawn[k]):.2f} s | {statistics.median(quiet[k]):.2f} s |")
+    print(f"| all | | | p50 {statistics.median(views):.2f} s, p95 {p95(views):.2f} s | "
+          f"| p50 {statistics.median(every):.2f} s, p95 {p95(every):.2f} s |")
 
 
 if __name__ == "__main__":

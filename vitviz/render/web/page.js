@@ -33,9 +33,10 @@
     },
     images: {},  // tab -> image key ("cat" for an example, "upload-<hash>" for an upload)
     image(tab, key) { link.images[tab] = key || null; if (link.get("tab") === tab) link.set({ image: key || null }); },
-    tab(name) {
-      if (name !== link.get("tab")) link.set({ open: null });  // a section of the tab left behind
-      link.set({ tab: name, image: link.images[name] || null }); link.show();
+    tab(name) {  // the address already naming this tab (a link being opened) keeps its picture until it is shown
+      const here = name === link.get("tab");
+      if (!here) link.set({ open: null });  // a section of the tab left behind
+      link.set({ tab: name, image: here ? link.get("image") : link.images[name] || null }); link.show();
     },
     section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
       const started = performance.now();
