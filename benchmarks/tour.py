@@ -62,6 +62,13 @@ def view_of(step) -> str:
     return f"#{section}-box" if section else TABS[step.query.get("tab", "patches")].shows
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (user + system), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def serve(port: int) -> subprocess.Popen:
     env = dict(os.environ, HF_HUB_OFFLINE="1", GRADIO_ANALYTICS_ENABLED="False", GRADIO_SERVER_PORT=str(port))
     proc = subprocess.Popen([sys.executable, "-m", "vitviz.app", "--port", str(port)], env=env,
@@ -95,7 +102,10 @@ def main(argv: list[str] | None = None) -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1280, "height": 720})
+            cpu = 0.0
             for round_ in range(args.rounds + 1):
+                if round_ == 1:
+                    cpu = cpu_seconds(proc.pid)
                 page.goto(f"http://127.0.0.1:{args.port}/?tab=forward&image=scene_star&lesson=tour&step=1")
                 page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of')",
                                        timeout=120_000)
@@ -119,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
                         quiet[k].append((calm - t0 - 300) / 1000)
                         drawn[k].append(max(last - t0, shown - t0) / 1000)
                 reloaded += page.evaluate("() => window.__stayed") != 1
+            cpu = (cpu_seconds(proc.pid) - cpu) / args.rounds
             browser.close()
     finally:
         proc.terminate()
@@ -130,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
         return values[min(len(values) - 1, int(0.95 * len(values)))]
 
     print(f"The tour in headless Chromium, {args.rounds} walks after a first (each step's analysis made once); "
-          f"walks that reloaded the page: {reloaded}.")
+          f"walks that reloaded the page: {reloaded}; the server's CPU per walk (its first step's load included): "
+          f"{cpu:.2f} s.")
     print()
     print("| step | its view | lesson bar shows it (median) | view drawn (median) | view drawn (slowest) "
           "| page quiet (median) |")
