@@ -107,8 +107,8 @@ PEAK_MB_PER_HUGE_UPLOAD = 250
 """Stated bound: the server's extra resident memory for one 6320×6320 PNG upload (measured: about 160 MB)."""
 RETAINED_MB, RETURNED_WITHIN_S = 50, 2.0
 """Stated bound: what the server still holds after twelve such uploads at once, this long after the last answer (the
-memory watcher settles 0.3 s after large work ends and collects in about 0.1 s; measured 1 s after: −20 to −7 MB,
-and 24–45 MB at the instant of the last answer; before the settling, up to 107 MB stayed until the next request)."""
+memory watcher settles 0.3 s after large work ends: trims, and collects when more than 8 MB is left; measured:
+−2 to +18 MB; before the settling, up to 107 MB stayed until the next request)."""
 
 
 def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_path):

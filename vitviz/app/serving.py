@@ -548,6 +548,9 @@ REFUSED = owned.keep("serving.refused", "gates", threading.Event(), "a request w
 """Set when a request is refused (:func:`friendly`): the memory watcher looks at once."""
 SETTLE = owned.keep("serving.settle", "gates", threading.Event(), "large work ended with the server idle")
 """Set when work that reserved at least :data:`TRIM_BYTES` ends with nothing else running: the watcher settles."""
+SETTLE_BYTES = 8 * 2**20
+"""After large work, a full collection runs only when trimming leaves the process this much above its low (a
+collection of a large heap costs more than the few megabytes it would find)."""
 SETTLE_S = 0.3
 """How long the watcher lets an answer finish being sent before it collects what the request left."""
 LOOK = owned.keep("serving.look", "gates", threading.Event(), "wakes the memory watcher")
@@ -571,11 +574,11 @@ def return_freed_memory() -> bool:
     Python's reference cycles first after a refusal or when no work is running (never in the middle of a forward):
     a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an exception's frames) until
     the collector runs, which the page's configuration, once made for every request, used to make happen often.
-    Large work that ends with the server idle is settled the same way a moment later (:data:`SETTLE_S`: the answer
-    is still being sent when the budget is released, so its garbage appears after): measuring the growth at that
-    instant once took the answer's own buffers as the new low, and ~30–100 MB of cycles stayed until the next
-    large request. (Collecting on every growth, work running or not, held the interpreter ~0.1 s in the middle of
-    requests.)
+    Large work that ends with the server idle is settled a moment later (:data:`SETTLE_S`: the answer is still
+    being sent when the budget is released, so its garbage appears after): trimmed, then collected and trimmed
+    again when more than :data:`SETTLE_BYTES` is left; measuring the growth at that instant once took the answer's
+    own buffers as the new low, and ~30–100 MB of cycles stayed until the next large request. (Collecting on every
+    growth, work running or not, held the interpreter ~0.1 s in the middle of requests.)
     tests/test_files.py and tests/test_app_crowd.py hold the memory goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
@@ -614,6 +617,12 @@ def return_freed_memory() -> bool:
                 REFUSED.clear()
                 SETTLE.clear()
                 time.sleep(SETTLE_S)
+            if ended and not refused:  # what trimming alone gives back first; a collection only if much is left
+                trim(0)
+                now = rss()
+                if now <= low + SETTLE_BYTES:
+                    low = min(low, now)
+                    continue
             now = rss()
             if refused or ended or now > low + WATCH_BYTES:
                 # garbage can sit in reference cycles (a refusal's arguments in an exception's frames, a request's
