@@ -9,7 +9,9 @@ events take raw values (``preprocess=False``) and the declared checks read them.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,29 @@ def figure_value(image: Any) -> gr.Image:
     among the server's outputs (:func:`vitviz.app.serving.png_file`)."""
     value = str(serving.png_file(image)) if isinstance(image, Image.Image) else image
     return gr.Image(value=value, visible=image is not None, alt_text=plotting.alt_of(image))
+
+
+ONE_LINE = 110
+"""A notice at most this long (one paragraph) is shown whole; a longer one as its headline, its reasons a click away."""
+
+
+def folded(note: str) -> str:
+    """A notice as one line on the screen: its headline (its bold lead, else its first sentence, cut to
+    :data:`ONE_LINE` characters) in a ``<details>`` summary, the whole text one click away (still in the page: found
+    by search and by screen readers once opened). Short notices stay as they are."""
+    note = note.strip()
+    if not note or (len(note) <= ONE_LINE and "\n" not in note):
+        return note
+    lead = re.match(r"\*\*(.+?)\*\*", note)
+    if lead:
+        headline = lead.group(1).rstrip(".:")
+    else:
+        sentence = re.match(r"(.+?[.!?])(\s|$)", note.replace("\n", " "))
+        headline = (sentence.group(1) if sentence else note).replace("**", "").replace("`", "")
+    if len(headline) > ONE_LINE:
+        headline = headline[:ONE_LINE].rsplit(" ", 1)[0] + "…"
+    return (f'<details class="vx-why"><summary>{html.escape(headline, quote=False)} <span class="vx-more">(why)</span></summary>'
+            f"\n\n{note}\n\n</details>")
 
 
 def explain(text: str) -> gr.Markdown:

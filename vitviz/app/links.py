@@ -14,6 +14,7 @@ from typing import Any, Callable
 import gradio as gr
 
 from vitviz.app import lessons, uploads
+from vitviz.app.components import folded
 from vitviz.app.tab import Tab
 from vitviz.core.lru import LRU
 from vitviz.models import cache as models
@@ -170,7 +171,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                         "so it opens on an example instead: upload the picture again to see it. Every other "
                         "setting in the link is restored.")
         if said:
-            out[page["notice"]] = gr.Markdown("\n\n".join(said), visible=True)
+            out[page["notice"]] = gr.Markdown(folded("\n\n".join(said)), visible=True)
         if "tab" in q:
             out[page["tabs"]] = gr.Tabs(selected=tab)
         if q.get("lesson"):

@@ -16,7 +16,7 @@ import gradio as gr
 from PIL import Image
 
 from vitviz.app import files, uploads
-from vitviz.app.components import Form, figure, figure_value
+from vitviz.app.components import Form, figure, figure_value, folded
 from vitviz.app.serving import MODEL, bundle_file, endpoints, friendly, on
 from vitviz.core import owned
 from vitviz.specs import tabs as declared_tabs
@@ -375,7 +375,7 @@ class Tab:
         page chose a stand-in for a model it cannot have (offline), which and why."""
         parts = [self.offline_reason(shown), shown.note()]
         note = "\n\n".join(p for p in parts if p)
-        return f"{note}\n\n" if note else ""
+        return f"{folded(note)}\n\n" if note else ""
 
     def offline_reason(self, shown: Shown) -> str:
         """Why the answer comes from a shapes-only model the page chose itself (its own model cannot be had here),
