@@ -134,3 +134,14 @@ def test_a_page_event_with_the_inputs_of_the_answer_on_screen_sends_nothing_agai
     assert all(isinstance(v, dict) and v.get("__type__") == "update" and len(v) == 1 for v in again)
     changed = fn(controls | {fn.last: kept, form[declared.PATCH]: 8}, None, quiet)
     assert "patch" in changed[0] and changed[0] != first[0] and counted == {"patches": 2}
+
+
+def test_many_threads_asking_at_once_get_one_drawing_equal_to_the_sequential_one(counted):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rgb, values = _star(), VIEWS["attention"].check({"model": registry.OFFLINE_KEY, "layer": 2})
+    alone = views.show("attention", rgb, values)  # drawn afresh, no cache
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: views.show("attention", rgb, values, reuse=True), range(8)))
+    assert counted == {"attention": 2}  # the fresh one, then one drawing shared by the eight
+    assert all(_same(a, alone) for a in answers)

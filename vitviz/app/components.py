@@ -150,8 +150,8 @@ def folded(note: str) -> str:
         headline = (sentence.group(1) if sentence else note).replace("**", "").replace("`", "")
     if len(headline) > ONE_LINE:
         headline = headline[:ONE_LINE].rsplit(" ", 1)[0] + "…"
-    return (f'<details class="vx-why"><summary>{html.escape(headline, quote=False)} <span class="vx-more">(why)</span></summary>'
-            f"\n\n{note}\n\n</details>")
+    summary = f'{html.escape(headline, quote=False)} <span class="vx-more">(why)</span>'
+    return f'<details class="vx-why"><summary>{summary}</summary>\n\n{note}\n\n</details>'
 
 
 def explain(text: str) -> gr.Markdown:
