@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
+import numpy as np
 import pytest
 
 from vitviz.tools import cli, lesson
@@ -141,3 +143,104 @@ def test_the_test_the_map_handout_prints_each_steps_section(tmp_path, capsys):
     assert cli.main(["lesson", "test_the_map", "--out", str(out)]) == cli.PARTLY  # step 2 is filled in on screen
     assert "filled in on screen" in capsys.readouterr().err
     assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 4
+
+
+# ---- a lesson's own picture, and its handout's links -------------------------------------------------------------
+
+def _photo(side: int = 96) -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    y, x = np.mgrid[:side, :side]
+    rgb = np.stack([x * 255 // side, y * 255 // side, (x + y) % 256], -1).astype(np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(rgb).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def _png(rgb) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.fromarray(rgb).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_a_lesson_carries_its_own_picture_in_its_file_and_its_steps_show_it(tmp_path):
+    import numpy as np
+
+    from vitviz.core import images
+
+    photo = _photo()
+    made = lesson.Lesson("My photo", (lesson.Step("Its patches.", "?tab=patches&image=lesson&patch=16"),
+                                      lesson.Step("An example.", "?tab=patches&image=cat")), photo)
+    text = lesson.write(made)
+    assert text.count("data:image/jpeg;base64,") == 1 and lesson.parse(text) == made  # the picture travels whole
+    name, values, rgb, notes = lesson.step_view(made.steps[0], made)
+    assert name == "patches" and values["patch"] == 16 and notes == []
+    assert np.array_equal(rgb, images.load_rgb(photo, images.INTAKE_SHORT_SIDE))  # the lesson's picture, decoded
+    assert not np.array_equal(lesson.step_view(made.steps[1], made)[2], rgb)  # an example step keeps its example
+    with pytest.raises(ValueError, match="carries none"):  # a step that asks for a picture the lesson lacks
+        lesson.step_view(made.steps[0], lesson.Lesson("no picture", made.steps))
+    line = text.splitlines()[2]
+    with pytest.raises(ValueError, match="line 4: a lesson carries one picture"):
+        lesson.parse(text.replace(line, line + "\n" + line))
+    big = "![p](data:image/png;base64," + "A" * (lesson.MAX_PICTURE_BYTES * 4 // 3 + 8) + ")"
+    with pytest.raises(ValueError, match="over 4 MiB"):
+        lesson.parse("# Big\n" + big + "\n1. [s](?tab=patches)\n")
+    # the text's bound is the text's: a picture larger than it does not count against it
+    noisy = np.random.default_rng(0).integers(0, 256, (300, 300, 3), dtype=np.uint8)
+    heavy = dataclasses.replace(made, picture=_png(noisy))
+    assert len(lesson.write(heavy)) > 3 * lesson.MAX_BYTES and lesson.parse(lesson.write(heavy)) == heavy
+
+
+def test_a_handouts_links_are_absolute_and_their_qr_codes_read_back_as_the_link():
+    import zxingcpp
+
+    tour = lesson.tour()
+    a = lesson.absolute_link("http://192.168.1.20:7860/vitviz?x=1#top", "tour", 8, tour.steps[7])
+    assert a == "http://192.168.1.20:7860/vitviz/" + tour.steps[7].link + "&lesson=tour&step=8"
+    assert lesson.absolute_link("https://h.org/", None, 2, tour.steps[1]) == "https://h.org/" + tour.steps[1].link
+    code = lesson.qr_matrix(a)
+    assert code.shape[0] == code.shape[1] and not code[:4].any() and not code[:, -4:].any()  # the quiet zone
+    pixels = np.kron(np.where(code, 0, 255).astype(np.uint8), np.ones((6, 6), np.uint8))
+    read = zxingcpp.read_barcodes(pixels)
+    assert [r.text for r in read] == [a]
+
+
+@pytest.mark.slow
+def test_a_lesson_with_its_own_picture_prints_each_steps_section_with_a_qr_code_that_reads_back(tmp_path, capsys):
+    import zxingcpp
+
+    from vitviz.tools import bundle
+
+    mine = tmp_path / "mine.md"
+    made = lesson.Lesson("A rather long title for a lesson a teacher made about one photo of her own garden",
+                         (lesson.Step("The photo's patches.", "?tab=patches&image=lesson&patch=16"),
+                          lesson.Step("How the answer forms.", "?tab=forward&image=lesson&fp_model=vitviz+tiny+%28"
+                                      "shapes+only%29&fp_layer=3&open=lens")), _photo(160))
+    mine.write_text(lesson.write(made))
+    out = tmp_path / "mine.pdf"
+    assert cli.main(["lesson", str(mine), "--out", str(out), "--base-url", "http://10.0.0.5:7860/"]) == 0
+    assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 2
+    assert cli.main(["lesson", str(mine), "--out", str(out), "--base-url", "not a url"]) == cli.USAGE
+    assert "--base-url" in capsys.readouterr().err
+    # the lens step prints the lens (its section), not the residual stream the forward pass opens with
+    name, values, rgb, _ = lesson.step_view(made.steps[1], made)
+    shown = bundle.make(name, values, rgb)
+    assert lesson.step_figures(name, made.steps[1], shown) == [shown.figures["lens"], shown.figures["lens_map"]]
+    fig, notes = lesson.page(made, 2, "http://10.0.0.5:7860/")
+    fig.set_dpi(150)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3].mean(-1).astype(np.uint8)
+    assert [r.text for r in zxingcpp.read_barcodes(pixels)] == ["http://10.0.0.5:7860/" + made.steps[1].link]
+    # the title wraps within the page: no text drawn past its right edge
+    right = max(t.get_window_extent(canvas.get_renderer()).x1 for t in fig.texts)
+    assert right <= fig.bbox.width, (right, fig.bbox.width)

@@ -24,6 +24,7 @@ import csv
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -343,10 +344,10 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         path = Path(args.lesson)
         if not path.is_file():
             raise ValueError(f"{path}: no such file.")
-        if path.stat().st_size > lesson.MAX_BYTES:  # before reading it whole
-            raise ValueError(f"{path}: {path.stat().st_size / 1024:,.0f} KiB; a lesson holds at most "
-                             f"{lesson.MAX_BYTES // 1024} KiB ({lesson.MAX_STEPS} steps). Split it into shorter "
-                             "lessons.")
+        if path.stat().st_size > lesson.MAX_FILE_BYTES:  # before reading it whole
+            raise ValueError(f"{path}: {path.stat().st_size / 2**20:,.1f} MiB; a lesson holds at most "
+                             f"{lesson.MAX_BYTES // 1024} KiB of text ({lesson.MAX_STEPS} steps) and a picture of "
+                             f"{lesson.MAX_PICTURE_BYTES // 2**20} MiB. Split it, or save its picture smaller.")
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -362,7 +363,16 @@ def cmd_lesson(args: argparse.Namespace) -> int:
         return USAGE
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        pages, adjusted = lesson.handout(chosen, out, _say)
+        base = args.base_url or os.environ.get("VITVIZ_BASE_URL")
+        if base and not re.match(r"^https?://[^\s/?#]+(/[^\s?#]*)?$", base):
+            _say(f"--base-url {base!r}: give the server's address as the class opens it, e.g. "
+                 "https://vitviz.example.org/ or http://192.168.1.20:7860/.")
+            return USAGE
+        if not base:
+            _say("without --base-url (the server's address, e.g. http://192.168.1.20:7860/) the handout prints each "
+                 "step's link as a relative one and no QR code.")
+        pages, adjusted = lesson.handout(chosen, out, _say, base_url=base,
+                                         name=args.lesson if named is not None else None)
     except OSError as err:  # a folder that cannot be written (/proc, a full disk): said, no traceback
         _say(f"--out {out}: cannot write the handout there ({err.strerror or err}).")
         return FAILED
@@ -534,6 +544,9 @@ def parser(verbs: bool = True) -> argparse.ArgumentParser:
     p.add_argument("lesson", help="the lesson's file, or a lesson shipped with vitviz: 'tour' (the guided tour), "
                                   "'test_the_map'")
     p.add_argument("--out", required=True, help="the handout's PDF file (one page per step)")
+    p.add_argument("--base-url", help="the server's address as the class opens it (e.g. http://192.168.1.20:7860/; "
+                                      "default: $VITVIZ_BASE_URL): each step's link is printed whole, and as a QR "
+                                      "code")
     p.set_defaults(run=cmd_lesson)
 
     p = _add(sub, "bundle", help="make a downloaded view's figures again from its params.json (or ZIP)")

@@ -6,7 +6,13 @@ A lesson is a small Markdown file a teacher can write by hand::
     1. [What this step shows, in a sentence or three.](?tab=attention&image=cat&layer=6)
     2. [The next step's caption.](?tab=forward&image=cat)
 
-Each step is a caption and a vitviz link (the query part: the page opens the link's view with its settings). The
+Each step is a caption and a vitviz link (the query part: the page opens the link's view with its settings). A
+lesson may carry a picture of its own, the teacher's photo, as one line of Markdown holding it (a ``data:`` URL)::
+
+    ![the lesson's picture](data:image/jpeg;base64,/9j/4AAQ...)
+
+and its steps show it with ``image=lesson``. Such a lesson travels as its file (a link cannot hold a picture).
+The
 page shows a lesson's captions with Back and Next over the live views (``?lesson=tour&step=3``); ``vitviz lesson
 FILE --out handout.pdf`` prints it: each step's figures (the same as its bundle) under its caption, a page each.
 The guided tour is such a lesson, shipped with the package (``vitviz/assets/lessons/tour.md``).
@@ -17,13 +23,25 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl
 
 from vitviz import assets
 
+if TYPE_CHECKING:
+    import numpy as np
+
+PICTURE = re.compile(r"^\s*!\[[^\]]*\]\((?P<url>data:image/(?:png|jpeg|webp|gif);base64,[A-Za-z0-9+/=]+)\)\s*$")
+"""The line that carries a lesson's own picture."""
+OWN = "lesson"
+"""A step's ``image=`` for the lesson's own picture."""
+MAX_PICTURE_BYTES = 4 * 2**20
+"""The largest picture a lesson carries (a phone photo, re-encoded by the page to at most 1600 pixels a side)."""
 STEP = re.compile(r"^\s*(?:\d+[.)]|[-*])\s*\[(?P<caption>.+)\]\((?P<link>\?[^)\s]*)\)\s*$")
 MAX_BYTES = 32 * 1024
 """The largest lesson read (about 40 steps with long captions): a larger text is refused before it is parsed."""
+MAX_FILE_BYTES = 32 * 1024 + (MAX_PICTURE_BYTES * 4 // 3 + 256)
+"""The largest lesson file read: the text's bound and a picture's, base64-encoded."""
 MAX_STEPS = 40
 MAX_CAPTION = 600
 """A caption's most characters (a few sentences: what a student reads on one step)."""
@@ -47,11 +65,42 @@ class Step:
 class Lesson:
     title: str
     steps: tuple[Step, ...]
+    picture: bytes | None = None  # the lesson's own picture (the file's bytes), shown by steps with image=lesson
+
+    @property
+    def picture_url(self) -> str | None:
+        """The picture as the ``data:`` URL its Markdown line holds."""
+        import base64
+
+        if self.picture is None:
+            return None
+        data = self.picture
+        kind = ("jpeg" if data[:2] == b"\xff\xd8" else "gif" if data[:4] == b"GIF8" else
+                "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png")
+        return f"data:image/{kind};base64," + base64.b64encode(self.picture).decode()
 
 
 def parse(text: str) -> Lesson:
     """A lesson from its Markdown; ValueError naming the line for a step that is not ``N. [caption](?link)``, and
-    for a lesson over :data:`MAX_BYTES`, :data:`MAX_STEPS` steps or a caption over :data:`MAX_CAPTION`."""
+    for a lesson over :data:`MAX_BYTES` (its picture aside), :data:`MAX_STEPS` steps, a caption over
+    :data:`MAX_CAPTION`, a second picture or one over :data:`MAX_PICTURE_BYTES`."""
+    import base64
+
+    picture, lines = None, []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = PICTURE.match(line) if line.lstrip().startswith("![") else None
+        if m is None:
+            lines.append(line)
+            continue
+        if picture is not None:
+            raise ValueError(f"line {n}: a lesson carries one picture of its own; this is a second one.")
+        body = m["url"].partition(",")[2]
+        if len(body) > MAX_PICTURE_BYTES * 4 // 3 + 4:
+            raise ValueError(f"line {n}: the lesson's picture is over {MAX_PICTURE_BYTES // 2**20} MiB; save it "
+                             "smaller (1600 pixels a side is plenty for every view).")
+        picture = base64.b64decode(body)
+        lines.append("")  # the lines keep their numbers
+    text = "\n".join(lines)
     size = len(text.encode("utf-8", "replace"))
     if size > MAX_BYTES:
         raise ValueError(f"This lesson is {size / 1024:,.0f} KiB; a lesson holds at most {MAX_BYTES // 1024} KiB "
@@ -76,13 +125,14 @@ def parse(text: str) -> Lesson:
             raise ValueError(f"line {n}: a lesson has at most {MAX_STEPS} steps. Split it into shorter lessons.")
     if not steps:
         raise ValueError("A lesson needs at least one step: '1. [caption](?tab=...)'.")
-    return Lesson(title or "A vitviz lesson", tuple(steps))
+    return Lesson(title or "A vitviz lesson", tuple(steps), picture)
 
 
 def write(lesson: Lesson) -> str:
-    """The lesson as Markdown (what :func:`parse` reads back)."""
-    return "\n".join([f"# {lesson.title}", ""] + [f"{i}. [{s.caption}]({s.link})"
-                                                  for i, s in enumerate(lesson.steps, 1)]) + "\n"
+    """The lesson as Markdown (what :func:`parse` reads back), its picture included."""
+    own = [f"![the lesson's picture]({lesson.picture_url})", ""] if lesson.picture is not None else []
+    return "\n".join([f"# {lesson.title}", ""] + own + [f"{i}. [{s.caption}]({s.link})"
+                                                         for i, s in enumerate(lesson.steps, 1)]) + "\n"
 
 
 SHIPPED = re.compile(r"^[a-z_]{1,40}$")
@@ -104,7 +154,7 @@ def tour() -> Lesson:
     return parse((LESSONS / "tour.md").read_text())
 
 
-def step_view(step: Step):
+def step_view(step: Step, lesson: "Lesson | None" = None):
     """(view name, checked settings, picture or None, notes) that a step's link opens: the main view of its tab;
     ``notes`` says, naming each setting and what it accepts, what the link asks for that the view cannot have (the
     page opens it anyway, with the nearest value it can use)."""
@@ -128,7 +178,12 @@ def step_view(step: Step):
             except ValueError as err:
                 notes.append(f"{err} Used: {values[f.name]}.")
     rgb = None
-    if r.needs_picture:
+    if r.needs_picture and q.get("image") == OWN:
+        if lesson is None or lesson.picture is None:
+            raise ValueError(f"{step.link}: this step shows the lesson's own picture, and this lesson carries none "
+                             "(a line '![the lesson's picture](data:image/...)').")
+        rgb = images.load_rgb(lesson.picture, images.INTAKE_SHORT_SIDE)
+    elif r.needs_picture:
         try:
             rgb = images.load_rgb(assets.example(q.get("image", "cat")), images.INTAKE_SHORT_SIDE)
         except KeyError:
@@ -153,20 +208,72 @@ def _linked(view: str, setting: str, query: dict) -> bool:
         return False
 
 
-def handout(lesson: Lesson, out: Path, said=lambda text: None) -> tuple[int, int]:
-    """Print ``lesson`` to the PDF ``out``: per step a page with its caption and its view's figures (the same as its
-    bundle), and what the step asked for that it could not have (also told to ``said``). The PDF is written to a
-    temporary file beside ``out`` and renamed when whole: a step that cannot be printed leaves no partial handout.
+def absolute_link(base_url: str, lesson_name: str | None, k: int, step: Step) -> str:
+    """Step ``k``'s link on the server at ``base_url`` (``https://host/path/``): within its lesson when the lesson
+    has a name a link can hold (one shipped with vitviz), else the step's own view."""
+    from urllib.parse import urlencode
+
+    base = base_url.split("?")[0].split("#")[0]
+    base = base if base.endswith("/") else base + "/"
+    extra = "&" + urlencode({"lesson": lesson_name, "step": k}) if lesson_name else ""
+    return base + step.link + extra
+
+
+def qr_matrix(text: str) -> np.ndarray:
+    """``text`` as a QR code: a (N, N) bool array, True = dark, with the standard quiet zone of 4 modules
+    (segno; error correction M, which survives a crease or a smudge)."""
+    import numpy as np
+    import segno
+
+    code = segno.make(text, error="m", micro=False)
+    return np.pad(np.array([list(row) for row in code.matrix], dtype=bool), 4)
+
+
+def step_figures(name: str, step: Step, shown) -> list:
+    """What a step's handout page shows of its view ``shown``: the section the step opens (``?open=``, as the
+    view's record declares its figures), else the view's first two figures; the forward pass's own page is its
+    chain of stages with their shapes (drawn on the page, so an empty list here)."""
+    from vitviz.views import RECORDS
+
+    section = RECORDS[name].sections.get(step.query.get("open", ""))
+    if section:
+        return [shown.figures[f] for f in section if shown.figures.get(f) is not None]
+    if name == "forward_pass":
+        return []
+    return list(shown.figures.values())[:2]
+
+
+def _stage_chain(fig, numbers: dict, top: float) -> None:
+    """The forward pass's stages, top to bottom, each with its tensor's shape, drawn on the page ``fig`` from
+    ``top`` (figure fraction) down."""
+    stages = numbers.get("stages") or []
+    ax = fig.add_axes((0.06, 0.12, 0.88, top - 0.12))
+    ax.set_axis_off()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(len(stages), -0.5)
+    for i, st in enumerate(stages):
+        shape = " × ".join(str(n) for n in st["shape"])
+        axes = ", ".join(st.get("axes") or [])
+        ax.text(0.02, i, st["name"], fontsize=11, va="center", ha="left", weight="bold",
+                bbox=dict(boxstyle="round,pad=0.35", fc="#eef3fb", ec="#335c99"))
+        ax.text(0.98, i, f"{shape}" + (f"  ({axes})" if axes else ""), fontsize=10, va="center", ha="right",
+                family="monospace")
+        if i + 1 < len(stages):
+            ax.annotate("", (0.08, i + 0.72), (0.08, i + 0.28), arrowprops=dict(arrowstyle="->", color="#335c99"))
+
+
+def handout(lesson: Lesson, out: Path, said=lambda text: None, base_url: str | None = None,
+            name: str | None = None) -> tuple[int, int]:
+    """Print ``lesson`` to the PDF ``out``: per step an A4 page with the title, its caption, what its step shows
+    (:func:`step_figures`), what the step asked for that it could not have (also told to ``said``) and its link.
+    Given the server's address ``base_url``, the link is absolute and printed as a QR code too (within the lesson
+    ``name`` when a link can name it: a lesson shipped with vitviz). The PDF is written to a temporary file beside
+    ``out`` and renamed when whole: a step that cannot be printed leaves no partial handout.
     Returns (pages, steps with settings used otherwise than asked)."""
     import os
     import tempfile
-    import textwrap
 
-    import numpy as np
     from matplotlib.backends.backend_pdf import PdfPages
-    from matplotlib.figure import Figure
-
-    from vitviz.tools import bundle
 
     out = Path(out)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}-", suffix=".pdf")
@@ -174,40 +281,70 @@ def handout(lesson: Lesson, out: Path, said=lambda text: None) -> tuple[int, int
     adjusted = 0
     try:
         with PdfPages(tmp) as pdf:
-            for i, step in enumerate(lesson.steps, 1):
-                name, values, rgb, notes = step_view(step)
-                try:
-                    shown = bundle.make(name, values, rgb)
-                except ValueError as err:  # a section a student fills in on screen (marks on a picture)
-                    main_name, values, rgb, _ = step_view(Step(step.caption, _without(step.link, "open")))
-                    if main_name == name:
-                        raise
-                    notes.append(f"the section '{name}' is filled in on screen ({err}); printed: the tab's view")
-                    shown = bundle.make(main_name, values, rgb)
-                notes += [f"{k}: {v['why']} (asked {v.get('asked')}, used {v.get('used')})"
-                          for k, v in shown.settled.adjusted().items() if _linked(name, k, step.query)]
+            for i in range(1, len(lesson.steps) + 1):
+                fig, notes = page(lesson, i, base_url, name)
                 for note in notes:
                     said(f"step {i}: {note}")
                 adjusted += bool(notes)
-                figures = list(shown.figures.values())[:2]
-                fig = Figure(figsize=(8.27, 11.69))  # A4, portrait
-                fig.text(0.06, 0.96, f"{lesson.title}: step {i} of {len(lesson.steps)}", fontsize=14,
-                         weight="bold", va="top")
-                fig.text(0.06, 0.92, "\n".join(textwrap.wrap(step.caption, 90)), fontsize=11, va="top")
-                top = 0.78
-                for image in figures:
-                    h = min(0.36, 0.88 * image.height / image.width * 8.27 / 11.69)
-                    ax = fig.add_axes((0.06, top - h, 0.88, h))
-                    ax.imshow(np.asarray(image.convert("RGB")))
-                    ax.set_axis_off()
-                    top -= h + 0.03
-                if notes:
-                    fig.text(0.06, 0.07, "\n".join(textwrap.wrap("Not as the link asked: " + "; ".join(notes), 110)),
-                             fontsize=8, color="#7a2800", va="bottom")
-                fig.text(0.06, 0.03, f"vitviz {step.link}", fontsize=8, color="#444444")
                 pdf.savefig(fig)
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return len(lesson.steps), adjusted
+
+
+def page(lesson: Lesson, i: int, base_url: str | None = None, name: str | None = None):
+    """Step ``i``'s handout page (an A4 :class:`matplotlib.figure.Figure`) and the notes on what it could not have
+    as asked (see :func:`handout`)."""
+    import textwrap
+
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from vitviz.tools import bundle
+
+    step = lesson.steps[i - 1]
+    view, values, rgb, notes = step_view(step, lesson)
+    try:
+        shown = bundle.make(view, values, rgb)
+    except ValueError as err:  # a section a student fills in on screen (marks on a picture)
+        main_name, values, rgb, _ = step_view(Step(step.caption, _without(step.link, "open")), lesson)
+        if main_name == view:
+            raise
+        notes.append(f"the section '{view}' is filled in on screen ({err}); printed: the tab's view")
+        view, shown = main_name, bundle.make(main_name, values, rgb)
+    notes += [f"{k}: {v['why']} (asked {v.get('asked')}, used {v.get('used')})"
+              for k, v in shown.settled.adjusted().items() if _linked(view, k, step.query)]
+    fig = Figure(figsize=(8.27, 11.69))  # A4, portrait
+    title = textwrap.wrap(lesson.title, 62) or [""]
+    fig.text(0.06, 0.965, "\n".join(title[:2]), fontsize=14, weight="bold", va="top")
+    y = 0.965 - 0.024 * min(len(title), 2)
+    fig.text(0.06, y - 0.004, f"step {i} of {len(lesson.steps)}", fontsize=10, color="#444444", va="top")
+    caption = textwrap.wrap(step.caption, 92)
+    fig.text(0.06, y - 0.028, "\n".join(caption), fontsize=11, va="top")
+    top = y - 0.04 - 0.0175 * len(caption)
+    figures = step_figures(view, step, shown)
+    if not figures and view == "forward_pass":
+        fig.text(0.06, top, shown.texts.get("text", ""), fontsize=10, va="top", wrap=True)
+        _stage_chain(fig, shown.numbers, top - 0.05)
+    room = top - 0.14
+    for image in figures:
+        h = min(room / len(figures) - 0.02, 0.88 * image.height / image.width * 8.27 / 11.69)
+        ax = fig.add_axes((0.06, top - h, 0.88, h))
+        ax.imshow(np.asarray(image.convert("RGB")))
+        ax.set_axis_off()
+        top -= h + 0.02
+    if notes:
+        fig.text(0.06, 0.115, "\n".join(textwrap.wrap("Not as the link asked: " + "; ".join(notes), 100)),
+                 fontsize=8, color="#7a2800", va="bottom")
+    if base_url:
+        address = absolute_link(base_url, name, i, step)
+        qr = fig.add_axes((0.80, 0.015, 0.14, 0.14 * 8.27 / 11.69))  # a square, 3 cm a side
+        qr.imshow(~qr_matrix(address), cmap="gray", interpolation="nearest", vmin=0, vmax=1)
+        qr.set_axis_off()
+        fig.text(0.06, 0.03, "\n".join(textwrap.wrap(address, 95)[:4]), fontsize=7, color="#222222",
+                 va="bottom", family="monospace")
+    else:
+        fig.text(0.06, 0.03, f"vitviz {step.link}", fontsize=8, color="#444444")
+    return fig, notes

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from PIL import Image
@@ -93,6 +93,8 @@ class Record:
         figures: the names of its figures, in the order a panel of its own shows them.
         doc: what its endpoint says about it (the declaration's labels are added).
         command: a command-line command of its own (``vitviz <command>``), besides ``vitviz view <verb>``.
+        sections: the parts of its panel a link can open (``?open=<section>``) -> the figures each shows (a
+            lesson's handout prints a step's section with these).
     """
 
     view: View
@@ -105,6 +107,7 @@ class Record:
     doc: str = ""
     name: str = ""
     command: str | None = None
+    sections: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def verb(self) -> str:
