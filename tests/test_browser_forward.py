@@ -126,8 +126,8 @@ def test_a_lesson_made_in_the_page_round_trips_through_its_file(browser, app_url
         page.get_by_text("Make a lesson from these views").click()
         page.locator("#lesson-caption").fill("The learned position embeddings.")
         page.locator("#lesson-add").click()
-        assert page.locator("#lesson-steps li").all_inner_texts() == ["Big patches: few tokens.",
-                                                                      "The learned position embeddings."]
+        assert page.locator("#lesson-steps .vx-step-caption").all_inner_texts() == [
+            "Big patches: few tokens.", "The learned position embeddings."]
         with page.expect_download() as got:
             page.locator("#lesson-download").click()
         path = tmp_path / "lesson.md"
@@ -145,29 +145,48 @@ def test_a_lesson_made_in_the_page_round_trips_through_its_file(browser, app_url
         ctx.close()
 
 
-def test_the_lesson_maker_refuses_an_upload_and_an_over_long_lesson_in_words(browser, app_url, tmp_path):
-    """A step made on an uploaded picture would open on another picture: refused, said. A lesson file over the
-    bound (2 MB) once went to about:blank#blocked, and a link over ~120,000 characters reset the connection: both
-    refused in words, the page stays."""
+def _upload(page, path) -> str:
+    """Upload ``path`` in the open tab; the name the link gives it (upload-<fingerprint>)."""
+    page.locator(".tabitem:visible input[type=file]").first.set_input_files(str(path))
+    page.wait_for_function("() => location.search.includes('image=upload-')", timeout=60_000)
+    idle(page)
+    return parse_qs(urlparse(page.url).query)["image"][0]
+
+
+def _add_step(page, caption: str) -> None:
+    maker = page.locator("#lesson-maker")
+    if not maker.is_visible():
+        page.get_by_text("Make a lesson from these views").click()
+    page.locator("#lesson-caption").fill(caption)
+    page.locator("#lesson-add").click()
+
+
+def test_the_lesson_maker_holds_one_own_picture_and_refuses_an_over_long_lesson_in_words(browser, app_url, tmp_path):
+    """A step made on an upload is kept (the lesson will carry the picture); a step on a second, different upload is
+    refused, said. A lesson file over the bound once went to about:blank#blocked, and a link over ~120,000
+    characters reset the connection: both refused in words, the page stays."""
     import numpy as np
     from PIL import Image
 
-    own = tmp_path / "own.png"
-    Image.fromarray((np.random.default_rng(3).random((90, 120, 3)) * 255).astype(np.uint8)).save(own)
+    rng = np.random.default_rng(3)
+    one, two = tmp_path / "one.png", tmp_path / "two.png"
+    Image.fromarray((rng.random((90, 120, 3)) * 255).astype(np.uint8)).save(one)
+    Image.fromarray((rng.random((90, 120, 3)) * 255).astype(np.uint8)).save(two)
     ctx, page = open_tab(browser, app_url, "patches", query="patch=32")
     try:
-        page.locator(".tabitem:visible input[type=file]").first.set_input_files(str(own))
-        page.wait_for_function("() => location.search.includes('image=upload-')", timeout=60_000)
-        idle(page)
-        page.get_by_text("Make a lesson from these views").click()
-        page.locator("#lesson-caption").fill("My own photo.")
-        page.locator("#lesson-add").click()
-        sync_api.expect(page.locator("#lesson-said")).to_contain_text("uploaded picture")
-        assert page.locator("#lesson-steps li").count() == 0
+        _upload(page, one)
+        _add_step(page, "My own photo.")
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("It shows your picture")
+        assert page.locator("#lesson-steps li").count() == 1
+        assert "your picture" in page.locator("#lesson-steps li").first.inner_text()
+        _upload(page, two)
+        _add_step(page, "Another photo.")
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("one picture of its own")
+        assert page.locator("#lesson-steps li").count() == 1
         big = tmp_path / "big.md"
-        big.write_text("# Big\n1. [" + "a" * (2 * 2**20) + "](?tab=patches)\n")
+        big.write_text("# Big\n1. [" + "a" * (lesson.MAX_FILE_BYTES + 10) + "](?tab=patches)\n")
         page.locator("#lesson-file").set_input_files(str(big))
-        sync_api.expect(page.locator("#lesson-said")).to_contain_text("holds at most 32 KiB")
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("holds at most 32 KiB of text")
         long = tmp_path / "long.md"  # under the file bound, over the link's
         long.write_text("# Long\n" + "".join(f"{i}. [{'b' * 500}](?tab=patches&patch=16)\n" for i in range(1, 21)))
         page.locator("#lesson-file").set_input_files(str(long))
@@ -175,6 +194,106 @@ def test_the_lesson_maker_refuses_an_upload_and_an_over_long_lesson_in_words(bro
         assert "lesson=" not in page.url and page.url.startswith(app_url)
     finally:
         ctx.close()
+
+
+def test_a_lesson_with_a_teachers_own_picture_is_made_edited_reordered_carried_and_printed(browser, app_url,
+                                                                                               tmp_path):
+    """The whole path of a teacher's lesson: steps made on her upload and on an example, one caption edited, one
+    step moved and one removed; downloaded (the file carries her picture), opened from the file in a fresh browser
+    (the picture goes to the server and every step shows it), opened from its link in another fresh browser, and
+    printed by ``vitviz lesson`` with a QR code per step that reads back as the step's absolute link."""
+    import numpy as np
+    import zxingcpp
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    from vitviz.core import images
+    from vitviz.tools import cli
+
+    y, x = np.mgrid[:180, :240]
+    own = tmp_path / "garden.png"
+    Image.fromarray(np.stack([x % 256, y * 255 // 180, (x * y) % 256], -1).astype(np.uint8)).save(own)
+    ctx, page = open_tab(browser, app_url, "patches", query="patch=32")
+    try:
+        name = _upload(page, own)
+        _add_step(page, "Your garden, cut into patches.")
+        page.goto(app_url + "?tab=positions")
+        page.wait_for_selector(OPENS_WITH["positions"], state="attached", timeout=120_000)
+        _add_step(page, "Positions (to be edited).")
+        page.goto(app_url + f"?tab=forward&image={name}&fp_layer=2&open=lens")  # the server still holds it
+        page.wait_for_selector(OPENS_WITH["forward"], state="attached", timeout=120_000)
+        idle(page)
+        assert page.locator("#link-notice").is_hidden()  # no "pictures cannot travel": it opened on the upload
+        _add_step(page, "How the answer forms on your garden.")
+        _add_step(page, "A step to remove.")
+        steps = page.locator("#lesson-steps li")
+        assert steps.count() == 4
+        page.get_by_role("button", name="Edit step 2").click()
+        page.get_by_role("textbox", name="caption of step 2").fill("Where each patch sits: the position table.")
+        page.keyboard.press("Enter")
+        page.get_by_role("button", name="Move up step 3").click()
+        page.get_by_role("button", name="Remove step 4").click()
+        page.locator("#lesson-title").fill("My garden through a ViT")
+        page.locator("#lesson-title").press("Tab")
+        assert page.locator("#lesson-steps .vx-step-caption").all_inner_texts() == [
+            "Your garden, cut into patches.", "How the answer forms on your garden.",
+            "Where each patch sits: the position table."]
+        with page.expect_download() as got:
+            page.locator("#lesson-download").click()
+        path = tmp_path / "garden.md"
+        got.value.save_as(path)
+        assert got.value.suggested_filename == "my-garden-through-a-vit.md"
+    finally:
+        ctx.close()
+    made = lesson.parse(path.read_text())
+    assert made.title == "My garden through a ViT" and len(made.steps) == 3
+    assert [s.query.get("image") for s in made.steps] == ["lesson", "lesson", None]
+    assert made.steps[1].query["open"] == "lens" and made.steps[0].query["patch"] == "32"
+    assert np.array_equal(images.load_rgb(made.picture), images.load_rgb(own))  # her picture, pixel for pixel
+
+    ctx, page = open_tab(browser, app_url, "patches")  # another browser: nothing in its storage
+    try:
+        page.get_by_text("Make a lesson from these views").click()
+        page.locator("#lesson-file").set_input_files(str(path))
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of 3')",
+                               timeout=120_000)
+        page.wait_for_selector(OPENS_WITH["patches"], state="attached", timeout=120_000)
+        idle(page)
+        assert parse_qs(urlparse(page.url).query)["image"] == [name]  # her picture, as the server names it
+        assert page.locator("#link-notice").is_hidden()
+        assert page.locator("#lesson-steps li").count() == 3  # and in the maker, to edit
+        page.locator("#lesson-bar a", has_text="Next").click()
+        page.wait_for_url("**step=2**", timeout=60_000)
+        page.wait_for_selector(OPENS_WITH["forward"], state="attached", timeout=120_000)
+        idle(page)
+        assert parse_qs(urlparse(page.url).query)["image"] == [name]
+        link = page.url
+    finally:
+        ctx.close()
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})  # its link, in a third browser
+    try:
+        page = ctx.new_page()
+        page.goto(link)
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 2 of 3')",
+                               timeout=120_000)
+        page.wait_for_selector(OPENS_WITH["forward"], state="attached", timeout=120_000)
+        idle(page)
+        assert page.locator("#link-notice").is_hidden()
+    finally:
+        ctx.close()
+
+    out = tmp_path / "garden.pdf"
+    assert cli.main(["lesson", str(path), "--out", str(out), "--base-url", app_url]) == 0
+    import re
+
+    assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 3
+    for i in (1, 2, 3):
+        fig, _ = lesson.page(made, i, app_url)
+        fig.set_dpi(150)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        pixels = np.asarray(canvas.buffer_rgba())[..., :3].mean(-1).astype(np.uint8)
+        assert [r.text for r in zxingcpp.read_barcodes(pixels)] == [app_url + made.steps[i - 1].link]
 
 
 def test_the_screen_the_link_and_the_download_hold_the_same_settings(browser, app_url):

@@ -201,10 +201,30 @@ def pictures() -> dict:
     return {"resizes": resizes, "fits": fits, "keys": keys}
 
 
+def lessons() -> dict:
+    """Lessons as vitviz/tools/lesson.py writes them (title, own picture, captions with brackets) and what its parser
+    reads back: the lesson maker's Markdown must be the same text."""
+    from vitviz.tools import lesson
+
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+    cases = []
+    for title, steps, picture in [
+            ("Patches then attention", [("Cut into patches.", "?tab=patches&patch=16"),
+                                        ("Where [CLS] looks.", "?tab=attention&image=lesson&layer=6")], png),
+            ("Ünïcode — and a long title " * 3, [("One step", "?tab=positions")], None)]:
+        made = lesson.Lesson(title, tuple(lesson.Step(c, k) for c, k in steps), picture)
+        text = lesson.write(made)
+        back = lesson.parse(text)
+        cases.append({"title": title, "steps": [{"caption": c, "link": k} for c, k in steps],
+                      "picture": made.picture_url, "markdown": text,
+                      "parsed_steps": [{"caption": s.caption, "link": s.link} for s in back.steps]})
+    return {"cases": cases, "own": lesson.OWN}
+
+
 def write(path: Path) -> None:
     """Every section, as one JSON file."""
     sections = {f.__name__: f() for f in (numbers, halves, colours, mass_masks, query_rows, head_traces, logits,
-                                          pictures)}
+                                          pictures, lessons)}
     path.write_text(json.dumps(sections))
 
 

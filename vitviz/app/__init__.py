@@ -72,7 +72,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
                 with gr.Tab(spec.title, id=spec.id) as t:
                     tabs[spec.id] = layouts[spec.id](t)
         with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
-            gr.HTML(lessons.BUILDER)
+            lessons.maker()
         opened = gr.State()
         page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened, "lesson": lesson_bar}

@@ -11,6 +11,7 @@ import base64
 import html
 from urllib.parse import urlencode
 
+from vitviz.app import uploads
 from vitviz.tools import lesson as lessons
 
 KEPT = ("projector", "contrast")
@@ -77,10 +78,12 @@ def bar(query: dict) -> str:
             '<span class="vx-lesson-keys">(← and → keys work too)</span></p></nav>')
 
 
-BUILDER = """
-<div id="lesson-maker" class="vx-lesson-maker">
+MAKER = """
+<div id="lesson-maker" class="vx-lesson-maker" data-limits="{limits}">
 <p>Open any view with the settings you want, write what the class should see, and add it; repeat for each step.
-Your lesson stays in this browser until you download it (a small Markdown file you can edit) or open it.</p>
+Edit, reorder or remove steps in the list. Your lesson stays in this browser until you download it (a small
+Markdown file you can edit, which carries your own picture when a step shows one) or open it.</p>
+<p><label for="lesson-title">title of my lesson</label> <input type="text" id="lesson-title" maxlength="120"></p>
 <label for="lesson-caption">caption of this step</label>
 <textarea id="lesson-caption" rows="2"></textarea>
 <p><button type="button" id="lesson-add">Add this view to my lesson</button>
@@ -92,4 +95,40 @@ Your lesson stays in this browser until you download it (a small Markdown file y
 <ol id="lesson-steps" aria-label="the steps of my lesson"></ol>
 </div>
 """
-"""The lesson maker's controls (page.js makes them work: the lesson is kept in the browser's localStorage)."""
+"""The lesson maker's controls (render/web/lessons.js makes them work: the lesson is kept in the browser's
+localStorage); ``{limits}``: :mod:`vitviz.tools.lesson`'s bounds."""
+
+
+def keep_picture(data_url: str) -> dict:
+    """The server function a lesson file's own picture comes through (the maker's ``server.keep_picture``): kept
+    and named as an upload (``{"image": "upload-<fingerprint>"}``), else ``{"error": why, for a teacher}``."""
+    try:
+        return {"image": uploads.keep_lesson_picture(data_url)}
+    except ValueError as err:
+        return {"error": str(err)}
+
+
+def picture_of(name: str) -> dict:
+    """The server function that hands the maker the upload a lesson's steps show, for its file:
+    ``{"url": "data:image/...;base64,..."}``, else ``{"error": why}``."""
+    try:
+        return {"url": uploads.lesson_picture(str(name))}
+    except ValueError as err:
+        return {"error": str(err)}
+
+
+def maker():
+    """The lesson maker: a gr.HTML whose script (render/web/lessons.js) calls :func:`keep_picture` and
+    :func:`picture_of` through gradio's server functions."""
+    import json
+
+    import gradio as gr
+
+    from vitviz.render import web
+
+    limits = {"bytes": lessons.MAX_BYTES, "steps": lessons.MAX_STEPS, "caption": lessons.MAX_CAPTION,
+              "link": lessons.MAX_LINK, "file_bytes": lessons.MAX_FILE_BYTES,
+              "picture_bytes": lessons.MAX_PICTURE_BYTES}
+    return gr.HTML(None, html_template=MAKER.format(limits=html.escape(json.dumps(limits))),
+                   js_on_load=web.script("lessons.js"), server_functions=[keep_picture, picture_of],
+                   apply_default_css=False, elem_id="lesson-maker-box")

@@ -46,12 +46,8 @@ def page_script() -> str:
 
     tabs = {f.link: r.tab for r in views.RECORDS.values() for f in r.view.settings() if f.link}
     here = {f.link: {"lo": f.lo, "hi": f.hi} for f in HERE}
-    from vitviz.tools import lesson
-
-    limits = {"bytes": lesson.MAX_BYTES, "steps": lesson.MAX_STEPS, "caption": lesson.MAX_CAPTION,
-              "link": lesson.MAX_LINK}
     return ((WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
-            .replace("/*HERE-SETTINGS*/{}", json.dumps(here)).replace("/*LESSON-LIMITS*/{}", json.dumps(limits)))
+            .replace("/*HERE-SETTINGS*/{}", json.dumps(here)))
 
 
 def model_choices(field) -> list[tuple[str, str]]:
@@ -163,6 +159,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
             wanted = q.get("image")
             if uploads.example_path(wanted):
                 out[picture] = uploads.example_path(wanted)
+            elif uploads.named_file(wanted):  # an upload this server still holds (a reload, a lesson's picture)
+                out[picture] = uploads.named_file(wanted)
             else:
                 out[picture] = uploads.example(tabs[tab].example(available))
                 if wanted and wanted.startswith("upload-"):

@@ -105,6 +105,8 @@ def picture(payload: Any) -> np.ndarray:
     def decode() -> np.ndarray:
         with budget.reserve(images.decode_bytes(src, images.INTAKE_SHORT_SIDE), "decoding this picture"):
             rgb = images.load_rgb(src, images.INTAKE_SHORT_SIDE)
+        if isinstance(src, str):  # a link naming this upload opens it again while the server holds the file
+            _named.put(f"upload-{images.fingerprint(src)}", src)
         return runner.shared_picture(rgb)  # read-only, hashed once for the events that use it
 
     rgb = _decoded.get_or_make(key, decode)
@@ -116,6 +118,65 @@ def picture(payload: Any) -> np.ndarray:
 _files: LRU[str] = owned.keep("uploads.files", "pictures", LRU(4096), "a picture's address -> its server file")
 """A decoded picture's address (:func:`vitviz.models.runner.picture_address`, keyed with the server's secret) -> the
 server file it came from (an upload, an example)."""
+
+
+_named: LRU[str] = owned.keep("uploads.named", "pictures", LRU(4096), "an upload's name in links -> its server file")
+"""An upload's name in a link (``upload-<fingerprint>``, :func:`link_name`) -> the server file it was decoded from."""
+
+
+def named_file(name: str | None) -> str | None:
+    """The server file of the upload a link names (``upload-<fingerprint>``) while the server still holds it, else
+    None: a link made on an upload opens on it again on this server (a reload, a lesson's step, a classmate's copy
+    of the link) until the file is swept; elsewhere it opens on an example and says why."""
+    path = _named.get(name) if isinstance(name, str) and name.startswith("upload-") else None
+    return path if path is not None and Path(path).is_file() else None
+
+
+def keep_lesson_picture(data_url: str) -> str:
+    """A lesson's own picture (a ``data:`` URL from a lesson file the page opened), checked and decoded like any
+    upload, kept as a file of this server's outputs and named as an upload: returns its name for links
+    (``upload-<fingerprint>``). ``ValueError`` for a student when it is not a usable picture or over
+    :data:`vitviz.tools.lesson.MAX_PICTURE_BYTES`."""
+    from vitviz.tools import lesson
+
+    if not isinstance(data_url, str) or not data_url.startswith("data:image/"):
+        raise ValueError("A lesson's picture comes as a data: URL of a PNG, JPEG, GIF or WebP picture.")
+    data, _ = _source(data_url)
+    if len(data) > lesson.MAX_PICTURE_BYTES:
+        raise ValueError(f"This lesson's picture is {len(data) / 2**20:.1f} MiB; a lesson carries at most "
+                         f"{lesson.MAX_PICTURE_BYTES // 2**20} MiB. Save it smaller and open the lesson again.")
+    picture(data_url)  # refused here, with the intake's message, if it cannot or should not be decoded
+    kind = lesson.Lesson("", (), data).picture_url.split(";")[0].split("/")[1]
+    path = str(files.outputs().figure(data, suffix=f".{kind}"))
+    name = f"upload-{images.fingerprint(data)}"
+    _named.put(name, path)
+    return name
+
+
+def lesson_picture(name: str) -> str:
+    """The upload a link names as a ``data:`` URL a lesson file can carry: the file itself up to
+    :data:`vitviz.tools.lesson.MAX_PICTURE_BYTES`, else the picture as every view uses it (decoded at the intake's
+    size) in PNG, or JPEG (quality 95) when even that is larger. ``ValueError`` when the server no longer holds it."""
+    import io
+
+    from PIL import Image
+
+    from vitviz.tools import lesson
+
+    path = named_file(name)
+    if path is None:
+        raise ValueError("This server no longer holds that uploaded picture (pictures are let go a while after "
+                         "their page closes): upload it again, then download the lesson.")
+    data = Path(path).read_bytes() if Path(path).stat().st_size <= lesson.MAX_PICTURE_BYTES else b""
+    if not data:
+        rgb = picture(path)
+        for fmt, opts in (("PNG", {"optimize": True}), ("JPEG", {"quality": 95})):
+            out = io.BytesIO()
+            Image.fromarray(np.asarray(rgb)).save(out, fmt, **opts)
+            data = out.getvalue()
+            if len(data) <= lesson.MAX_PICTURE_BYTES:
+                break
+    return lesson.Lesson("", (), data).picture_url
 
 
 def file_of(picture_key: str) -> str | None:

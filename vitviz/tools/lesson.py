@@ -230,17 +230,15 @@ def qr_matrix(text: str) -> np.ndarray:
 
 
 def step_figures(name: str, step: Step, shown) -> list:
-    """What a step's handout page shows of its view ``shown``: the section the step opens (``?open=``, as the
-    view's record declares its figures), else the view's first two figures; the forward pass's own page is its
-    chain of stages with their shapes (drawn on the page, so an empty list here)."""
+    """What a step's handout page shows of its view ``shown``: the figures its record declares for the section the
+    step opens (``?open=``; ``""`` for none), else the view's first two figures. An empty list: the page draws the
+    view's chain of stages from its numbers instead (the forward pass's own page)."""
     from vitviz.views import RECORDS
 
     section = RECORDS[name].sections.get(step.query.get("open", ""))
-    if section:
-        return [shown.figures[f] for f in section if shown.figures.get(f) is not None]
-    if name == "forward_pass":
-        return []
-    return list(shown.figures.values())[:2]
+    if section is None:
+        return list(shown.figures.values())[:2]
+    return [shown.figures[f] for f in section if shown.figures.get(f) is not None]
 
 
 def _stage_chain(fig, numbers: dict, top: float) -> None:
@@ -325,7 +323,7 @@ def page(lesson: Lesson, i: int, base_url: str | None = None, name: str | None =
     fig.text(0.06, y - 0.028, "\n".join(caption), fontsize=11, va="top")
     top = y - 0.04 - 0.0175 * len(caption)
     figures = step_figures(view, step, shown)
-    if not figures and view == "forward_pass":
+    if not figures and shown.numbers.get("stages"):
         fig.text(0.06, top, shown.texts.get("text", ""), fontsize=10, va="top", wrap=True)
         _stage_chain(fig, shown.numbers, top - 0.05)
     room = top - 0.14

@@ -265,7 +265,7 @@ def render_lens_map(fp: ForwardPass, fitted: Fitted, layer: int, cmap: str, mode
 
 
 @record(declared.FORWARD, tab="forward", bundle=True, command="forward",
-        sections={"residual": ("residual", "updates"), "lens": ("lens", "lens_map")},
+        sections={"": (), "residual": ("residual", "updates"), "lens": ("lens", "lens_map")},
         doc="The Forward-pass view: every stage of one forward with its real tensor shape (numbers.stages), the "
             "residual stream, and for a model with a head the logit lens (numbers.logit_lens: per layer, first "
             "to last, the top 5 classes of what the head reads ([CLS], or the pooled patches) read through the "

@@ -93,8 +93,9 @@ class Record:
         figures: the names of its figures, in the order a panel of its own shows them.
         doc: what its endpoint says about it (the declaration's labels are added).
         command: a command-line command of its own (``vitviz <command>``), besides ``vitviz view <verb>``.
-        sections: the parts of its panel a link can open (``?open=<section>``) -> the figures each shows (a
-            lesson's handout prints a step's section with these).
+        sections: the parts of its panel a link can open (``?open=<section>``; ``""``: the panel as it opens) -> the
+            figures each shows: a lesson's handout prints a step's section with these (none: the chain of stages
+            its numbers hold); a view without them prints its first two figures.
     """
 
     view: View
