@@ -91,31 +91,53 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--port", type=int, default=7871)
+    ap.add_argument("--events", action="store_true", help="also list the events each step sends (the last walk)")
     args = ap.parse_args(argv)
     steps = len(lesson.tour().steps)
     proc = serve(args.port)
     tour = lesson.tour()
     bar, quiet = {k: [] for k in range(2, steps + 1)}, {k: [] for k in range(2, steps + 1)}
     drawn: dict[int, list[float]] = {k: [] for k in range(2, steps + 1)}
+    cold: dict[int, float] = {}
+    loads: list[float] = []
+    sent: dict[int, list[list[str]]] = {k: [] for k in range(2, steps + 1)}
+    joins: list[str] = []
     reloaded = 0
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1280, "height": 720})
+            names: dict[int, str] = {}
+
+            def joined(request) -> None:  # one event sent to the server's queue: named by what it does
+                if request.method == "POST" and "/queue/join" in request.url:
+                    import json
+
+                    fn = json.loads(request.post_data or "{}").get("fn_index")
+                    joins.append(names.get(fn, str(fn)))
+
+            page.on("request", joined)
             cpu = 0.0
             for round_ in range(args.rounds + 1):
                 if round_ == 1:
                     cpu = cpu_seconds(proc.pid)
+                began = time.perf_counter()
                 page.goto(f"http://127.0.0.1:{args.port}/?tab=forward&image=scene_star&lesson=tour&step=1")
                 page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 1 of')",
                                        timeout=120_000)
                 page.evaluate(QUIET)
+                loads.append(time.perf_counter() - began - 0.3)
+                if not names:
+                    deps = page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name, "
+                                         "(d.targets || []).map((t) => t[1]).join('+')])")
+                    names.update({i: api or trig or str(i) for i, api, trig in deps})
                 page.evaluate("() => { window.__stayed = 1; }")
                 page.evaluate(WATCH)
                 for k in range(2, steps + 1):
                     sel = view_of(tour.steps[k - 1])
                     t0 = page.evaluate("(sel) => { window.__vx.sel = sel; window.__vx.last = 0; "
                                        "return performance.now(); }", sel)
+                    joins.clear()
                     page.locator("#lesson-bar a", has_text="Next").click()
                     shown = page.evaluate(f"""() => new Promise((ok) => {{ const t = () => document.querySelector(
                         '#lesson-bar')?.innerText.includes('step {k} of') ? ok(performance.now()) : setTimeout(t, 20);
@@ -124,7 +146,10 @@ def main(argv: list[str] | None = None) -> None:
                     calm = page.evaluate(QUIET)
                     page.wait_for_function(DRAWN, arg=sel, timeout=60_000)
                     last = page.evaluate(DRAWN, sel)
-                    if round_:  # the first walk makes each step's analyses; the others are what is measured
+                    sent[k].append(list(joins))
+                    if not round_:  # the first walk makes each step's analyses (the page loaded once)
+                        cold[k] = max(last - t0, shown - t0) / 1000
+                    if round_:  # the others are what is measured
                         bar[k].append((shown - t0) / 1000)
                         quiet[k].append((calm - t0 - 300) / 1000)
                         drawn[k].append(max(last - t0, shown - t0) / 1000)
@@ -144,14 +169,24 @@ def main(argv: list[str] | None = None) -> None:
           f"walks that reloaded the page: {reloaded}; the server's CPU per walk (its first step's load included): "
           f"{cpu:.2f} s.")
     print()
-    print("| step | its view | lesson bar shows it (median) | view drawn (median) | view drawn (slowest) "
-          "| page quiet (median) |")
-    print("|---|---|---|---|---|---|")
+    print("| step | its view | events sent (warm) | lesson bar shows it (median) | view drawn, cold | view drawn "
+          "(median) | view drawn (slowest) | page quiet (median) |")
+    print("|---|---|---|---|---|---|---|---|")
     for k in range(2, steps + 1):
-        print(f"| {k} | `{view_of(tour.steps[k - 1])}` | {statistics.median(bar[k]):.2f} s "
+        print(f"| {k} | `{view_of(tour.steps[k - 1])}` | {statistics.median(len(e) for e in sent[k][1:])} "
+              f"| {statistics.median(bar[k]):.2f} s | {cold[k]:.2f} s "
               f"| {statistics.median(drawn[k]):.2f} s | {max(drawn[k]):.2f} s | {statistics.median(quiet[k]):.2f} s |")
-    print(f"| all | | | p50 {statistics.median(views):.2f} s, p95 {p95(views):.2f} s | "
+    colds = sorted(cold.values())
+    print(f"| all | | | | p50 {statistics.median(colds):.2f} s, p95 {p95(colds):.2f} s "
+          f"| p50 {statistics.median(views):.2f} s, p95 {p95(views):.2f} s | "
           f"| p50 {statistics.median(every):.2f} s, p95 {p95(every):.2f} s |")
+    print()
+    print(f"The first step (the page loaded: its address opened until the page is quiet): first walk "
+          f"{loads[0]:.2f} s, then median {statistics.median(loads[1:]):.2f} s.")
+    if args.events:
+        print()
+        for k in range(2, steps + 1):
+            print(f"step {k}: {', '.join(sent[k][-1])}")
 
 
 if __name__ == "__main__":

@@ -292,8 +292,12 @@ class Tab:
         box.expand(lambda: True, None, is_open, queue=False, api_visibility="private").then(
             event, event.inputs, event.outputs, api_visibility="private", preprocess=False, **kwargs)
         box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
-        if triggers:
-            on(triggers, event, event.inputs, event.outputs, **kwargs)
+        if triggers:  # asked of the server only while the section is open: a closed one sends nothing
+            refresh = gr.Button(f"Refresh {view.name}", visible="hidden", elem_id=f"{box.elem_id}-refresh")
+            on(refresh.click, event, event.inputs, event.outputs, **kwargs)
+            on(triggers, None, None, None, api_visibility="private",
+               js=f"() => {{ if (document.querySelector('#{box.elem_id} > .label-wrap.open')) "
+                  f"document.getElementById('{box.elem_id}-refresh')?.click(); return []; }}")
 
     def finish(self) -> None:
         """What every tab ends with, from the records of its views (:data:`vitviz.views.RECORDS`): a panel of its
