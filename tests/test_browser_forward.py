@@ -202,6 +202,9 @@ def test_a_lesson_with_a_teachers_own_picture_is_made_edited_reordered_carried_a
     step moved and one removed; downloaded (the file carries her picture), opened from the file in a fresh browser
     (the picture goes to the server and every step shows it), opened from its link in another fresh browser, and
     printed by ``vitviz lesson`` with a QR code per step that reads back as the step's absolute link."""
+    import re
+    from pathlib import Path
+
     import numpy as np
     import zxingcpp
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -243,6 +246,12 @@ def test_a_lesson_with_a_teachers_own_picture_is_made_edited_reordered_carried_a
         path = tmp_path / "garden.md"
         got.value.save_as(path)
         assert got.value.suggested_filename == "my-garden-through-a-vit.md"
+        with page.expect_download(timeout=240_000) as printed:  # printed by the server, links from this page
+            page.locator("#lesson-handout").click()
+        pdf = Path(printed.value.path()).read_bytes()
+        assert printed.value.suggested_filename == "my-garden-through-a-vit.pdf"
+        assert pdf.startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page[^s]", pdf)) == 3
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("a page per step")
     finally:
         ctx.close()
     made = lesson.parse(path.read_text())
@@ -284,8 +293,6 @@ def test_a_lesson_with_a_teachers_own_picture_is_made_edited_reordered_carried_a
 
     out = tmp_path / "garden.pdf"
     assert cli.main(["lesson", str(path), "--out", str(out), "--base-url", app_url]) == 0
-    import re
-
     assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 3
     for i in (1, 2, 3):
         fig, _ = lesson.page(made, i, app_url)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -244,3 +245,25 @@ def test_a_lesson_with_its_own_picture_prints_each_steps_section_with_a_qr_code_
     # the title wraps within the page: no text drawn past its right edge
     right = max(t.get_window_extent(canvas.get_renderer()).x1 for t in fig.texts)
     assert right <= fig.bbox.width, (right, fig.bbox.width)
+
+
+def test_the_page_prints_a_handout_through_its_server_function_and_refuses_in_words(tmp_path):
+    from vitviz.app import lessons as page_lessons
+
+    text = "# From the page\n1. [The patches.](?tab=patches&image=cat&patch=32)\n"
+    def handout_of(markdown: str, base: str) -> dict:
+        return page_lessons.handout_of({"markdown": markdown, "base_url": base})
+
+    got = handout_of(text, "http://10.0.0.5:7860/")
+    assert set(got) == {"path", "name", "notes"} and got["name"] == "from-the-page.pdf" and got["notes"] == []
+    pdf = Path(got["path"])
+    try:
+        assert pdf.read_bytes().startswith(b"%PDF") and len(re.findall(rb"/Type\s*/Page[^s]", pdf.read_bytes())) == 1
+    finally:
+        pdf.unlink(missing_ok=True)
+    assert "no longer holds" in handout_of(text.replace("image=cat", "image=upload-0123456789ab"), "http://h/")["error"]
+    two = text + "2. [b](?tab=patches&image=upload-aa)\n3. [c](?tab=patches&image=upload-bb)\n"
+    assert "one picture of its own" in handout_of(two, "http://h/")["error"]
+    assert "address" in handout_of(text, "javascript:alert(1)")["error"]
+    assert "line 2 is not a step" in handout_of("# t\nnot a step\n", "http://h/")["error"]
+    assert "at most 32 KiB" in page_lessons.handout_of("just a string")["error"]

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import base64
 import html
+import threading
+from pathlib import Path
 from urllib.parse import urlencode
 
 from vitviz.app import uploads
+from vitviz.core import owned
 from vitviz.tools import lesson as lessons
 
 KEPT = ("projector", "contrast")
@@ -89,6 +92,7 @@ Markdown file you can edit, which carries your own picture when a step shows one
 <p><button type="button" id="lesson-add">Add this view to my lesson</button>
 <button type="button" id="lesson-open">Open my lesson</button>
 <button type="button" id="lesson-download">Download my lesson (.md)</button>
+<button type="button" id="lesson-handout">Print a handout (PDF)</button>
 <button type="button" id="lesson-clear">Start a new lesson</button></p>
 <p><label for="lesson-file">or open a lesson file</label> <input type="file" id="lesson-file" accept=".md,.txt,text/markdown"></p>
 <p id="lesson-said" role="status" aria-live="polite"></p>
@@ -117,6 +121,56 @@ def picture_of(name: str) -> dict:
         return {"error": str(err)}
 
 
+HANDOUTS = owned.keep("lessons.handouts", "gates", threading.BoundedSemaphore(1),
+                      "one handout printed at a time (each step is a whole view's work)")
+
+
+def handout_of(asked: dict) -> dict:
+    """The server function that prints the maker's lesson (``asked["markdown"]``; steps may show an upload this
+    server holds, which the handout then shows as the lesson's own picture) as a PDF handout whose links and QR codes
+    start with ``asked["base_url"]`` (the page's own address; a server function takes one argument):
+    ``{"path": the PDF on this server, "name": its file name,
+    "notes": [what a step could not have as asked]}``, else ``{"error": why}``. Handouts are printed one at a time
+    (:data:`HANDOUTS`); each step's views go through the models' locks and the server's memory budget as any
+    request's."""
+    import dataclasses
+    import re
+
+    from vitviz.app import files
+
+    try:
+        markdown, base_url = (asked.get("markdown"), asked.get("base_url")) if isinstance(asked, dict) else (None, None)
+        if not isinstance(markdown, str) or len(markdown) > lessons.MAX_BYTES:
+            raise ValueError(f"A lesson holds at most {lessons.MAX_BYTES // 1024} KiB of text.")
+        if not re.match(r"^https?://[^\s?#]+$", str(base_url)):
+            raise ValueError("The page's address did not come with the lesson.")
+        made = lessons.parse(markdown)
+        shown = {s.query.get("image") for s in made.steps} - {None}
+        uploaded = sorted(n for n in shown if n.startswith("upload-"))
+        if len(uploaded) > 1:
+            raise ValueError("A lesson carries one picture of its own; these steps show two uploads.")
+        if uploaded:
+            path = uploads.named_file(uploaded[0])
+            if path is None:
+                raise ValueError("This server no longer holds the uploaded picture a step shows: upload it again.")
+            from urllib.parse import parse_qsl, urlencode
+
+            def own(step: lessons.Step) -> lessons.Step:
+                q = [(k, lessons.OWN if k == "image" and v == uploaded[0] else v)
+                     for k, v in parse_qsl(step.link.lstrip("?"))]
+                return dataclasses.replace(step, link="?" + urlencode(q))
+
+            made = lessons.Lesson(made.title, tuple(own(s) for s in made.steps), Path(path).read_bytes())
+        name = (re.sub(r"[^a-z0-9]+", "-", made.title.lower()).strip("-")[:60] or "vitviz-lesson") + ".pdf"
+        out = files.outputs().folder() / name
+        notes: list[str] = []
+        with HANDOUTS:
+            lessons.handout(made, out, notes.append, base_url=base_url)
+        return {"path": str(out), "name": name, "notes": notes}
+    except ValueError as err:
+        return {"error": str(err)}
+
+
 def maker():
     """The lesson maker: a gr.HTML whose script (render/web/lessons.js) calls :func:`keep_picture` and
     :func:`picture_of` through gradio's server functions."""
@@ -130,5 +184,5 @@ def maker():
               "link": lessons.MAX_LINK, "file_bytes": lessons.MAX_FILE_BYTES,
               "picture_bytes": lessons.MAX_PICTURE_BYTES}
     return gr.HTML(None, html_template=MAKER.format(limits=html.escape(json.dumps(limits))),
-                   js_on_load=web.script("lessons.js"), server_functions=[keep_picture, picture_of],
+                   js_on_load=web.script("lessons.js"), server_functions=[keep_picture, picture_of, handout_of],
                    apply_default_css=False, elem_id="lesson-maker-box")

@@ -2,7 +2,8 @@
 // she opens into a lesson kept in this browser (localStorage), edits, reorders and removes its steps, opens it, and
 // downloads it as a Markdown file that may carry her own picture; a lesson file opened here is opened in the page
 // and put in the maker. Two server functions (gr.HTML's `server`): keep_picture (a lesson file's picture, kept and
-// named as an upload) and picture_of (an upload a step shows, as the data: URL the file carries).
+// named as an upload), picture_of (an upload a step shows, as the data: URL the file carries) and handout_of (the
+// lesson printed as a PDF, its links and QR codes starting with this page's address).
 const maker = element.querySelector("#lesson-maker");
 const LIMITS = JSON.parse(maker.dataset.limits);  // vitviz/tools/lesson.py's bounds
 const STORE = "vitviz-lesson";
@@ -58,7 +59,7 @@ function draw() {
     }
     return li;
   }));
-  for (const id of ["lesson-open", "lesson-download"]) maker.querySelector("#" + id).disabled = !steps.length;
+  for (const id of ["lesson-open", "lesson-download", "lesson-handout"]) maker.querySelector("#" + id).disabled = !steps.length;
 }
 const openLesson = (text) => {  // the lesson opened in this page, its steps' links under the lesson's own
   const { steps } = parseLesson(text);
@@ -91,6 +92,19 @@ async function download() {
   setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   say(`Downloaded ${a.download}` + (picture ? " (your picture is inside it)." : "."));
 }
+async function handout() {
+  const { title, steps } = mine();
+  say("Printing the handout: each step's view is drawn on the server (a few seconds a step)…");
+  const got = await server.handout_of({ markdown: lessonMarkdown(title, steps),
+    base_url: window.location.origin + window.location.pathname });
+  if (got.error) { say(got.error); return; }
+  const a = document.createElement("a");
+  a.href = under(`gradio_api/file=${got.path}`);
+  a.download = got.name;
+  a.click();
+  say(`Printed ${got.name}: a page per step, each with its link and QR code.` +
+      (got.notes.length ? ` Not as asked: ${got.notes.join("; ")}.` : ""));
+}
 maker.addEventListener("click", (ev) => {
   const b = ev.target.closest("button");
   if (!b) return;
@@ -114,6 +128,8 @@ maker.addEventListener("click", (ev) => {
     openLesson(lessonMarkdown(lesson.title, lesson.steps));
   } else if (b.id === "lesson-download") {
     download().catch((e) => say(`The lesson could not be downloaded: ${e.message || e}`));
+  } else if (b.id === "lesson-handout") {
+    handout().catch((e) => say(`The handout could not be printed: ${e.message || e}`));
   } else if (b.id === "lesson-clear") {
     editing = -1;
     keep({ title: FIRST_TITLE, steps: [] });
