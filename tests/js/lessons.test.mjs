@@ -1,23 +1,12 @@
 // The lesson maker's twin of vitviz/tools/lesson.py (render/web/lib/lessons.mjs) against the lessons the library
-// writes (tests/js/vectors.py, section "lessons"). Run by tests/test_page_scripts.py, or alone as twins.test.mjs.
+// writes (tests/js/vectors.py, section "lessons"). Run by tests/test_page_scripts.py, or alone (tests/js/load.mjs writes the vectors).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { vectors } from "./load.mjs";
 
 import { OWN_PICTURE, lessonMarkdown, splitPicture, withImage, stepsWithImage, moveStep, removeStep, uploadOf,
   cleanCaption, parseLesson, markdownWithImage } from "../../vitviz/render/web/lib/lessons.mjs";
 
-function vectors() {
-  if (process.env.VITVIZ_VECTORS) return JSON.parse(readFileSync(process.env.VITVIZ_VECTORS, "utf8"));
-  const dir = mkdtempSync(join(tmpdir(), "vitviz-vectors-")), file = join(dir, "vectors.json");
-  try {
-    execFileSync(process.env.PYTHON || "python", [new URL("./vectors.py", import.meta.url).pathname, file]);
-    return JSON.parse(readFileSync(file, "utf8"));
-  } finally { rmSync(dir, { recursive: true, force: true }); }
-}
 const L = vectors().lessons;
 
 test("the maker writes a lesson's Markdown as the library does, its own picture included", () => {

@@ -3,24 +3,13 @@
 //   python tests/js/vectors.py /tmp/vectors.json && VITVIZ_VECTORS=/tmp/vectors.json node --test tests/js/
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { vectors } from "./load.mjs";
 
 import { fixed, percent, floats, widenHalf, bytes } from "../../vitviz/render/web/lib/numbers.mjs";
 import { colourIndex, massMask, queryRows, headTrace, stepCell, softmax, top5 } from "../../vitviz/render/web/lib/maps.mjs";
 import { resample, prepare, fitShape, pictureKey } from "../../vitviz/render/web/lib/picture.mjs";
 import { appRoot, under } from "../../vitviz/render/web/lib/server.mjs";
 
-function vectors() {
-  if (process.env.VITVIZ_VECTORS) return JSON.parse(readFileSync(process.env.VITVIZ_VECTORS, "utf8"));
-  const dir = mkdtempSync(join(tmpdir(), "vitviz-vectors-")), file = join(dir, "vectors.json");
-  try {
-    execFileSync(process.env.PYTHON || "python", [new URL("./vectors.py", import.meta.url).pathname, file]);
-    return JSON.parse(readFileSync(file, "utf8"));
-  } finally { rmSync(dir, { recursive: true, force: true }); }
-}
 const V = vectors();
 const f32 = (b64) => floats(b64, "f4");
 const u8 = (b64) => bytes(b64);
