@@ -361,3 +361,38 @@ def test_a_lesson_step_shows_what_its_link_says_whatever_the_step_before_set(bro
         assert page.evaluate("() => window.__stayed") == "this page"
     finally:
         ctx.close()
+
+
+def test_a_step_that_leaves_the_model_out_shows_the_model_that_answers_not_the_one_a_step_before_chose(browser,
+                                                                                                      app_url):
+    """Offline, step 1 names a hub model (the view answers with the stand-in and says so); step 2 leaves the model
+    out: its list shows the stand-in that answers, not step 1's choice nor the unavailable default."""
+    from urllib.parse import quote_plus
+
+    from vitviz.app.lessons import encode
+    from vitviz.specs import views as declared
+    from vitviz.tools.lesson import parse
+
+    vit = declared.RECEPTIVE_FIELD["vit"]
+    asked = next(k for k in vit.options() if k not in (registry.OFFLINE_KEY, vit.default))
+    text = (f"# Two steps\n\n1. [A hub model.](?tab=vitcnn&image=scene_star&{vit.link}={quote_plus(asked)})\n"
+            "2. [The usual model.](?tab=vitcnn&image=scene_star)\n")
+    shown = ("() => [...document.querySelectorAll('.tabitem input[role=combobox]')].filter((e) => e.offsetParent)"
+             ".map((e) => e.value)")
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        page.goto(app_url + f"?tab=vitcnn&image=scene_star&{vit.link}={quote_plus(asked)}&lesson="
+                  + encode(parse(text)) + "&step=1")
+        page.wait_for_selector(OPENS_WITH["vitcnn"], state="attached", timeout=120_000)
+        idle(page)
+        assert any(v.startswith(asked) for v in page.evaluate(shown)), page.evaluate(shown)
+        page.locator("#lesson-bar a", has_text="Next").click()
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.innerText.includes('step 2 of 2')",
+                               timeout=60_000)
+        idle(page)
+        values = page.evaluate(shown)
+        assert any(v.startswith(registry.OFFLINE_KEY) for v in values), values
+        assert not any(v.startswith(asked) or v.startswith(vit.default) for v in values), values
+    finally:
+        ctx.close()

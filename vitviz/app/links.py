@@ -119,6 +119,7 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
         out: dict = {}
         for name in declared_tabs.TABS:
             form, held = tabs[name].form, {}
+            listed = {field for n, field, _ in MODEL_LISTS if n == name}
             for view in views.tab_views(name):
                 for key, value in view.from_link(q).items():
                     field = view[key]
@@ -127,10 +128,12 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                     elif field in form.browser:
                         held[field.name] = value
                 if again and name == tab:  # what the link leaves out is the default, not what a step before
-                    # set (in the tab it opens: the others are set when a link opens them)
+                    # set (in the tab it opens: the others are set when a link opens them); a model list's
+                    # default is decided below (the stand-in when its default cannot be had here)
                     for field in view.fields:
                         control = form.controls.get(field)
-                        if control is not None and control not in out and field.kind != "image":
+                        if control is not None and control not in out and field.kind != "image" and \
+                                field not in listed:
                             out[control] = list(field.default) if isinstance(field.default, tuple) else field.default
             if form.carrier is not None:  # set on every load, defaults too: the browser view's changes reach
                 # the server through this carrier's change event only once a load has set it
@@ -145,7 +148,9 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                 said.append(f"This link names the model “{asked[:80]}”, which this server does not have, so the "
                             "tab opens on its usual model instead (a server's own models are on its lists).")
             choices, chosen = model_list(field, task, available, out.get(control))
-            if choices != [tuple(c) for c in control.choices] or chosen != control.value:
+            if (again and name == tab) or choices != [tuple(c) for c in control.choices] or chosen != control.value:
+                # within the page, the opened tab's list shows the model its link says (or the default that can be
+                # had), whatever a step before chose; the page starts no work when that is what it shows already
                 out[control] = gr.Dropdown(choices=choices, value=chosen)  # else as built: no change event
             note = tabs[name].extras.get("photos_note") if field is tabs[name].model_field else None
             if note is not None and (not available.get(field.default, False)) != bool(note.visible):
