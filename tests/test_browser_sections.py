@@ -1,5 +1,5 @@
 """A tab's sections (accordions) in a real Chromium: a closed one sends the server nothing when what it would follow
-changes; an open one is asked again (through its relay, gradio's documented trigger), and draws the new answer."""
+changes; an open one is asked again, and draws the new answer."""
 
 from __future__ import annotations
 

@@ -90,15 +90,6 @@ def _first_time(page: str | None, message: str, within: float = 5.0) -> bool:
     return not (said and said[0] == message and now - said[1] < within)
 
 
-def relay(elem_id: str) -> gr.HTML:
-    """An event the page starts from a script: an empty gr.HTML whose ``submit`` event its own ``trigger``
-    (gradio's documented way for a page script to start an event) fires when a script calls
-    ``window.vitvizRelays[elem_id]()``."""
-    return gr.HTML(None, html_template="", visible="hidden", elem_id=elem_id, apply_default_css=False,
-                   container=False, js_on_load=f"(window.vitvizRelays ||= {{}})[{json.dumps(elem_id)}] = "
-                                               "() => trigger('submit');")
-
-
 def narrow(field, shown: Shown):
     """A ``follows`` slider brought to the range of what is shown (the picture's grid, the model's layers and
     heads) and to the value used; unchanged when the answer set no bound for it."""
@@ -301,12 +292,14 @@ class Tab:
         box.expand(lambda: True, None, is_open, queue=False, api_visibility="private").then(
             event, event.inputs, event.outputs, api_visibility="private", preprocess=False, **kwargs)
         box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
-        if triggers:  # asked of the server only while the section is open: a closed one sends nothing
-            ask = relay(f"{box.elem_id}-ask")
-            on(ask.submit, event, event.inputs, event.outputs, **kwargs)
-            on(triggers, None, None, None,
+        if triggers:  # asked of the server only while the section is open: a closed one sends nothing. (A relay
+            # through gradio's documented js_on_load trigger() instead of this hidden button broke the explorer's
+            # recovery after a server restart: tests/test_browser_restart.py.)
+            refresh = gr.Button(f"Refresh {view.name}", visible="hidden", elem_id=f"{box.elem_id}-refresh")
+            on(refresh.click, event, event.inputs, event.outputs, **kwargs)
+            on(triggers, None, None, None, api_visibility="private",
                js=f"() => {{ if (document.querySelector('#{box.elem_id} > .label-wrap.open')) "
-                  f"window.vitvizRelays?.[{json.dumps(ask.elem_id)}]?.(); return []; }}")
+                  f"document.getElementById('{box.elem_id}-refresh')?.click(); return []; }}")
 
     def finish(self) -> None:
         """What every tab ends with, from the records of its views (:data:`vitviz.views.RECORDS`): a panel of its
