@@ -267,3 +267,21 @@ def test_the_page_prints_a_handout_through_its_server_function_and_refuses_in_wo
     assert "address" in handout_of(text, "javascript:alert(1)")["error"]
     assert "line 2 is not a step" in handout_of("# t\nnot a step\n", "http://h/")["error"]
     assert "at most 32 KiB" in page_lessons.handout_of("just a string")["error"]
+
+
+def test_a_lesson_picture_is_kept_under_the_kind_its_bytes_say_not_the_words_of_its_url():
+    import base64
+
+    from vitviz.app import uploads
+
+    png = _png(np.full((40, 40, 3), 200, np.uint8))
+    name = uploads.keep_lesson_picture("data:image/../../evil;base64," + base64.b64encode(png).decode())
+    path = Path(uploads.named_file(name))
+    try:
+        assert name.startswith("upload-") and path.suffix == ".png" and path.read_bytes() == png
+        assert uploads.lesson_picture(name) == lesson.data_url(png)  # handed back whole, as the file carried it
+        assert ".." not in str(path) and not (path.parent.parent / "evil").exists()
+    finally:
+        path.unlink(missing_ok=True)
+    with pytest.raises(ValueError, match="data: URL"):
+        uploads.keep_lesson_picture("https://example.org/a.png")

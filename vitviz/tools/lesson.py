@@ -70,14 +70,17 @@ class Lesson:
     @property
     def picture_url(self) -> str | None:
         """The picture as the ``data:`` URL its Markdown line holds."""
-        import base64
+        return None if self.picture is None else data_url(self.picture)
 
-        if self.picture is None:
-            return None
-        data = self.picture
-        kind = ("jpeg" if data[:2] == b"\xff\xd8" else "gif" if data[:4] == b"GIF8" else
-                "webp" if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else "png")
-        return f"data:image/{kind};base64," + base64.b64encode(self.picture).decode()
+
+def data_url(picture: bytes) -> str:
+    """A picture file's bytes as a ``data:`` URL naming its kind (PNG, JPEG, GIF or WebP, read from its first
+    bytes)."""
+    import base64
+
+    kind = ("jpeg" if picture[:2] == b"\xff\xd8" else "gif" if picture[:4] == b"GIF8" else
+            "webp" if picture[:4] == b"RIFF" and picture[8:12] == b"WEBP" else "png")
+    return f"data:image/{kind};base64," + base64.b64encode(picture).decode()
 
 
 def parse(text: str) -> Lesson:
