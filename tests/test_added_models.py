@@ -412,3 +412,33 @@ def test_the_specs_hold_no_run_time_models():
     finally:
         listing.remove("listed for a moment")
     assert "listed for a moment" not in registry.REGISTRY and len(registry.REGISTRY) >= len(registry.OWN)
+
+
+@pytest.mark.parametrize("change, field, why", [
+    ({"name": 3}, "name", "every model needs a name (the text shown in the lists)."),
+    ({"name": "  "}, "name", "every model needs a name (the text shown in the lists)."),
+    ({"timm": ""}, "timm", "must be a non-empty text."),
+    ({"labels": 7}, "labels", "must be a non-empty text."),
+    ({"mean": [1, 2]}, "mean", "must be three numbers, one per colour channel."),
+    ({"mean": [True, 1, 2]}, "mean", "must be three numbers, one per colour channel."),
+    ({"mean": "0.5"}, "mean", "must be three numbers, one per colour channel."),
+    ({"std": [0, 1, 1]}, "std", "must be three positive numbers (a picture is divided by them)."),
+    ({"std": [1, float("nan"), 1]}, "std", "must be three finite numbers (not nan or inf)."),
+    ({"resolution": True}, "resolution", "must be a whole number of pixels from 16 to 1024."),
+    ({"resolution": 224.0}, "resolution", "must be a whole number of pixels from 16 to 1024."),
+    ({"resolution": 1025}, "resolution", "must be a whole number of pixels from 16 to 1024."),
+    ({"colour": "red", "resolution": 3}, "colour", "not a field of a model (the fields are name, timm, transformers, "
+                                                   "weights, hub, labels, mean, std, resolution)."),
+])
+def test_each_field_of_an_entry_is_checked_and_named(tmp_path, change, field, why):
+    """One fault at a time in an otherwise good entry: the field named and the sentence a reader is told (the
+    types by pydantic in strict mode, so TOML's true is not 1 and 224.0 is not a whole number)."""
+    (tmp_path / "w.safetensors").write_bytes(b"")
+    good = {"name": " Lab ViT ", "timm": "vit_small_patch16_224", "weights": "w.safetensors",
+            "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "resolution": 224}
+    e = added._entry(good, tmp_path)
+    assert (e.name, e.mean, e.std, e.resolution) == ("Lab ViT", (0.5,) * 3, (0.25,) * 3, 224)
+    assert e.weights == (tmp_path / "w.safetensors").resolve()
+    with pytest.raises(added.EntryError) as err:
+        added._entry({**good, **change}, tmp_path)
+    assert (err.value.field, str(err.value)) == (field, why)

@@ -23,14 +23,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import math
 import threading
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Annotated, Callable
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from vitviz.core import owned
 from vitviz.models import hooks, listing, loaders
@@ -39,7 +39,6 @@ from vitviz.specs import registry
 
 log = logging.getLogger("vitviz")
 
-FIELDS = ("name", "timm", "transformers", "weights", "hub", "labels", "mean", "std", "resolution")
 ABOUT = registry.ADDED_ABOUT
 
 
@@ -132,24 +131,62 @@ def parse(path: str | Path) -> tuple[list[Entry], list[Problem]]:
     return entries, problems
 
 
-def _entry(item: object, base: Path) -> Entry:
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Fields(BaseModel):
+    """A ``[[model]]`` table's fields and their types, as TOML gives them (strict: no text read as a number, no
+    true read as 1): what :func:`_entry` checks before the rules between fields and the files they name."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: Text
+    timm: Text | None = None
+    transformers: Text | None = None
+    weights: Text | None = None
+    hub: Text | None = None
+    labels: Text | None = None
+    mean: Annotated[list[Finite], Field(min_length=3, max_length=3)] | None = None
+    std: Annotated[list[Annotated[Finite, Field(gt=0)]], Field(min_length=3, max_length=3)] | None = None
+    resolution: Annotated[int, Field(ge=16, le=1024)] | None = None
+
+
+FIELDS = tuple(_Fields.model_fields)
+_SAID = {"name": "every model needs a name (the text shown in the lists).",
+         "mean": "must be three numbers, one per colour channel.",
+         "std": "must be three numbers, one per colour channel.",
+         "resolution": "must be a whole number of pixels from 16 to 1024."}
+"""What a field's wrong value is told (a text field: must be a non-empty text); by the kind of fault where the
+field's sentence is not enough."""
+_SAID_OF = {"finite_number": "must be three finite numbers (not nan or inf).",
+            "greater_than": "must be three positive numbers (a picture is divided by them)."}
+
+
+def _fields(item: object) -> _Fields:
+    """``item``'s fields checked against :class:`_Fields`; ``EntryError`` names the first field at fault (an
+    unknown field first, then in the order of :data:`FIELDS`)."""
     if not isinstance(item, dict):
         raise EntryError("model", "each [[model]] must be a table of fields.")
-    unknown = sorted(set(item) - set(FIELDS))
-    if unknown:
-        raise EntryError(unknown[0], f"not a field of a model (the fields are {', '.join(FIELDS)}).")
-    name = item.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise EntryError("name", "every model needs a name (the text shown in the lists).")
+    try:
+        return _Fields.model_validate(item)
+    except ValidationError as err:
+        faults = err.errors()
+    order = {name: i for i, name in enumerate(FIELDS)}
+    first = min(faults, key=lambda f: (f["type"] != "extra_forbidden", order.get(str(f["loc"][0]), -1),
+                                       str(f["loc"][0])))
+    key = str(first["loc"][0])
+    if first["type"] == "extra_forbidden":
+        raise EntryError(key, f"not a field of a model (the fields are {', '.join(FIELDS)}).")
+    raise EntryError(key, _SAID_OF.get(first["type"]) if key in ("mean", "std") and first["type"] in _SAID_OF
+                     else _SAID.get(key, "must be a non-empty text."))
 
-    def text(key: str) -> str | None:
-        v = item.get(key)
-        if v is not None and (not isinstance(v, str) or not v.strip()):
-            raise EntryError(key, "must be a non-empty text.")
-        return v
+
+def _entry(item: object, base: Path) -> Entry:
+    f = _fields(item)
 
     def local(key: str, folder: bool = False) -> Path | None:
-        v = text(key)
+        v = getattr(f, key)
         if v is None:
             return None
         p = (base / v).expanduser().resolve()
@@ -157,36 +194,23 @@ def _entry(item: object, base: Path) -> Entry:
             raise EntryError(key, f"{'no folder' if folder else 'no file'} at {p}.")
         return p
 
-    timm_name, folder, hub = text("timm"), local("transformers", folder=True), text("hub")
-    given = [k for k, v in (("timm", timm_name), ("transformers", folder)) if v is not None]
-    if len(given) > 1 or not (given or hub):  # a hub repo alone is a transformers checkpoint
+    folder = local("transformers", folder=True)
+    given = [k for k, v in (("timm", f.timm), ("transformers", folder)) if v is not None]
+    if len(given) > 1 or not (given or f.hub):  # a hub repo alone is a transformers checkpoint
         raise EntryError(given[0] if given else "timm",
                          "give the architecture once: timm = a timm name, or transformers = a local folder.")
     weights = local("weights")
     if weights is not None and weights.suffix != ".safetensors":
         raise EntryError("weights", "only .safetensors files are loaded (no pickled checkpoints).")
-    if timm_name is not None and weights is None and hub is None:
+    if f.timm is not None and weights is None and f.hub is None:
         raise EntryError("weights", "a timm architecture needs its weights: weights = a .safetensors file, or "
                                     "hub = \"org/name\".")
-    if weights is not None and hub is not None:
+    if weights is not None and f.hub is not None:
         raise EntryError("hub", "give the weights once: a local file or a hub checkpoint, not both.")
     if folder is not None and weights is not None:
         raise EntryError("weights", "a transformers folder holds its own weights; leave weights out.")
-    stats = {}
-    for key in ("mean", "std"):
-        v = item.get(key)
-        if v is not None and (not isinstance(v, list) or len(v) != 3
-                              or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
-            raise EntryError(key, "must be three numbers, one per colour channel.")
-        if v is not None and not all(math.isfinite(x) for x in v):
-            raise EntryError(key, "must be three finite numbers (not nan or inf).")
-        if key == "std" and v is not None and min(v) <= 0:
-            raise EntryError(key, "must be three positive numbers (a picture is divided by them).")
-        stats[key] = tuple(float(x) for x in v) if v is not None else None
-    res = item.get("resolution")
-    if res is not None and (not isinstance(res, int) or isinstance(res, bool) or not 16 <= res <= 1024):
-        raise EntryError("resolution", "must be a whole number of pixels from 16 to 1024.")
-    return Entry(name.strip(), timm_name, folder, weights, hub, local("labels"), stats["mean"], stats["std"], res)
+    three = {k: tuple(v) if v is not None else None for k, v in (("mean", f.mean), ("std", f.std))}
+    return Entry(f.name, f.timm, folder, weights, f.hub, local("labels"), three["mean"], three["std"], f.resolution)
 
 
 LABELS_BYTES = 4 * 2**20
