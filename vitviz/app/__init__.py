@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--port {args.port} is not a port: a whole number from 1 to 65535.")
     files.stop_on_sigterm()  # a Space restarting or `kill` stops it as Ctrl-C does: its files are removed
     demo = build_demo(args.models)
+    serving.freeze_what_lasts()  # a full collection then costs what requests made, not the whole app
     try:
         demo.launch(**launch_kwargs(), server_port=args.port, prevent_thread_lock=True)
     except OSError as err:  # the port is taken, or cannot be bound here

@@ -540,8 +540,8 @@ def on(triggers, fn: Callable, inputs, outputs, **kwargs):
 
 
 TRIM_BYTES = 64 * 2**20
-"""Work that reserved at least this much of the budget gives the freed memory back to the system when it ends; and
-when the process has grown by this much since it last did, a watcher gives it back within a second."""
+"""Work that reserved at least this much of the budget and ends with the server idle has the freed memory given back
+to the system a moment later (:data:`SETTLE_S`)."""
 MMAP_BYTES = 16 * 2**20
 """Buffers at least this large are mapped from the system, and given back the moment they are freed."""
 REFUSED = owned.keep("serving.refused", "gates", threading.Event(), "a request was refused: look at memory")
@@ -558,6 +558,22 @@ LOOK = owned.keep("serving.look", "gates", threading.Event(), "wakes the memory 
 WATCH_BYTES = 32 * 2**20
 """The process grown by this much since it last gave memory back: the watcher gives back what is free."""
 _trimmer: threading.Thread | None = None
+_malloc_trim: Callable[[int], int] = lambda pad: 0
+"""glibc's ``malloc_trim`` once :func:`return_freed_memory` has found it."""
+
+
+def trim(pad: int = 0) -> int:
+    """Give the heap's free pages back to the system (``malloc_trim(pad)``); 0 when there were none to give."""
+    return _malloc_trim(pad)
+
+
+def freeze_what_lasts() -> None:
+    """Take what the server made before its first request (gradio, torch, the app's blocks: alive as long as the
+    process) out of the cycle collector's sight (``gc.freeze``): a full collection then looks only at what requests
+    made. Measured here: a full collection of a started server took about 0.4 s and held every thread meanwhile,
+    the next student's upload included. For a server process only: a test that builds and drops apps keeps them."""
+    gc.collect()
+    gc.freeze()
 
 
 def return_freed_memory() -> bool:
@@ -569,36 +585,33 @@ def return_freed_memory() -> bool:
     the same fused forward took 30% longer on one server (0.44 → 0.59 s for DINO ViT-S/8 at 224 px; 4–8% here).
     Now the threshold is fixed at :data:`MMAP_BYTES` (a forward's activations, a few MB at 224 px, stay on the fast
     heap; a 60 MB body or a decoded 40-megapixel upload is mapped and given back when freed), and ``malloc_trim``
-    returns the heap's free pages: when work that reserved at least :data:`TRIM_BYTES` of the server's budget ends,
-    and, from a watcher thread, within a second of the process growing by :data:`WATCH_BYTES`, with a collection of
-    Python's reference cycles first after a refusal or when no work is running (never in the middle of a forward):
-    a refused 60 MB request reserves nothing, and its arguments can sit in a cycle (an exception's frames) until
-    the collector runs, which the page's configuration, once made for every request, used to make happen often.
-    Large work that ends with the server idle is settled a moment later (:data:`SETTLE_S`: the answer is still
-    being sent when the budget is released, so its garbage appears after): trimmed, then collected and trimmed
-    again when more than :data:`SETTLE_BYTES` is left; measuring the growth at that instant once took the answer's
-    own buffers as the new low, and ~30–100 MB of cycles stayed until the next large request. (Collecting on every
-    growth, work running or not, held the interpreter ~0.1 s in the middle of requests.)
+    returns the heap's free pages once no work is running: :data:`SETTLE_S` after work that reserved at least
+    :data:`TRIM_BYTES` of the server's budget ends with the server idle (the answer is still being sent when the
+    budget is released, so its garbage appears after), trimmed, then collected and trimmed again when more than
+    :data:`SETTLE_BYTES` is left; and, from a watcher thread, within a second of the idle process growing by
+    :data:`WATCH_BYTES`. Python's reference cycles are collected first: a refused 60 MB request reserves nothing,
+    and its arguments can sit in a cycle (an exception's frames) until the collector runs; a refusal is collected
+    at once, work running or not. Nothing is trimmed or collected while work runs: trimming after every request
+    made the next forward fault in every page of its buffers again (0.36 → 0.45 s for DINO ViT-S/8 at 224 px in
+    the server), and a full collection holds every thread (0.2–0.4 s before :func:`freeze_what_lasts`).
     tests/test_files.py and tests/test_app_crowd.py hold the memory goals. Returns whether glibc is there."""
     import ctypes
     import ctypes.util
 
     from vitviz.models import budget
 
-    global _trimmer
+    global _trimmer, _malloc_trim
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
         libc.mallopt(-3, MMAP_BYTES)  # M_MMAP_THRESHOLD
+        _malloc_trim = libc.malloc_trim
     except (OSError, AttributeError):  # not glibc: nothing to do
         return False
 
     def released(nbytes: int) -> None:
-        if nbytes >= TRIM_BYTES:
-            trim(0)
-            if budget.SERVER.used == 0:  # the server idle: the watcher may collect without holding up any work
-                SETTLE.set()
-                LOOK.set()
+        if nbytes >= TRIM_BYTES and budget.SERVER.used == 0:  # the server idle: the watcher settles in a moment
+            SETTLE.set()
+            LOOK.set()
 
     def rss() -> int:
         try:
@@ -617,6 +630,11 @@ def return_freed_memory() -> bool:
                 REFUSED.clear()
                 SETTLE.clear()
                 time.sleep(SETTLE_S)
+            if budget.SERVER.used and not refused:
+                # work is running: it reuses what is free, and its end wakes the watcher. A collection would hold
+                # the interpreter, and a trim makes the next forward fault in its buffers' pages again (0.08 s of a
+                # 0.3 s forward at 224 px: a class that never lets the server idle never pays either)
+                continue
             if ended and not refused:  # what trimming alone gives back first; a collection only if much is left
                 trim(0)
                 now = rss()
@@ -626,14 +644,10 @@ def return_freed_memory() -> bool:
             now = rss()
             if refused or ended or now > low + WATCH_BYTES:
                 # garbage can sit in reference cycles (a refusal's arguments in an exception's frames, a request's
-                # buffers) until the collector runs; a full collection holds the interpreter ~0.1 s, so it runs
-                # after a refusal or while no work is running, never in the middle of a forward
-                settled = refused or budget.SERVER.used == 0
-                if settled:
-                    gc.collect()
+                # buffers) until the collector runs
+                gc.collect()
                 trim(0)
-                if settled:
-                    low = rss()  # else looked at again once the work is done (its end wakes the watcher)
+                low = rss()
             else:
                 low = min(low, now)
 
