@@ -354,3 +354,72 @@ def test_webgpu_runs_where_the_browser_has_an_adapter_and_webassembly_where_not(
         _agrees_with_the_server(runner, images.load_rgb(picture, images.INTAKE_SHORT_SIDE), last, top, 1e-4)
     finally:
         gpu.close()
+
+
+def test_a_side_the_device_cannot_afford_runs_at_the_largest_it_can_and_says_so(app_url, browser):
+    """The probe: asked for 320 px, a device that has not run the graph measures itself first on a blank 224-px
+    picture, and runs the side asked when it affords it. Made ten times slower than allowed at 320 px, the next
+    picture runs at the largest whole-patch side it affords (the page's largestSide, tested under Node), and the
+    panel says which side and why; the explorer's grid is that side's."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    from vitviz.views import use_model
+
+    torch.manual_seed(0)
+    module = ViTModel(ViTConfig(image_size=112, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                                num_attention_heads=4, intermediate_size=128), add_pooling_layer=False).eval()
+    use_model(module, WHOLE, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), resolution=112)
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(app_url + f"?tab=attention&device=1&side=320&model={quote(WHOLE)}")
+        page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what')?.textContent"
+                               ".startsWith(m)", arg=WHOLE, timeout=120_000)
+        done = "(n) => Number(document.querySelector('#device-panel .vx-device').dataset.done) >= n"
+        page.locator("#device-picture").set_input_files(str(EXAMPLES / "cat.png"))  # 451×300
+        page.wait_for_function(done, arg=1, timeout=120_000)
+        first = page.evaluate("""() => { const D = window.vitvizDevice;
+            return {probed: D.probed, side: D.last.side, asked: D.last.asked, speed: D.speed.get(D.m.file),
+                    status: document.querySelector('#device-panel .vx-dev-status').textContent}; }""")
+        assert first["probed"]["side"] == 224 and first["probed"]["ms"] > 0, first
+        assert first["side"] == first["asked"] == 320 and first["speed"] > 0, first
+        assert "480×320 px" in first["status"] and "largest side" not in first["status"], first["status"]
+        # ten times slower than a 320-px forward may take (5 s here: the server's is far less)
+        page.evaluate("""() => { const D = window.vitvizDevice, m = D.m;
+            const macs = m.cost.token * (1 + 40 * 60) + m.cost.pair * (1 + 40 * 60) ** 2;
+            D.speed.set(m.file, 10 * 5000 / macs); }""")
+        speed = page.evaluate("() => window.vitvizDevice.speed.get(window.vitvizDevice.m.file)")  # the run remeasures
+        page.locator("#device-picture").set_input_files(str(EXAMPLES / "scene_star.png"))
+        page.wait_for_function(done, arg=2, timeout=120_000)
+        second = page.evaluate("""() => { const D = window.vitvizDevice, s = document.querySelector('#attention-explorer .vx').__vx;
+            return {side: D.last.side, asked: D.last.asked, afford: D.last.afford, grid: s.p.grid, m: D.m,
+                    panel: document.querySelector('#device-panel .vx-device').dataset.side,
+                    status: document.querySelector('#device-panel .vx-dev-status').textContent}; }""")
+        page.close()
+        side = second["side"]
+        assert second["asked"] == 320 and 64 <= side < 320 and side % 8 == 0 and second["panel"] == str(side), second
+        from PIL import Image
+
+        w, h = Image.open(EXAMPLES / "scene_star.png").size
+        m = second["m"]
+
+        def macs(s: int) -> float:  # the picture's tokens at short side s (the whole picture, whole patches)
+            rh, rw = max(s, round(h * s / min(w, h))), max(s, round(w * s / min(w, h)))
+            t = m["prefix"] + (rh // 8) * (rw // 8)
+            return m["cost"]["token"] * t + m["cost"]["pair"] * t * t
+
+        def affords(s: int) -> bool:
+            return speed * macs(s) <= max(3 * m["server_ms"] * macs(s) / macs(320), 5000)
+
+        assert not affords(320) and next(s for s in range(320, 63, -8) if affords(s)) == side, second
+        assert second["afford"]["ms"] <= second["afford"]["allowed"] == 5000, second
+        assert second["grid"] == [round(h * side / min(w, h)) // 8, round(w * side / min(w, h)) // 8], second
+        status = second["status"]
+        assert f"{second['grid'][1] * 8}×{second['grid'][0] * 8} px: the largest side expected to run here within 5.0 s" \
+            in status and "the picture was not sent" in status, status
+        ms = speed * macs(320)  # said as device.js's seconds() says it
+        said = f"{ms / 1000:.1f} s" if ms < 10_000 else f"{int(ms / 1000 + 0.5)} s"
+        assert f"at 320 px it would take about {said}, so upload the picture above" in status, status
+    finally:
+        listing.remove(WHOLE)
+        cache.forget(WHOLE)

@@ -182,3 +182,26 @@ def test_the_app_serves_the_runtime_and_the_graphs_with_an_immutable_cache(app_u
     for bad in ("vitviz/ort/../../__init__.py", "vitviz/ort/README.md", "vitviz/device/..%2Fmodel.safetensors",
                 "vitviz/device/model.safetensors", "vitviz/device/0000.onnx", "vitviz/device/" + "a" * 5000 + ".onnx"):
         assert httpx.get(app_url + bad, timeout=30).status_code == 404, bad[:40]
+
+
+def test_a_forwards_cost_for_the_probe_is_the_architectures_multiply_accumulates():
+    """``device.cost`` (what a device's probe scales its measured time by) against vitviz.core.patches.vit_macs for
+    ViT-S/16 at 224 and 480 px: within 2% (the head counted per token), and the pairs' part exactly vit_macs'
+    attention products."""
+    import types
+
+    import timm
+
+    from vitviz.core import patches
+    from vitviz.specs.registry import VIT_SIZES
+
+    module = timm.create_model("vit_small_patch16_224", pretrained=False, dynamic_img_size=True).eval()
+    runner = types.SimpleNamespace(read=lambda fn: fn(module), depth=12, spec=types.SimpleNamespace(dim=384))
+    c = device.cost(runner)
+    size = next(s for s in VIT_SIZES.values() if s.dim == 384 and s.depth == 12)
+    for side in (224, 480):
+        t = (side // 16) ** 2 + 1
+        want = patches.vit_macs(size, 16, side, side)
+        assert c["pair"] * t * t == want["attention scores QKᵀ"] + want["attention × V"]
+        got = c["token"] * t + c["pair"] * t * t
+        assert abs(got / sum(want.values()) - 1) < 0.02, (side, got, sum(want.values()))

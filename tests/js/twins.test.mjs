@@ -7,7 +7,7 @@ import { vectors } from "./load.mjs";
 
 import { fixed, percent, floats, widenHalf, bytes } from "../../vitviz/render/web/lib/numbers.mjs";
 import { colourIndex, massMask, queryRows, headTrace, stepCell, softmax, top5 } from "../../vitviz/render/web/lib/maps.mjs";
-import { resample, prepare, fitShape, pictureKey } from "../../vitviz/render/web/lib/picture.mjs";
+import { resample, prepare, fitShape, pictureKey, forwardMacs, atSide, tokensAt, largestSide } from "../../vitviz/render/web/lib/picture.mjs";
 import { appRoot, under } from "../../vitviz/render/web/lib/server.mjs";
 
 const V = vectors();
@@ -120,4 +120,31 @@ test("appRoot and under follow gradio's root, with or without its trailing slash
 test("pictureKey is the server's image_key of the same pixels", async () => {
   for (const k of V.pictures.keys) assert.equal(await pictureKey(u8(k.b64), k.h, k.w), k.key, `${k.h}×${k.w}`);
   assert.equal(V.pictures.keys.length, 2);
+});
+
+test("largestSide: the side asked when this device affords it, else the largest whole-patch side it does", () => {
+  // DINO ViT-S/8's cost (vitviz.models.device.cost) and a server that runs 480 px in 2.7 s
+  const m = { policy: "keep", side: 480, patch: 8, prefix: 1, crop_pct: 1, smallest: 64, server_ms: 2700,
+              cost: { token: 21_630_000, pair: 2 * 12 * 384 } };
+  const macs = (s, w = s, h = s) => forwardMacs(m.cost, tokensAt(w, h, atSide(m, s)));
+  assert.equal(tokensAt(480, 480, m), 1 + 60 * 60);
+  assert.equal(tokensAt(600, 400, atSide(m, 200)), 1 + 25 * 37);  // the long side cut to whole patches
+  // fast enough for 480: 480
+  const fast = 3 * 2700 / macs(480);
+  assert.equal(largestSide(480, 480, m, fast, 5000).side, 480);
+  // three times slower than allowed at 480: the largest side whose expected time is allowed, and the next is not
+  const slow = 3 * fast, got = largestSide(480, 480, m, slow, 5000);
+  assert.ok(got.side < 480 && got.side % 8 === 0, JSON.stringify(got));
+  const allowed = (s) => Math.max(3 * 2700 * macs(s) / macs(480), 5000);
+  assert.ok(slow * macs(got.side) <= allowed(got.side));
+  assert.ok(slow * macs(got.side + 8) > allowed(got.side + 8));
+  assert.equal(got.allowed, allowed(got.side));
+  assert.ok(Math.abs(got.ms - slow * macs(got.side)) < 1e-6 * got.ms);
+  // a device so slow that even 64 px takes longer than 5 s: none
+  assert.equal(largestSide(480, 480, m, 6000 / macs(64), 5000), null);
+  // without the server's time the floor alone decides
+  const alone = largestSide(480, 480, { ...m, server_ms: 0 }, 5000 / macs(320), 5000);
+  assert.equal(alone.side, 320);
+  // atSide is vitviz.models.device.preprocessing's resize
+  assert.equal(atSide({ ...m, crop_pct: 0.875 }, 224).resize, 256);
 });

@@ -48,6 +48,7 @@ from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import hooks, loaders
 from vitviz.models.runner import Call, Runner
+from vitviz.specs import views as declared
 
 log = logging.getLogger("vitviz")
 
@@ -487,6 +488,8 @@ def reference_input(runner: Runner, rgb: np.ndarray, side: int) -> np.ndarray:
 
 _by_graph: LRU[Runner] = owned.keep("device.by_graph", "results", LRU(256), "the model of each graph named")
 """The model of each graph a manifest named (what ``/vitviz/device-pos/<graph>/`` resamples the table of)."""
+SMALLEST_SIDE = int(declared.SIDE.lo)
+"""The smallest short side a device's probe goes down to (the declared short side's lower bound)."""
 MAX_POSITIONS = 16_384
 """The largest grid whose position table is handed out (128 × 128 patches)."""
 
@@ -499,6 +502,18 @@ def table_bytes(name: str, grid: tuple[int, int]) -> bytes | None:
     if runner is None or not (1 <= gh and 1 <= gw and gh * gw <= MAX_POSITIONS):
         return None
     return position_embedding(runner, (gh, gw)).astype("<f4").tobytes()
+
+
+def cost(runner: Runner) -> dict[str, int]:
+    """A forward's multiply-accumulates for T tokens as ``token``·T + ``pair``·T², what a device's probe scales its
+    measured time by to find the largest side it can afford: every linear layer and the patch embedding act once
+    per token (their weights' sizes; the head's counted per token too, a percent or two too many), attention's two
+    products (q·kᵀ and the weighted sum of v) take D per pair of tokens each, in every layer
+    (:func:`vitviz.core.patches.vit_macs` counts the same)."""
+    def weights(module: torch.nn.Module) -> int:
+        return sum(m.weight.numel() for m in module.modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)))
+
+    return {"token": int(runner.read(weights)), "pair": 2 * runner.depth * runner.spec.dim}
 
 
 def manifest(runner: Runner, side: int) -> dict:
@@ -514,6 +529,7 @@ def manifest(runner: Runner, side: int) -> dict:
         "precision": precision, "agreement": agreement, "pos_prefix": pos, "width": runner.spec.dim,
         "labels": runner.labels, "layers": runner.depth, "heads": runner.heads, "prefix": runner.spec.prefix,
         "patch": runner.spec.patch, "outputs": output_names(runner.depth, bool(runner.labels)),
+        "cost": cost(runner), "smallest": SMALLEST_SIDE,
     }
 
 

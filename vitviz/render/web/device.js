@@ -10,8 +10,10 @@
 // centre crop with Python's rounding, then float32 normalisation: the same input tensor, bit for bit, for a PNG.
 
 const D = { m: null, sessions: new Map(), busy: false, last: null, timings: [], done: 0, failed: null,
-            warm: new Set() };  // warm: graphs whose WebGPU shaders are compiled
+            warm: new Set(), speed: new Map() };  // warm: graphs whose WebGPU shaders are compiled; speed: ms per
+                                                  // multiply-accumulate this device took for each graph
 const SLOWER_MS = 5000;  // a forward here slower than this and than three times the server's: the server answers
+const PROBE_SIDE = 224;  // a larger side asked of a graph this device has not run yet: measured first at this side
 const $d = (sel) => element.querySelector(sel);
 
 // the Attention tab's panel (its explorer draws what is computed here), not Classify's: known from where this element
@@ -152,6 +154,22 @@ function payloadOf(m, out, png, name, grid) {
            colormaps: m.colormaps, bytes: 0, local, device: true };
 }
 
+// This device's speed for the graph: a forward of a blank picture at PROBE_SIDE (twice on WebGPU, whose first run
+// compiles its shaders), in milliseconds per multiply-accumulate.
+async function probe(m, sess, ort) {
+  const pm = atSide(m, Math.min(m.side, PROBE_SIDE - (PROBE_SIDE % m.patch)));
+  const [, , W, H] = fitShape(pm.side, pm.side, pm), grid = [H / m.patch, W / m.patch], T = m.prefix + grid[0] * grid[1];
+  const feeds = { pixels: new ort.Tensor("float32", new Float32Array(3 * H * W), [1, 3, H, W]),
+                  pos: new ort.Tensor("float32", await positions(m, grid), [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
+  let t = performance.now();
+  await sess.run(feeds);
+  if (D.backend === "webgpu" && !D.warm.has(m.file)) { D.warm.add(m.file); t = performance.now(); await sess.run(feeds); }
+  D.speed.set(m.file, (performance.now() - t) / forwardMacs(m.cost, T));
+  D.probed = { side: pm.side, ms: performance.now() - t };
+}
+
+function seconds(ms) { return ms < 10000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`; }
+
 async function run(file) {
   const m = D.m;
   if (!m || m.error) return;
@@ -159,12 +177,28 @@ async function run(file) {
   D.busy = true;
   try {
     say(`reading ${file.name} here (it is not sent anywhere)…`);
-    const p0 = performance.now(), pic = await readPicture(file), prep = prepare(pic.rgb, pic.w, pic.h, m);
-    const prepMs = performance.now() - p0;
+    const pic = await readPicture(file);
     say(D.sessions.has(m.file) ? "running the model on this device…" : `downloading the model (${mb(m.bytes)}, once)…`);
-    const grid = [prep.H / m.patch, prep.W / m.patch];
-    const t0 = performance.now(), [sess, table] = await Promise.all([session(m), positions(m, grid)]);
-    const loaded = performance.now(), ort = await runtime();
+    const t0 = performance.now(), sess = await session(m), loaded = performance.now(), ort = await runtime();
+    // the side: the one asked, or the largest this device affords (measured first when it has not run this graph)
+    let used = m, afford = null;
+    const askedMacs = forwardMacs(m.cost || { token: 0, pair: 0 }, tokensAt(pic.w, pic.h, m));
+    if (!IN_CLASSIFY && m.cost && m.side > PROBE_SIDE && window.vitvizDeviceProbe !== false) {  // (a benchmark's off)
+      if (!D.speed.has(m.file)) { say(`measuring this device with a blank ${PROBE_SIDE}-px picture…`); await probe(m, sess, ort); }
+      afford = largestSide(pic.w, pic.h, m, D.speed.get(m.file), SLOWER_MS);
+      if (afford) afford.askedMs = D.speed.get(m.file) * askedMacs;  // what the side asked would take here
+      if (afford === null) {
+        fallBack(`this device would take about ${seconds(D.speed.get(m.file) * askedMacs)} for the forward at ` +
+                 `${m.side} px and too long even at ${m.smallest} px`);
+        return;
+      }
+      if (afford.side !== m.side) {
+        const macs = forwardMacs(m.cost, tokensAt(pic.w, pic.h, atSide(m, afford.side)));
+        used = { ...atSide(m, afford.side), server_ms: m.server_ms && m.server_ms * macs / askedMacs };
+      }
+    }
+    const p0 = performance.now(), prep = prepare(pic.rgb, pic.w, pic.h, used), prepMs = performance.now() - p0;
+    const grid = [prep.H / m.patch, prep.W / m.patch], table = await positions(m, grid);
     const feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, prep.H, prep.W]),
                     pos: new ort.Tensor("float32", table, [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
     let t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1, firstMs = null;
@@ -174,10 +208,12 @@ async function run(file) {
       t1 = performance.now(); out = await sess.run(feeds); ms = performance.now() - t1;
     }
     D.timings.push(ms);
+    if (m.cost) D.speed.set(m.file, ms / forwardMacs(m.cost, m.prefix + grid[0] * grid[1]));  // the next picture's guess
     const png = await pngOf(prep.rgb, prep.W, prep.H);
-    const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}-${m.side}`, grid);
+    const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}-${used.side}`, grid);
     D.last = { input: prep.x, rgb: prep.rgb, out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, v.data])),
-               ms, first: firstMs, prep: prepMs, load: loaded - t0, backend: D.backend };
+               ms, first: firstMs, prep: prepMs, load: loaded - t0, backend: D.backend, side: used.side,
+               asked: m.side, afford };
     if (explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
     // a shapes-only model answering for a photo: its nearest shapes, said as such (as the server says them)
     const photo = !!m.shapes_warning && !(await knownScene(pic, m.scenes));
@@ -194,16 +230,25 @@ async function run(file) {
     $d(".vx-dev-top5-box").hidden = !out.logits;
     const warn = $d(".vx-dev-warning");
     if (warn) { warn.textContent = photo ? m.shapes_warning : ""; warn.hidden = !photo; }
-    const server = m.server_ms ? ` The server's forward for this model takes about ${Math.round(m.server_ms)} ms.` : "";
-    if (m.server_ms && ms > Math.max(3 * m.server_ms, SLOWER_MS)) {
+    const server = m.server_ms ? ` The server's forward for this model takes about ${Math.round(m.server_ms)} ms` +
+      `${used === m ? "" : ` at ${m.side} px`}.` : "";
+    // the side used, when it is not the side asked: why, and how to have the one asked
+    const smaller = used === m ? "" : `: the largest side expected to run here within ${seconds(afford.allowed)}; at ` +
+      `${m.side} px it would take about ${seconds(afford.askedMs)}, so upload the picture above for ` +
+      `${m.side} px from the server`;
+    // a side the probe chose is shown whatever it took (the next picture's side follows the time measured now)
+    if (!afford && used.server_ms && ms > Math.max(3 * used.server_ms, SLOWER_MS)) {
       fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
-               `${Math.round(m.server_ms)} ms)`);
+               `${Math.round(used.server_ms)} ms)`);
     } else {
+      const note = m.side_note ? m.side_note.replace(/\.$/, "") : "";
       const compiled = firstMs === null ? "" : `, after ${Math.round(firstMs)} ms for a first run that prepared the GPU`;
       say(`${file.name}: computed on this device in ${Math.round(ms)} ms${compiled} (${m.model}, ${prep.W}×${prep.H} px` +
-          `${m.side_note ? `: ${m.side_note.replace(/\.$/, "")}` : ""}; ${backendWords()}); the picture was not sent.${server}`);
+          `${smaller}${note ? (smaller ? "; " : ": ") + note : ""}; ${backendWords()}); the picture was ` +
+          `not sent.${server}`);
     }
     $d(".vx-device").dataset.ms = String(ms);
+    $d(".vx-device").dataset.side = String(used.side);
     $d(".vx-device").dataset.backend = D.backend;
   } catch (err) {
     D.failed = String(err.message || err);

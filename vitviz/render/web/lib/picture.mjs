@@ -104,6 +104,33 @@ export function prepare(rgb, w, h, m) {
   return { rgb: crop, x, H, W };
 }
 
+// ---- the largest short side this device affords (its probe) ----------------------------------------------------
+// A forward's multiply-accumulates for T tokens, m.cost.token·T + m.cost.pair·T² (vitviz.models.device.cost).
+export function forwardMacs(cost, tokens) { return cost.token * tokens + cost.pair * tokens * tokens; }
+
+// The manifest as it would be at another short side (vitviz.models.device.preprocessing: resize = ⌊side / crop_pct⌋).
+export function atSide(m, side) { return { ...m, side, resize: Math.floor(side / m.crop_pct) }; }
+
+// The tokens a w×h picture makes for the model at the manifest's side (its fitted grid and the prefix).
+export function tokensAt(w, h, m) {
+  const f = fitShape(w, h, m);
+  return m.prefix + (f[2] / m.patch) * (f[3] / m.patch);
+}
+
+// The largest short side, from m.side down to m.smallest in whole patches, whose forward here is expected within
+// what it may take: msPerMac (this device's measured milliseconds per multiply-accumulate for this graph) times
+// the side's multiply-accumulates, against three times the server's forward at that side (m.server_ms at m.side,
+// scaled the same way) and never less than floorMs. {side, ms: expected here, allowed} or null when no side is.
+export function largestSide(w, h, m, msPerMac, floorMs) {
+  const asked = forwardMacs(m.cost, tokensAt(w, h, m));
+  for (let s = m.side; s >= m.smallest; s -= m.patch) {
+    const macs = forwardMacs(m.cost, tokensAt(w, h, atSide(m, s))), ms = msPerMac * macs;
+    const allowed = Math.max(3 * (m.server_ms || 0) * macs / asked, floorMs);
+    if (ms <= allowed) return { side: s, ms, allowed };
+  }
+  return null;
+}
+
 // The server's name for a picture's pixels (vitviz.models.runner.image_key: core/digest.content of the (h, w, 3)
 // uint8 bytes and the shape's repr, joined by 0x1f; SHA-256, first 40 hex digits): the page knows one of the
 // shapes model's own scenes without sending it. Async (the browser's SubtleCrypto).
