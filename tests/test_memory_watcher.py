@@ -1,6 +1,7 @@
 """The server's memory watcher (vitviz.app.serving.return_freed_memory) gives freed memory back only when no work is
 running: trimming between a class's requests made every next forward fault in its buffers again. Each check runs
-in a process of its own (the watcher is a daemon thread and changes glibc's settings for the process)."""
+in a process of its own (the watcher is a daemon thread and changes glibc's settings for the process). Slow set: the
+process imports gradio and waits for the watcher (about 7 s)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
