@@ -8,10 +8,12 @@ Markdown, base64url>&step=3`` (one a teacher made or wrote); each step's own lin
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
+import re
 import threading
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from vitviz.app import uploads
 from vitviz.core import owned
@@ -133,9 +135,6 @@ def handout_of(asked: dict) -> dict:
     "notes": [what a step could not have as asked]}``, else ``{"error": why}``. Handouts are printed one at a time
     (:data:`HANDOUTS`); each step's views go through the models' locks and the server's memory budget as any
     request's."""
-    import dataclasses
-    import re
-
     from vitviz.app import files
 
     try:
@@ -153,7 +152,6 @@ def handout_of(asked: dict) -> dict:
             path = uploads.named_file(uploaded[0])
             if path is None:
                 raise ValueError("This server no longer holds the uploaded picture a step shows: upload it again.")
-            from urllib.parse import parse_qsl, urlencode
 
             def own(step: lessons.Step) -> lessons.Step:
                 q = [(k, lessons.OWN if k == "image" and v == uploaded[0] else v)

@@ -146,8 +146,7 @@ def keep_lesson_picture(data_url: str) -> str:
         raise ValueError(f"This lesson's picture is {len(data) / 2**20:.1f} MiB; a lesson carries at most "
                          f"{lesson.MAX_PICTURE_BYTES // 2**20} MiB. Save it smaller and open the lesson again.")
     picture(data_url)  # refused here, with the intake's message, if it cannot or should not be decoded
-    kind = lesson.data_url(data[:16]).split(";", 1)[0].removeprefix("data:image/")  # read from its bytes, not
-    # from the URL's words (a file name must not hold what a request wrote)
+    kind = lesson.picture_kind(data)  # from its bytes, not the URL's words (a file name holds nothing a request wrote)
     path = str(files.outputs().figure(data, suffix=f".{kind}"))
     name = f"upload-{images.fingerprint(data)}"
     _named.put(name, path)

@@ -73,14 +73,17 @@ class Lesson:
         return None if self.picture is None else data_url(self.picture)
 
 
+def picture_kind(picture: bytes) -> str:
+    """A picture file's kind read from its first bytes: "jpeg", "gif", "webp", else "png"."""
+    return ("jpeg" if picture[:2] == b"\xff\xd8" else "gif" if picture[:4] == b"GIF8" else
+            "webp" if picture[:4] == b"RIFF" and picture[8:12] == b"WEBP" else "png")
+
+
 def data_url(picture: bytes) -> str:
-    """A picture file's bytes as a ``data:`` URL naming its kind (PNG, JPEG, GIF or WebP, read from its first
-    bytes)."""
+    """A picture file's bytes as a ``data:`` URL naming its kind (:func:`picture_kind`)."""
     import base64
 
-    kind = ("jpeg" if picture[:2] == b"\xff\xd8" else "gif" if picture[:4] == b"GIF8" else
-            "webp" if picture[:4] == b"RIFF" and picture[8:12] == b"WEBP" else "png")
-    return f"data:image/{kind};base64," + base64.b64encode(picture).decode()
+    return f"data:image/{picture_kind(picture)};base64," + base64.b64encode(picture).decode()
 
 
 def parse(text: str) -> Lesson:

@@ -164,8 +164,9 @@ async function probe(m, sess, ort) {
   let t = performance.now();
   await sess.run(feeds);
   if (D.backend === "webgpu" && !D.warm.has(m.file)) { D.warm.add(m.file); t = performance.now(); await sess.run(feeds); }
-  D.speed.set(m.file, (performance.now() - t) / forwardMacs(m.cost, T));
-  D.probed = { side: pm.side, ms: performance.now() - t };
+  const ms = performance.now() - t;
+  D.speed.set(m.file, ms / forwardMacs(m.cost, T));
+  D.probed = { side: pm.side, ms };
 }
 
 function seconds(ms) { return ms < 10000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`; }
@@ -182,8 +183,8 @@ async function run(file) {
     const t0 = performance.now(), sess = await session(m), loaded = performance.now(), ort = await runtime();
     // the side: the one asked, or the largest this device affords (measured first when it has not run this graph)
     let used = m, afford = null;
-    const askedMacs = forwardMacs(m.cost || { token: 0, pair: 0 }, tokensAt(pic.w, pic.h, m));
     if (!IN_CLASSIFY && m.cost && m.side > PROBE_SIDE && window.vitvizDeviceProbe !== false) {  // (a benchmark's off)
+      const askedMacs = forwardMacs(m.cost, tokensAt(pic.w, pic.h, m));
       if (!D.speed.has(m.file)) { say(`measuring this device with a blank ${PROBE_SIDE}-px picture…`); await probe(m, sess, ort); }
       afford = largestSide(pic.w, pic.h, m, D.speed.get(m.file), SLOWER_MS);
       if (afford) afford.askedMs = D.speed.get(m.file) * askedMacs;  // what the side asked would take here
