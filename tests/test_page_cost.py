@@ -129,7 +129,7 @@ def test_the_page_as_built_says_what_a_load_would_and_a_load_changes_only_what_c
 
     request = gr.Request(request=Request({"type": "http", "method": "GET", "path": "/", "headers": [],
                                           "query_string": b"tab=classify"}))
-    out = load.fn(request)
+    out = load.fn({c: "" for c in load.inputs}, request)
     dropdowns = [c for c, v in out.items() if isinstance(v, gr.Dropdown)]
     notes = [c for c in out if (getattr(c, "elem_id", None) or "").endswith("photos-note")]
     assert dropdowns == [] and notes == [] and out, out
@@ -137,7 +137,7 @@ def test_the_page_as_built_says_what_a_load_would_and_a_load_changes_only_what_c
     assert any(not ok for ok in available.values())  # offline here: the photos' models need a download
     made = serving.PageCache.made
     monkeypatch.setattr(models, "available_now", lambda: {k: True for k in available})
-    out = load.fn(request)
+    out = load.fn({c: "" for c in load.inputs}, request)
     assert any(isinstance(v, gr.Dropdown) for v in out.values()) and serving.PageCache.made == made + 1
     assert all("needs download" not in str(choice) for c in demo.blocks.values() if isinstance(c, gr.Dropdown)
                for choice in (c.choices or []))

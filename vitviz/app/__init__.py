@@ -50,7 +50,9 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
     plotting.gate_drawing(budget.reserve)  # the server's figures share its memory budget (a notebook's do not)
     # gradio removes the files it made for this app 10 minutes after their last use, every 5 minutes; a picture an
     # open page uses is kept alive (vitviz.app.files), and this server's own outputs are swept by it.
-    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, files.PICTURE_SECONDS)) as demo:
+    # (the API's endpoints are made last, at the page's root: serving.endpoints_last says why)
+    with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, files.PICTURE_SECONDS)) as demo, \
+            serving.endpoints_last():
         with gr.Row():
             with gr.Column(scale=5, min_width=300):
                 gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
@@ -87,15 +89,19 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
 
         # The page opens as its link says: in the browser when the link asks only for what the browser can set
         # (page.js, vitvizLink.open: the device link), else the server's opener, through a hidden button (also
-        # when the page's script is not there yet).
+        # when the page's script is not there yet), while the page selects the link's tab by its button. (The
+        # tabs are no answer's output: gradio then refreshes every component inside them at every later status
+        # message of every event, which made each step of the tour ~0.5 s slower.)
         carriers = [t.form.carrier for t in tabs.values() if t.form.carrier is not None]
         here = [tabs["attention"].form[f] for f in links.HERE]
         demo.load(None, carriers, [tab_set, projector, contrast, *here, page["device"]] + carriers,
                   js=f"(...held) => window.vitvizLink ? window.vitvizLink.open(held.slice(0, {len(carriers)})) "
-                     f": (document.getElementById('page-open')?.click(), [])")
+                     f": (document.getElementById('page-open')?.click(), document.querySelector('[role=tab][data-tab-id='"
+                     f" + JSON.stringify(new URLSearchParams(location.search).get('tab') || '') + ']')?.click(), [])")
         open_here = gr.Button("Open the link", visible="hidden", elem_id="page-open")
-        loaded = open_here.click(links.opener(tabs, page, relabel), None, links.outputs(tabs, page),
-                                 api_visibility="private")
+        loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
+                                 links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
+                                 api_visibility="private")  # last: a link opened while the page still opens
         tabs["positions"].open_on_load(loaded, opened)
         for tab in tabs.values():
             tab.opens(models.available_now, opened)

@@ -184,7 +184,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     tab.download(A, dl_button, dl_file, **MODEL)
     # compute on this device: the manifest of the chosen model (its graph made on first use, through the queue like
     # every piece of work), whenever the switch, the model or the short side changes
-    manifest = by_component([on_device] + inputs, lambda *args: _device_manifest(form, *args), "device_model",
+    manifest = by_component([on_device] + inputs, lambda *args: _device_manifest(form, *args), "attention_device_model",
                             progress=True)
     on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
     on([on_device.change, model.change, side.release], None, [on_device, model, side], None,

@@ -103,9 +103,11 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
     built = {"available": models.available_now()}
     opened_pages: LRU[bool] = LRU(OPENED_PAGES, size=None, pool=None)  # sessions whose page was opened here
 
-    def on_load(request: gr.Request) -> dict:
-        """Only the open tab gets its picture now (which starts its work); the others get theirs when first
-        opened. On a page's first load only what the link sets (and the model lists' labels) is returned; the rest
+    def on_load(shown: dict, request: gr.Request) -> dict:
+        """``shown``: gradio's dictionary of :func:`inputs`, the link's name of the picture each tab with one
+        shows now (empty before any). Only the open tab gets its picture now (which starts its work), and only when it shows
+        another one (the same picture sent again would start the tab's work again for nothing); the others get
+        theirs when first opened. On a page's first load only what the link sets (and the model lists' labels) is returned; the rest
         keeps its value as built. A link opened again within the same page (a lesson's Back and Next, the browser's
         history: page.js moves the address, then asks here) also sets every setting the link leaves out back to its
         default, so a step shows what its link says whatever the step before it set."""
@@ -173,10 +175,15 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                         f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, "
                         "so it opens on an example instead: upload the picture again to see it. Every other "
                         "setting in the link is restored.")
+            on_screen = shown.get(tabs[tab].key) or ""
+            name = uploads.link_name(out[picture])
+            if on_screen and name == on_screen:
+                del out[picture]  # the tab shows this picture already
+            else:  # an example or a picture this server holds (checked when it came): its name given at once
+                # starts the tab's answer now, not after the picture's check (one event less on the way)
+                out[tabs[tab].key] = name
         if said:
             out[page["notice"]] = gr.Markdown(folded("\n\n".join(said)), visible=True)
-        if "tab" in q:
-            out[page["tabs"]] = gr.Tabs(selected=tab)
         if q.get("lesson"):
             out[page["lesson"]] = gr.HTML(lessons.bar(q), visible=True)
         elif again:  # a lesson left within the page
@@ -201,11 +208,18 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
     return on_load
 
 
+def inputs(tabs: dict[str, Tab]) -> set:
+    """What :func:`opener`'s callback reads (gradio's dictionary form): the link's name of the picture each tab
+    with one shows (its hidden ``<tab>-image-key`` box, which follows its picture)."""
+    return {t.key for t in tabs.values() if t.key is not None}
+
+
 def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
     """Every component :func:`opener` may set."""
-    comps = [page[k] for k in ("tabs", "projector", "contrast", "notice", "lesson", "registers", "registers_note",
+    comps = [page[k] for k in ("projector", "contrast", "notice", "lesson", "registers", "registers_note",
                                *DEVICE_TABS.values(), "opened")]
     for tab in tabs.values():
         comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []
         comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])
+        comps += [tab.key] if tab.key is not None else []
     return list(dict.fromkeys(comps))

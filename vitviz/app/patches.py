@@ -8,16 +8,8 @@ from vitviz.app import uploads
 from vitviz.app.components import Form, browser_view, download_row, examples, explain, figure, figure_value
 from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab, layout
-from vitviz.render import browser
 from vitviz.specs import views as declared
 from vitviz.views import patches as patches_view
-
-
-def inspector(picture, values: dict) -> dict:
-    """What the patch inspector draws in the browser: the fitted picture and the projection, sent once."""
-    fitted, _ = patches_view.fitted_for(uploads.picture(picture), values)
-    weight, bias = patches_view.projection(fitted.patch)
-    return browser.patches_payload(fitted, weight.numpy(), bias.numpy())
 
 
 @layout("patches")
@@ -45,7 +37,8 @@ def build(gr_tab: gr.Tab) -> Tab:
             inspector_view = browser_view("patches", "patch-inspector", "patch inspector: point at a patch or use the "
                                           "arrow keys")
             equivalence = gr.Markdown()
-            with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False) as vec_box:
+            with gr.Accordion("The clicked patch, drawn on the server (to download)", open=False,
+                              elem_id="patch-vectors-box") as vec_box:
                 vectors = figure("patch-vectors", "The clicked patch (the centre one until you click the grid)")
                 clicked, vec_open = gr.State(None), gr.State(False)
             costs = gr.Markdown(elem_classes="vx-table", elem_id="cost-table")
@@ -83,9 +76,11 @@ def build(gr_tab: gr.Tab) -> Tab:
 
     # the page's events: the main answer, then what reads the answer on screen (main.last) and nothing else, so
     # a refused setting (which leaves the answer as it was) leaves them as they were too
+    # (the patch inspector's data, drawn in the browser, comes with the answer: one event, not a follow-up)
     main = tab.event(declared.PATCHES, lambda sh: (tab.note_text(sh), sh.texts["summary"], sh.figures["grid"],
-                                               sh.texts["equivalence"], sh.texts["costs"], sh.figures["costs"], None),
-                     [note, summary, grid, equivalence, costs, chart, clicked])
+                                               sh.texts["equivalence"], sh.texts["costs"], sh.figures["costs"], None,
+                                               sh.data["inspector"]),
+                     [note, summary, grid, equivalence, costs, chart, clicked, inspector_view])
 
     def opened(last, clicked_at, is_open):
         """The clicked patch's figure while its accordion is open: the last clicked patch, or the centre one, so
@@ -106,9 +101,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     shown = on(tab.answer_triggers([go.click] + [form[f].change for f in (declared.PATCH, declared.POLICY, declared.MODEL_SIZE)]
                                    + [form[declared.RESOLUTION].release]),
                main, main.inputs, main.outputs, trigger_mode="always_last")
-    on(shown.success, tab.follow(inspector, main, declared.PATCHES), main.last, inspector_view).then(
-        None, None, None, js=tab.reveal("#patch-summary"))
-    on(shown.success, show_clicked, [main.last, clicked, vec_open], vectors)  # a new picture: its centre patch
+    shown.then(None, None, None, js=tab.reveal("#patch-summary"))
+    # a new picture: its centre patch, asked of the server only while its panel is open (a closed one sends nothing)
+    tab.while_open("patch-vectors-box", [shown.success], show_clicked, [main.last, clicked, vec_open], vectors)
 
     def click(last, evt: gr.SelectData) -> tuple:
         def draw(picture, values):

@@ -9,6 +9,8 @@ the settings actually used and why any differ. The page's own events are private
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import gc
 import inspect
@@ -487,10 +489,33 @@ def signature(view: View) -> inspect.Signature:
     return inspect.Signature(params, return_annotation=dict)
 
 
+_LATER: contextvars.ContextVar[list | None] = contextvars.ContextVar("vitviz_endpoints_later", default=None)
+
+
+@contextlib.contextmanager
+def endpoints_last():
+    """The endpoints registered inside are made when it ends, where it ends (the page's root, after everything
+    else). gradio puts an endpoint's typed parameters (232 of them) in the page's layout where the endpoint is made,
+    and the page looks every component an event updates up in that layout from its top: inside the tabs, they
+    would lengthen every look-up of the components after them."""
+    later: list = []
+    token = _LATER.set(later)
+    try:
+        yield
+    finally:
+        _LATER.reset(token)
+    for make in later:
+        make()
+
+
 def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | None = None, doc: str = "",
              runs_model: bool = True) -> None:
     """Register ``/<name or view.name>``: ``respond(picture as sent, checked settings)`` behind the view's typed
-    signature; ValueErrors become messages."""
+    signature; ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
+    later = _LATER.get()
+    if later is not None:
+        later.append(functools.partial(endpoint, view, respond, name=name, doc=doc, runs_model=runs_model))
+        return
     sig = signature(view)
     sig = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])

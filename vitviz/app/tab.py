@@ -292,14 +292,26 @@ class Tab:
         box.expand(lambda: True, None, is_open, queue=False, api_visibility="private").then(
             event, event.inputs, event.outputs, api_visibility="private", preprocess=False, **kwargs)
         box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
-        if triggers:  # asked of the server only while the section is open: a closed one sends nothing. (A relay
-            # through gradio's documented js_on_load trigger() instead of this hidden button broke the explorer's
-            # recovery after a server restart: tests/test_browser_restart.py.)
-            refresh = gr.Button(f"Refresh {view.name}", visible="hidden", elem_id=f"{box.elem_id}-refresh")
-            on(refresh.click, event, event.inputs, event.outputs, **kwargs)
-            on(triggers, None, None, None, api_visibility="private",
-               js=f"() => {{ if (document.querySelector('#{box.elem_id} > .label-wrap.open')) "
-                  f"document.getElementById('{box.elem_id}-refresh')?.click(); return []; }}")
+        if triggers:
+            self.while_open(box.elem_id, triggers, event, event.inputs, event.outputs, **kwargs)
+
+    @staticmethod
+    def while_open(box_id: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, name: str = "refresh",
+                   **kwargs: Any) -> None:
+        """``fn`` asked of the server when one of ``triggers`` fires, only while the accordion ``#box_id`` is open:
+        a closed one sends nothing (each event sent costs the page in proportion to its components). The relay is
+        a hidden button (``<box_id>-<name>``) pressed by a script-only event. (gradio's documented js_on_load
+        trigger() instead broke the explorer's recovery after a server restart: tests/test_browser_restart.py.)"""
+        button = f"{box_id}-{name}"
+        refresh = gr.Button(f"Refresh {box_id}", visible="hidden", elem_id=button)
+        on(refresh.click, fn, inputs, outputs, **kwargs)
+        js = (f"() => {{ if (document.querySelector('#{box_id} > .label-wrap.open')) "
+              f"document.getElementById('{button}')?.click(); return []; }}")
+        events = [t for t in triggers if hasattr(t, "has_trigger")]  # a component's event (else an event's
+        if events:  # .success or .then, which is called)
+            on(events, None, None, None, api_visibility="private", js=js)
+        for after in (t for t in triggers if not hasattr(t, "has_trigger")):
+            after(None, None, None, js=js)
 
     def finish(self) -> None:
         """What every tab ends with, from the records of its views (:data:`vitviz.views.RECORDS`): a panel of its
@@ -452,18 +464,21 @@ class Tab:
     def opens(self, models_available: Callable[[], dict], opened: gr.State) -> None:
         """Opening the tab shows it computed: its example when it has no picture yet, or its view (no picture).
 
-        A tab with a picture is decided in the browser first (``page.js``, ``vitvizLink.selected``): gradio's own
-        select of the first tab as a page mounts (when the link opens another tab) and the Attention tab of a
-        device page ask the server nothing; otherwise its hidden button asks the server, which decides again
-        (``opened`` is still empty before the page's load event has read the link).
+        Decided in the browser first (``page.js``, ``vitvizLink.selected``): gradio's own select of the first tab
+        as a page mounts (when the link opens another tab), the tab the page selects for a link it opens (the
+        server's opener shows it) and the Attention tab of a device page ask the server nothing; otherwise the
+        tab's hidden button asks the server, which decides again for a tab with a picture (``opened`` is still
+        empty before the page's load event has read the link).
         """
         press = None
         if self.src is not None:
             press = gr.Button(f"Open {self.name}", visible="hidden", elem_id=f"{self.name}-open")
             on(press.click, self.opener(models_available), [self.src, opened], self.src, queue=False)
-        elif self.on_open is not None:
+        elif self.on_open is not None:  # asked through the page too: a tab the link's opening selects is shown
+            # by the opener's event (:meth:`open_on_load`), not once more here
             fn, inputs, outputs = self.on_open
-            on(self.gr_tab.select, fn, inputs, outputs, trigger_mode="always_last")
+            press = gr.Button(f"Open {self.name}", visible="hidden", elem_id=f"{self.name}-open")
+            on(press.click, fn, inputs, outputs, trigger_mode="always_last")
         target = f"{self.name}-open" if press is not None else None
         self.gr_tab.select(None, None, None,
                            js=f"() => window.vitvizLink?.selected({json.dumps(self.name)}, {json.dumps(target)})")

@@ -14,7 +14,7 @@ from vitviz.core.images import Fitted
 from vitviz.core.posembed import similarity
 from vitviz.models import budget
 from vitviz.models import cache as models
-from vitviz.render import plotting
+from vitviz.render import browser, plotting
 from vitviz.specs import registry
 from vitviz.specs.state import Settled, settle
 from vitviz.specs import views as declared
@@ -241,8 +241,10 @@ def show_patches(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     size = registry.VIT_SIZES[values["model_size"]]
     numbers = {"input": fitted.note, **patches.token_counts(h, w, fitted.patch, size.heads, size.depth),
                "macs": patches.vit_macs(size, fitted.patch, h, w)}
+    weight, bias = projection(fitted.patch)
     return Shown({"grid": v.grid, "costs": v.cost_chart}, {"summary": v.summary, "costs": v.costs,
-                                                           "equivalence": v.equivalence}, numbers, s)
+                                                           "equivalence": v.equivalence}, numbers, s,
+                 data={"inspector": browser.patches_payload(fitted, weight.numpy(), bias.numpy())})
 
 
 @record(declared.TOY, tab="patches", runs_model=False)

@@ -92,7 +92,7 @@
     const q = new URL(window.location.href).searchParams;
     const here = q.get("tab") === "attention" && q.get("device") === "1"
       && [...q.keys()].every((k) => HERE.includes(k) || whole(k, q.get(k)) !== null);
-    if (!here) { document.getElementById("page-open")?.click(); return []; }
+    if (!here) { document.getElementById("page-open")?.click(); link.choose(link.opening); return []; }
     return [{ __type__: "update", selected: "attention" }, q.get("projector") === "1" || undefined,
       q.get("contrast") === "1" || undefined, ...Object.keys(SETTINGS).map((k) => whole(k, q.get(k)) ?? undefined),
       true, ...held];
@@ -106,7 +106,27 @@
     document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = performance.now(); }, true);
   }
   link.opening = link.get("tab") || "patches";
+  let choosing = { name: null, at: -1e9 };  // the tab this script selected (its button), and when
+  link.choose = (name) => {  // the link's tab shown: its button pressed as a person would (the server's opener
+    // sets the tab's picture and settings; gradio's tab set from an answer would make every later answer's status
+    // refresh every component inside the tabs)
+    const started = performance.now();
+    const press = () => {
+      const b = document.querySelector(`[role=tab][data-tab-id="${name}"]`);
+      if (!b) { if (performance.now() - started < 30000) setTimeout(press, 50); return; }
+      if (b.getAttribute("aria-selected") === "true") return;
+      choosing = { name, at: performance.now() };
+      b.click();
+    };
+    press();
+  };
   link.selected = (name, press) => {
+    if (choosing.name === name && performance.now() - choosing.at < 2000) {  // selected by link.choose
+      choosing = { name: null, at: -1e9 };
+      link.opening = name;
+      link.tab(name);
+      return;  // the server's opener gives it its picture
+    }
     if (name !== link.opening && performance.now() - touched > 2000) return;
     link.opening = name;
     link.tab(name);
@@ -131,6 +151,7 @@
     readLink();
     link.opening = link.get("tab") || "patches";
     document.getElementById("page-open")?.click();
+    link.choose(link.opening);
     if (!openSection()) window.scrollTo({ top: 0, behavior: "instant" });
   };
   link.go = (to) => {

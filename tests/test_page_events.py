@@ -1,0 +1,68 @@
+"""What a step of a lesson costs the page: which events the page's opener starts and what they touch (issue 43.2).
+
+gradio's page refreshes, at every status message of every event, each component that has ever been an output of an
+event, and everything inside it: a container among the outputs makes every later event pay for the whole page.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+
+def _layout_children(config: dict) -> dict[int, int]:
+    """Each component's number of children in the page's layout."""
+    counts: dict[int, int] = {}
+
+    def walk(node: dict) -> None:
+        counts[node["id"]] = len(node.get("children") or [])
+        for child in node.get("children") or []:
+            walk(child)
+
+    walk(config["layout"])
+    return counts
+
+
+def test_no_event_that_reaches_the_server_has_a_container_among_its_outputs(served):
+    demo, _ = served
+    config = demo.get_config_file()
+    children = _layout_children(config)
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    found = [(d.get("api_name"), kinds[o]) for d in config["dependencies"] if d.get("backend_fn")
+             for o in d["outputs"] if children.get(o)]
+    assert found == []
+    # the check sees a container: the tabs, what the opener set before (with 600+ components inside)
+    tabs = next(c["id"] for c in config["components"] if c["type"] == "tabs")
+    assert children[tabs] >= 6
+
+
+def _opener(demo):
+    fns = [f for f in demo.fns.values() if getattr(f, "name", "") == "on_load"]
+    assert len(fns) == 1
+    return fns[0]
+
+
+def _open(opener, query: dict, shows: dict[str, str], session: str) -> dict:
+    """The opener's answer for a page at ``?query`` whose tabs show the pictures ``shows`` (tab -> link name)."""
+    keys = {c: shows.get(c.elem_id.removesuffix("-image-key"), "") for c in opener.inputs}
+    return opener.fn(keys, types.SimpleNamespace(query_params=query, session_hash=session))
+
+
+@pytest.mark.parametrize("tab", ["patches", "attention", "classify"])
+def test_the_opener_sends_a_picture_once_and_names_it_at_once(served, tab):
+    demo, _ = served
+    opener = _opener(demo)
+    query = {"tab": tab, "image": "scene_star"}
+    first = _open(opener, query, {}, f"page-{tab}")
+    pictures = [v for k, v in first.items() if type(k).__name__ == "Image"]
+    named = {k.elem_id: v for k, v in first.items() if getattr(k, "elem_id", "") == f"{tab}-image-key"}
+    assert len(pictures) == 1 and str(pictures[0]).endswith("scene_star.png")
+    assert named == {f"{tab}-image-key": "scene_star"}  # the tab's answer starts from the name, not after a check
+    # the same link opened again within the page, the tab showing that picture: no picture, no name sent again
+    again = _open(opener, query, {tab: "scene_star"}, f"page-{tab}")
+    assert not [k for k in again if type(k).__name__ == "Image" or getattr(k, "elem_id", "") == f"{tab}-image-key"]
+    # another picture asked: it is sent, and named
+    other = _open(opener, {"tab": tab, "image": "scene_ring"}, {tab: "scene_star"}, f"page-{tab}")
+    assert [str(v).endswith("scene_ring.png") for k, v in other.items() if type(k).__name__ == "Image"] == [True]
+    assert [v for k, v in other.items() if getattr(k, "elem_id", "") == f"{tab}-image-key"] == ["scene_ring"]
