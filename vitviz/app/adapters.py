@@ -1,5 +1,5 @@
 """Where vitviz needs something gradio has no public hook for: each adapter small, in this one module, and tested
-against the pinned gradio (``tests/test_adapters.py`` fails loudly when gradio changes what it relies on).
+by what it does (``tests/test_adapters.py`` and ``tests/test_files.py`` fail when gradio changes what it relies on).
 
 **Per-session copies of the API's values.** gradio keeps, for every session, the last value of every input and
 output of every event (its copy of the page's configuration, for deep links), until the session is evicted
@@ -25,10 +25,6 @@ from __future__ import annotations
 
 import inspect
 from typing import Any, Callable
-
-GRADIO = "6.31.0"
-"""The gradio version these adapters are written and tested against."""
-
 
 def typed(body: Callable[..., Any], sig: inspect.Signature, name: str, doc: str) -> Callable[..., Any]:
     """``body(**arguments)`` as a function whose signature (names, defaults, type hints, gradio's special
