@@ -141,3 +141,35 @@ def test_the_short_side_shows_the_size_actually_used_and_says_why(browser, app_u
     # The line beside the control (the answer's notes say it again once the analysis is shown).
     sync_api.expect(panel.locator(".info-text", has_text="runs at 64 px only")).to_be_visible()
     ctx.close()
+
+
+def test_the_page_holds_one_state_and_the_address_is_written_from_it(browser, app_url):
+    """The page's state (page.js, lib/address.mjs) holds every tab's settings and picture; the address shows the open
+    tab's, written from the state; a link opened within the page is read into the state once."""
+    ctx, page = open_tab(browser, app_url, "patches", query="image=scene_star&patch=8")
+    try:
+        def state() -> dict:
+            return page.evaluate("() => window.vitvizLink.state()")
+
+        def address() -> dict:
+            return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+        s = state()
+        assert s["tab"] == "patches" and s["settings"].get("patch") == "8" and s["images"]["patches"] == "scene_star"
+        page.locator("button[role=tab]", has_text="Forward pass").click()
+        page.wait_for_function("() => new URL(location.href).searchParams.get('tab') === 'forward'", timeout=60_000)
+        idle(page)
+        s, a = state(), address()
+        assert s["tab"] == "forward" and s["settings"].get("patch") == "8"  # held while another tab is open
+        assert "patch" not in a and a["tab"] == "forward" and a.get("image") == s["images"].get("forward")
+        page.evaluate("() => window.vitvizLink.go('?tab=patches&image=scene_ring')")  # a link within the page
+        page.wait_for_function("() => window.vitvizLink.state().images.patches === 'scene_ring'", timeout=60_000)
+        s, a = state(), address()
+        assert s["tab"] == "patches" and "patch" not in s["settings"]  # read from the link: the default
+        assert a == {"tab": "patches", "image": "scene_ring"}
+        page.go_back()  # the browser's history: the state is read again from the address it returns to
+        page.wait_for_function("() => window.vitvizLink.state().tab === 'forward'", timeout=60_000)
+        s, a = state(), address()  # what that address held: the forward tab's (the address shows the open tab's)
+        assert a["tab"] == "forward" and "patch" not in s["settings"] and s["images"].get("forward") == a.get("image")
+    finally:
+        ctx.close()

@@ -221,10 +221,22 @@ def lessons() -> dict:
     return {"cases": cases, "own": lesson.OWN}
 
 
+def addresses() -> dict:
+    """The link keys of every setting and their tab (what the server gives page.js), and the tour's step links:
+    the page's address twin (lib/address.mjs) must read each into its state and write it back with the same
+    parameters, which the server's opener then reads as it reads the link."""
+    from vitviz.app.links import tab_keys
+    from vitviz.tools import lesson
+
+    tour = lesson.tour()
+    links = [s.link + f"&lesson=tour&step={i}" for i, s in enumerate(tour.steps, 1)]
+    return {"tab_keys": tab_keys(), "links": links}
+
+
 def write(path: Path) -> None:
     """Every section, as one JSON file."""
     sections = {f.__name__: f() for f in (numbers, halves, colours, mass_masks, query_rows, head_traces, logits,
-                                          pictures, lessons)}
+                                          pictures, lessons, addresses)}
     path.write_text(json.dumps(sections))
 
 

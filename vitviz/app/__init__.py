@@ -69,14 +69,14 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         lesson_bar = gr.HTML(visible=False, elem_id="lesson-box")  # a lesson's caption and Back / Next
         tabs: dict[str, Tab] = {}
         layouts = tab_layouts()
-        with gr.Tabs(overflow_behavior="wrap") as tab_set:
+        with gr.Tabs(overflow_behavior="wrap"):  # selected by the page (page.js, vitvizLink.choose)
             for spec in declared_tabs.TABS.values():  # each declared tab, laid out by its module's @layout
                 with gr.Tab(spec.title, id=spec.id) as t:
                     tabs[spec.id] = layouts[spec.id](t)
         with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
             lessons.maker()
         opened = gr.State()
-        page = {"tabs": tab_set, "projector": projector, "contrast": contrast, "notice": link_notice,
+        page = {"projector": projector, "contrast": contrast, "notice": link_notice,
                 "opened": opened, "lesson": lesson_bar}
         page |= {k: c for t in tabs.values() for k, c in t.extras.items() if k != "photos_note"}  # each tab's own
         links.label_page(tabs, page)
@@ -94,7 +94,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         # message of every event, which made each step of the tour ~0.5 s slower.)
         carriers = [t.form.carrier for t in tabs.values() if t.form.carrier is not None]
         here = [tabs["attention"].form[f] for f in links.HERE]
-        demo.load(None, carriers, [tab_set, projector, contrast, *here, page["device"]] + carriers,
+        demo.load(None, carriers, [projector, contrast, *here, page["device"]] + carriers,
                   js=f"(...held) => window.vitvizLink ? window.vitvizLink.open(held.slice(0, {len(carriers)})) "
                      f": (document.getElementById('page-open')?.click(), document.querySelector('[role=tab][data-tab-id='"
                      f" + JSON.stringify(new URLSearchParams(location.search).get('tab') || '') + ']')?.click(), [])")

@@ -40,14 +40,20 @@ DEVICE_TABS = {t.id: t.device for t in declared_tabs.TABS.values() if t.device}
 
 
 def page_script() -> str:
-    """The page's script (render/web/page.js) with the tab each link key belongs to (the address shows the open
-    tab's settings only, and every tab's again when it is opened) and the ranges of :data:`HERE`."""
-    from vitviz.app.components import WEB
+    """The page's script (``launch(js=...)``): one function whose body is the library's modules (``render/web/lib``,
+    among them the page's state and its address), the tab each link key belongs to (the address shows the open
+    tab's settings only, and every tab's again when it is opened), the ranges of :data:`HERE`, then
+    ``render/web/page.js``."""
+    from vitviz.render import web
 
-    tabs = {f.link: r.tab for r in views.RECORDS.values() for f in r.view.settings() if f.link}
     here = {f.link: {"lo": f.lo, "hi": f.hi} for f in HERE}
-    return ((WEB / "page.js").read_text().replace("/*TAB-KEYS*/{}", json.dumps(tabs, sort_keys=True))
-            .replace("/*HERE-SETTINGS*/{}", json.dumps(here)))
+    return (f"() => {{\n{web.library()}\n  const TAB_KEYS = {json.dumps(tab_keys(), sort_keys=True)};\n"
+            f"  const SETTINGS = {json.dumps(here)};\n{(web.WEB / 'page.js').read_text()}}}\n")
+
+
+def tab_keys() -> dict[str, str]:
+    """Each declared setting's link key and the tab it belongs to (the page's address shows the open tab's)."""
+    return {f.link: r.tab for r in views.RECORDS.values() for f in r.view.settings() if f.link}
 
 
 def model_choices(field) -> list[tuple[str, str]]:

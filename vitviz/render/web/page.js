@@ -1,43 +1,46 @@
-// vitviz page script (given to launch(js=...)): the permalink helpers and projector mode. Light mode needs no
-// reload: the theme's dark palette is the light one (the theme made light-only on the server), and the class is dropped here too.
-() => {
-  const TAB_KEYS = /*TAB-KEYS*/{};  // each setting's link key -> its tab (filled in by the server)
-  const held = {};  // every tab's settings, by link key (the address shows the open tab's)
+// vitviz page script (given to launch(js=...) as one function's body): the page's one state, its address, and
+// projector mode. The server puts before it the library's modules (lib/address.mjs: the state and its address) and
+// two constants: TAB_KEYS (each setting's link key -> its tab) and SETTINGS (the device link's settings set here:
+// link key -> range). Light mode needs no reload: the theme's dark palette is the light one (the theme made
+// light-only on the server), and the class is dropped here too.
+//
+// The page's state lives in `state` (lib/address.mjs says what it holds: the tab, each tab's picture, every tab's
+// settings by link key, the open section, the lesson and its step, projector, contrast, device). Every change goes
+// through it and the address is written from it; it is read from the address once when the page opens, and when a
+// link of this page is opened within it. The server's opener reads the same address.
+  let state = readAddress(window.location.search, TAB_KEYS);
+  const write = () => {  // the address follows the state (this history entry replaced, none added)
+    const url = new URL(window.location.href);
+    url.search = addressOf(state, TAB_KEYS, url.search);
+    if (url.href !== window.location.href) history.replaceState(history.state, "", url.href);
+  };
+  const change = (patch) => { state = { ...state, ...patch }; write(); };
+  const MODES = ["projector", "contrast", "device"];
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
-    set(values) {
-      const url = new URL(window.location.href);
-      for (const [k, v] of Object.entries(values)) v === null || v === undefined || v === "" ? url.searchParams.delete(k) : url.searchParams.set(k, v);
-      if (url.href !== window.location.href) history.replaceState(history.state, "", url.href);
-    },
-    show() {  // the address holds the open tab's settings only (and the page's own: tab, picture, modes)
-      const open = link.get("tab") || "patches", values = {};
-      for (const [key, tab] of Object.entries(TAB_KEYS)) values[key] = tab === open && key in held ? held[key] : null;
-      link.set(values);
+    state: () => state,  // the page's state, as it is now
+    set(values) {  // the page's own keys (the device switch's, say): {key: text or null}
+      const patch = {};
+      for (const [k, v] of Object.entries(values)) patch[k] = MODES.includes(k) ? v === "1" || v === true : v || null;
+      change(patch);
     },
     projector(on) {  // large page text (theme.css's body.vx-projector rules); remembered in the link
       document.body.classList.toggle("vx-projector", !!on);
-      link.set({ projector: on ? "1" : null });
+      change({ projector: !!on });
     },
     setting(key, value, fallback) {  // one declared setting: left out of the link while it is the default
-      const text = value === null || value === undefined ? "" : typeof value === "boolean" ? (value ? "1" : "0")
-        : Array.isArray(value) ? value.join(",") : String(value);
-      if (text === String(fallback ?? "") || text === "") delete held[key]; else held[key] = text;
-      link.show();
+      change({ settings: withSetting(state.settings, key, value, fallback) });
     },
     settings(fields, values) {  // several, as vitviz/render/browser.py describes them (link key, default, words)
       const word = (f, v) => (Object.entries(f.words || {}).find(([, x]) => x === v) || [v])[0];
+      let settings = state.settings;
       for (const [name, f] of Object.entries(fields)) {
-        if (f.link && name in values) link.setting(f.link, word(f, values[name]), word(f, f.default));
+        if (f.link && name in values) settings = withSetting(settings, f.link, word(f, values[name]), word(f, f.default));
       }
+      change({ settings });
     },
-    images: {},  // tab -> image key ("cat" for an example, "upload-<hash>" for an upload)
-    image(tab, key) { link.images[tab] = key || null; if (link.get("tab") === tab) link.set({ image: key || null }); },
-    tab(name) {  // the address already naming this tab (a link being opened) keeps its picture until it is shown
-      const here = name === link.get("tab");
-      if (!here) link.set({ open: null });  // a section of the tab left behind
-      link.set({ tab: name, image: here ? link.get("image") : link.images[name] || null }); link.show();
-    },
+    image(tab, key) { change({ images: { ...state.images, [tab]: key || null } }); },  // "cat", "upload-<hash>"
+    tab(name) { state = withTab(state, name); write(); },  // its picture and settings shown; a section left closes
     section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
       const started = performance.now();
       const tryOpen = () => {
@@ -65,8 +68,9 @@
     restore(text) {  // settings set back by the server (a refused value): {"keys": {link key: text or null}}
       let got = {};
       try { got = JSON.parse(text || "{}").keys || {}; } catch (e) { return; }
-      for (const [key, value] of Object.entries(got)) { if (value === null) delete held[key]; else held[key] = String(value); }
-      link.show();
+      const settings = { ...state.settings };
+      for (const [key, value] of Object.entries(got)) { if (value === null) delete settings[key]; else settings[key] = String(value); }
+      change({ settings });
     },
     reveal(selector) {  // on a narrow screen, bring a result into view after the control that asked for it
       if (window.innerWidth > 760) return;
@@ -76,14 +80,13 @@
   };
   link.contrast = (on) => {  // high contrast for washed-out projectors (theme.css's body.vx-contrast rules)
     document.body.classList.toggle("vx-contrast", !!on);
-    link.set({ contrast: on ? "1" : null });
+    change({ contrast: !!on });
   };
   // Opening the page as its link says. A device link (the Attention tab computed on this device, perhaps with
   // projector or contrast) is opened here and the server hears nothing; any other link goes to the server's opener
   // (its hidden button). `held`: the browser views' settings carriers as built, set back as the server's opener
   // sets them on every load (links.opener says why).
   const HERE = ["tab", "device", "projector", "contrast"];
-  const SETTINGS = /*HERE-SETTINGS*/{};  // the device link's settings set here: link key -> range (from the server)
   const whole = (key, text) => {  // a whole number in range, read as the server reads it; else null (the server's)
     const r = SETTINGS[key];
     return r && /^[0-9]{1,6}$/.test(text) && Number(text) >= r.lo && Number(text) <= r.hi ? Number(text) : null;
@@ -93,7 +96,8 @@
     const here = q.get("tab") === "attention" && q.get("device") === "1"
       && [...q.keys()].every((k) => HERE.includes(k) || whole(k, q.get(k)) !== null);
     if (!here) { document.getElementById("page-open")?.click(); link.choose(link.opening); return []; }
-    return [{ __type__: "update", selected: "attention" }, q.get("projector") === "1" || undefined,
+    link.choose("attention");
+    return [q.get("projector") === "1" || undefined,
       q.get("contrast") === "1" || undefined, ...Object.keys(SETTINGS).map((k) => whole(k, q.get(k)) ?? undefined),
       true, ...held];
   };
@@ -105,7 +109,7 @@
   for (const kind of ["pointerdown", "keydown"]) {
     document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = performance.now(); }, true);
   }
-  link.opening = link.get("tab") || "patches";
+  link.opening = state.tab || FIRST_TAB;
   let choosing = { name: null, at: -1e9 };  // the tab this script selected (its button), and when
   link.choose = (name) => {  // the link's tab shown: its button pressed as a person would (the server's opener
     // sets the tab's picture and settings; gradio's tab set from an answer would make every later answer's status
@@ -130,16 +134,16 @@
     if (name !== link.opening && performance.now() - touched > 2000) return;
     link.opening = name;
     link.tab(name);
-    if (press && !(["attention", "classify"].includes(name) && link.get("device") === "1")) document.getElementById(press)?.click();
+    if (press && !(["attention", "classify"].includes(name) && state.device)) document.getElementById(press)?.click();
   };
-  const readLink = () => {  // the browser views' settings, the section to open and the modes, as the link says
-    for (const key of Object.keys(held)) delete held[key];
-    for (const key of Object.keys(TAB_KEYS)) { const v = link.get(key); if (v !== null) held[key] = v; }
-    link.projector(link.get("projector") === "1");
-    link.contrast(link.get("contrast") === "1");
+  const readLink = () => {  // the state, as the address says (the pictures the tabs show now stay theirs)
+    const read = readAddress(window.location.search, TAB_KEYS);
+    state = { ...read, images: { ...state.images, ...read.images } };
+    link.projector(state.projector);
+    link.contrast(state.contrast);
   };
   const openSection = () => {  // ?open=<section>; true when there is one
-    const section = link.get("open") || "";
+    const section = state.open || "";
     if (/^[a-z_]{1,40}$/.test(section)) link.section(section);
     return !!section;
   };
@@ -149,7 +153,7 @@
   // the analyses the server and the browser already hold stay.
   const reopen = () => {
     readLink();
-    link.opening = link.get("tab") || "patches";
+    link.opening = state.tab || FIRST_TAB;
     document.getElementById("page-open")?.click();
     link.choose(link.opening);
     if (!openSection()) window.scrollTo({ top: 0, behavior: "instant" });
@@ -180,7 +184,7 @@
   window.vitvizLink = link;
   document.body.classList.remove("dark");
   readLink();  // the link opened
-  link.show();
+  write();
   openSection();
 
   // names and keyboard reach for what gradio draws without them (WCAG 2.1: 4.1.2 names, 2.1.1 keyboard)
@@ -234,4 +238,3 @@
     const to = ev.key === "ArrowLeft" ? bar.dataset.prev : bar.dataset.next;
     if (to) { ev.preventDefault(); link.go(to); }
   });
-}
