@@ -96,8 +96,9 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         here = [tabs["attention"].form[f] for f in links.HERE]
         demo.load(None, carriers, [projector, contrast, *here, page["device"]] + carriers,
                   js=f"(...held) => window.vitvizLink ? window.vitvizLink.open(held.slice(0, {len(carriers)})) "
-                     f": (document.getElementById('page-open')?.click(), document.querySelector('[role=tab][data-tab-id='"
-                     f" + JSON.stringify(new URLSearchParams(location.search).get('tab') || '') + ']')?.click(), [])")
+                     f": (document.getElementById('page-open')?.click(), document.querySelector("
+                     f"'[role=tab][data-tab-id=' + JSON.stringify(new URLSearchParams(location.search).get('tab') "
+                     f"|| '') + ']')?.click(), [])")
         open_here = gr.Button("Open the link", visible="hidden", elem_id="page-open")
         loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is

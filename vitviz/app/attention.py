@@ -167,10 +167,14 @@ def build(gr_tab: gr.Tab) -> Tab:
     # what the first screen shows besides the explorer: the box and the crop (nothing else is drawn)
     screen = tab.event(A, lambda sh: (sh.figures["box"], sh.figures["crop"]), [box, crop],
                        only=frozenset(("box", "crop")))
+    # (while the explorer's answer is asked, the explorer says since when: data-asking, read below)
     shown = on(tab.answer_triggers([go.click, model.change, side.release]), first, first.inputs, first.outputs,
-               trigger_mode="always_last", **MODEL)
+               trigger_mode="always_last", **MODEL,
+               js="(...a) => { const e = document.getElementById('attention-explorer'); "
+                  "if (e) e.dataset.asking = String(performance.now()); return a; }")
     on(shown.success, screen, screen.inputs, screen.outputs, **MODEL)
-    shown.then(None, None, None, js=tab.reveal("#attention-notice"))
+    shown.then(None, None, None, js="() => { const e = document.getElementById('attention-explorer'); "
+                                    "if (e) delete e.dataset.asking; (" + tab.reveal("#attention-notice") + ")(); }")
     # the server no longer holds the explorer's analysis (a restart, another process): the picture comes back from
     # the browser, through the queue like every request, and the explorer continues where it was
     inputs = form.inputs(A)
@@ -179,8 +183,14 @@ def build(gr_tab: gr.Tab) -> Tab:
                           "explorer_again", progress=True)
     on(again.change, resend, resend.inputs, explorer, trigger_mode="always_last", **MODEL)
     # the explorer moved (a burst of changes ends): the server's figures follow what is on screen (the panels'
-    # only while open)
-    on(carrier.change, screen, screen.inputs, screen.outputs, trigger_mode="always_last", **MODEL)
+    # only while open); not while the explorer's answer is asked (a link setting the picture and the explorer's
+    # settings at once): its success draws them, once
+    redraw = gr.Button("Refresh the server's figures", visible="hidden", elem_id="attention-screen-refresh")
+    on(redraw.click, screen, screen.inputs, screen.outputs, trigger_mode="always_last", **MODEL)
+    on(carrier.change, None, None, None, api_visibility="private",
+       js="() => { setTimeout(() => { const t = Number(document.getElementById('attention-explorer')?.dataset.asking"
+          " || 0); if (!t || performance.now() - t > 30000) document.getElementById('attention-screen-refresh')"
+          "?.click(); }, 50); return []; }")
     tab.download(A, dl_button, dl_file, **MODEL)
     # compute on this device: the manifest of the chosen model (its graph made on first use, through the queue like
     # every piece of work), whenever the switch, the model or the short side changes

@@ -111,12 +111,13 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
 
     def on_load(shown: dict, request: gr.Request) -> dict:
         """``shown``: gradio's dictionary of :func:`inputs`, the link's name of the picture each tab with one
-        shows now (empty before any). Only the open tab gets its picture now (which starts its work), and only when it shows
-        another one (the same picture sent again would start the tab's work again for nothing); the others get
-        theirs when first opened. On a page's first load only what the link sets (and the model lists' labels) is returned; the rest
-        keeps its value as built. A link opened again within the same page (a lesson's Back and Next, the browser's
-        history: page.js moves the address, then asks here) also sets every setting the link leaves out back to its
-        default, so a step shows what its link says whatever the step before it set."""
+        shows now (empty before any). Only the open tab gets its picture now (which starts its work), and only
+        when it shows another one (the same picture sent again would start the tab's work again for nothing); the
+        others get theirs when first opened. On a page's first load only what the link sets (and the model lists'
+        labels) is returned; the rest keeps its value as built. A link opened again within the same page (a
+        lesson's Back and Next, the browser's history: page.js moves the address, then asks here) also sets every
+        setting the link leaves out back to its default, so a step shows what its link says whatever the step
+        before it set."""
         q = dict(request.query_params) if request is not None else {}
         session = getattr(request, "session_hash", None) or ""
         again = bool(session) and opened_pages.get(session) is not None
