@@ -185,12 +185,10 @@ def build(gr_tab: gr.Tab) -> Tab:
     # the explorer moved (a burst of changes ends): the server's figures follow what is on screen (the panels'
     # only while open); not while the explorer's answer is asked (a link setting the picture and the explorer's
     # settings at once): its success draws them, once
-    redraw = gr.Button("Refresh the server's figures", visible="hidden", elem_id="attention-screen-refresh")
-    on(redraw.click, screen, screen.inputs, screen.outputs, trigger_mode="always_last", **MODEL)
-    on(carrier.change, None, None, None, api_visibility="private",
-       js="() => { setTimeout(() => { const t = Number(document.getElementById('attention-explorer')?.dataset.asking"
-          " || 0); if (!t || performance.now() - t > 30000) document.getElementById('attention-screen-refresh')"
-          "?.click(); }, 50); return []; }")
+    asking = "Number(document.getElementById('attention-explorer')?.dataset.asking || 0)"
+    tab.relay("attention-screen-refresh", [carrier.change], screen, screen.inputs, screen.outputs,
+              when=f"!{asking} || performance.now() - {asking} > 30000", delay=50, trigger_mode="always_last",
+              **MODEL)
     tab.download(A, dl_button, dl_file, **MODEL)
     # compute on this device: the manifest of the chosen model (its graph made on first use, through the queue like
     # every piece of work), whenever the switch, the model or the short side changes

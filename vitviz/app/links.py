@@ -9,6 +9,7 @@ is brought into range; one that cannot be read is skipped).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 import gradio as gr
@@ -170,20 +171,20 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
             # chosen in its device panel)
             picture = None
         if picture is not None:
-            wanted = q.get("image")
+            wanted, name = q.get("image"), q.get("image")  # the picture and its name in a link
             if uploads.example_path(wanted):
                 out[picture] = uploads.example_path(wanted)
             elif uploads.named_file(wanted):  # an upload this server still holds (a reload, a lesson's picture)
                 out[picture] = uploads.named_file(wanted)
             else:
-                out[picture] = uploads.example(tabs[tab].example(available))
+                example = tabs[tab].example(available)
+                out[picture], name = uploads.example(example), Path(example).stem
                 if wanted and wanted.startswith("upload-"):
                     said.append(
                         f"This link was made with an uploaded picture ({wanted}). Pictures cannot travel in a link, "
                         "so it opens on an example instead: upload the picture again to see it. Every other "
                         "setting in the link is restored.")
             on_screen = shown.get(tabs[tab].key) or ""
-            name = uploads.link_name(out[picture])
             if on_screen and name == on_screen:
                 del out[picture]  # the tab shows this picture already
             else:  # an example or a picture this server holds (checked when it came): its name given at once

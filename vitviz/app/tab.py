@@ -299,16 +299,23 @@ class Tab:
     def while_open(box_id: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, name: str = "refresh",
                    **kwargs: Any) -> None:
         """``fn`` asked of the server when one of ``triggers`` fires, only while the accordion ``#box_id`` is open:
-        a closed one sends nothing (each event sent costs the page in proportion to its components). The relay is
-        a hidden button (``<box_id>-<name>``) pressed by a script-only event. (gradio's documented js_on_load
-        trigger() instead broke the explorer's recovery after a server restart: tests/test_browser_restart.py.)"""
-        button = f"{box_id}-{name}"
-        refresh = gr.Button(f"Refresh {box_id}", visible="hidden", elem_id=button)
-        on(refresh.click, fn, inputs, outputs, **kwargs)
-        js = (f"() => {{ if (document.querySelector('#{box_id} > .label-wrap.open')) "
-              f"document.getElementById('{button}')?.click(); return []; }}")
-        events = [t for t in triggers if hasattr(t, "has_trigger")]  # a component's event (else an event's
-        if events:  # .success or .then, which is called)
+        a closed one sends nothing (each event sent costs the page in proportion to its components)."""
+        Tab.relay(f"{box_id}-{name}", triggers, fn, inputs, outputs,
+                  when=f"document.querySelector('#{box_id} > .label-wrap.open')", **kwargs)
+
+    @staticmethod
+    def relay(button: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, when: str, delay: int = 0,
+              **kwargs: Any) -> None:
+        """``fn`` asked of the server when one of ``triggers`` fires and the page's JavaScript expression ``when``
+        holds (read ``delay`` ms later): a script-only event, which costs the page nothing, presses a hidden button
+        (id ``button``) whose event asks. (gradio's documented js_on_load trigger() instead broke the explorer's
+        recovery after a server restart: tests/test_browser_restart.py.) A trigger is a component's event, or an
+        event's ``.success``/``.then``."""
+        on(gr.Button(f"Ask again: {button}", visible="hidden", elem_id=button).click, fn, inputs, outputs, **kwargs)
+        press = f"if ({when}) document.getElementById('{button}')?.click();"
+        js = f"() => {{ {press if not delay else f'setTimeout(() => {{ {press} }}, {delay});'} return []; }}"
+        events = [t for t in triggers if hasattr(t, "has_trigger")]
+        if events:
             on(events, None, None, None, api_visibility="private", js=js)
         for after in (t for t in triggers if not hasattr(t, "has_trigger")):
             after(None, None, None, js=js)
