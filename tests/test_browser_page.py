@@ -4,6 +4,7 @@ audit itself (it must catch overlapping and small text, or the layout tests prov
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,30 @@ def test_controls_that_do_not_apply_are_hidden_and_cost_numbers_stay_whole(page,
     assert "ViT-B/4" in page.locator("#cost-table").inner_text()
     numbers = [(t, n) for t, n in lines if t[:1].isdigit()]
     assert numbers and all(n == 1 for _, n in numbers), [x for x in numbers if x[1] != 1]
+
+
+def test_a_tab_without_a_picture_opened_by_its_link_is_answered_once(browser, app_url):
+    """The Position-embeddings tab (no picture) opened by its link: computed once, whether its link sets a setting
+    (that setting's change asks) or none (the page asks once the link is open); within the page, a step onto the
+    tab that shows its answer already asks nothing more."""
+    for query, answers in (("tab=positions", 1), ("tab=positions&pe=learned%3A+vitviz+tiny+%28shapes+only%29", 1)):
+        ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+        page = ctx.new_page()
+        try:
+            sent: list[int] = []
+            page.on("request", lambda r: sent.append(json.loads(r.post_data or "{}").get("fn_index"))
+                    if r.method == "POST" and "/queue/join" in r.url else None)
+            page.goto(f"{app_url}?{query}")
+            page.locator("#pe-mosaic img").wait_for(state="visible", timeout=120_000)
+            idle(page)
+            page.wait_for_timeout(500)
+            names = dict(page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name])"))
+            asked = [names.get(i) for i in sent if names.get(i) in ("when_opened", "answer_position_embeddings")]
+            assert len(asked) == answers, (query, [names.get(i) for i in sent])
+            sent.clear()  # the same link again within the page: it shows that answer already
+            page.evaluate("(u) => window.vitvizLink.go(u)", f"?{query}")
+            page.wait_for_timeout(1500)
+            idle(page)
+            assert [names.get(i) for i in sent] == ["on_load"], [names.get(i) for i in sent]
+        finally:
+            ctx.close()

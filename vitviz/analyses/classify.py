@@ -20,11 +20,11 @@ from vitviz.specs import registry
 
 
 def top_k(logits: np.ndarray, labels: list[str] | None, k: int = 5) -> dict[str, float]:
-    """Softmax probabilities of the k best classes, {label: probability}."""
-    z = np.asarray(logits, dtype=np.float64).ravel()
-    p = np.exp(z - z.max())
-    p /= p.sum()
-    best = np.argsort(-p)[:k]
+    """Softmax probabilities of the k best classes, {label: probability}: ``logits`` (C,) in float64 through torch's
+    softmax, the operation the forward pass uses (vitviz.analyses.forward), so both give the same bits on any CPU."""
+    z = torch.from_numpy(np.asarray(logits, dtype=np.float64).ravel())
+    p = torch.softmax(z, -1).numpy()
+    best = np.argsort(-p, kind="stable")[:k]
     return {(labels[i] if labels else f"class {i}"): float(p[i]) for i in best}
 
 

@@ -77,7 +77,7 @@ def build(gr_tab: gr.Tab) -> Tab:
                                     sh.data["similarity_map"]),  # the figures and the map drawn in the browser
                      [note, summary, mosaic, tile, matrix, sim, resampled, pe_map], needs_picture=False)
     on([go.click] + [form[f].change for f in P.settings()], main, main.inputs, main.outputs,
-       trigger_mode="always_last").then(None, None, None, js=tab.reveal("#pe-summary"))
+       trigger_mode="always_last", js=tab.asked).then(None, None, None, js=tab.reveal("#pe-summary"))
     tab.on_open = (main, main.inputs, main.outputs)
 
     def controls(source_value):  # UI only: the grid and D apply to formulas, the checkpoint to the timeline

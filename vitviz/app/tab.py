@@ -493,19 +493,27 @@ class Tab:
     def open_on_load(self, loaded, opened: gr.State) -> None:
         """A tab without a picture is shown when the page opens on it (its link's tab): the load event's tab switch
         does not always reach the tab's own select (not on a phone's wrapped tabs). Decided in the browser from
-        the link, as the load event decides: a page opened on another tab sends the server nothing for it."""
+        the link, as the load event decides: a page opened on another tab sends the server nothing for it, nor
+        does one whose link set a setting of the tab (that change asked the tab's answer: :attr:`asked`), nor one
+        that shows the tab's answer already (the settings the link left out are those on screen)."""
         if self.on_open is None:
             return
         fn, inputs, outputs = self.on_open
         name = self.name
-        press = gr.Button(f"Open {name}", visible="hidden", elem_id=f"{name}-opened")
 
         def when_opened(values: dict, request: gr.Request, progress=gr.Progress()):
             return fn(values, request, progress) if values[opened] == name else gr.skip()
 
-        loaded.then(None, None, None, js=f"() => {{ if (new URLSearchParams(location.search).get('tab') === "
-                                          f"{name!r}) document.getElementById('{name}-opened')?.click(); }}")
-        on(press.click, when_opened, {opened} | set(inputs), outputs)
+        asked = f"((window.vitvizAsked || {{}})[{name!r}] || -1e9)"
+        self.relay(f"{name}-opened", [loaded.then], when_opened, {opened} | set(inputs), outputs, delay=50,
+                   when=f"new URLSearchParams(location.search).get('tab') === {name!r} && "
+                        f"!document.querySelector({declared_tabs.TABS[name].shows!r}) && "
+                        f"performance.now() - {asked} > 5000")
+
+    @property
+    def asked(self) -> str:
+        """The script of an event that asks the tab's answer (its ``js``): it notes when, for :meth:`open_on_load`."""
+        return f"(...a) => {{ (window.vitvizAsked ||= {{}})[{self.name!r}] = performance.now(); return a; }}"
 
     def opener(self, models_available: Callable[[], dict]) -> Callable:
         """UI only: whenever the tab is opened without a picture, it gets its example (which starts its work).
