@@ -171,5 +171,15 @@ def test_the_page_holds_one_state_and_the_address_is_written_from_it(browser, ap
         page.wait_for_function("() => window.vitvizLink.state().tab === 'forward'", timeout=60_000)
         s, a = state(), address()  # what that address held: the forward tab's (the address shows the open tab's)
         assert a["tab"] == "forward" and "patch" not in s["settings"] and s["images"].get("forward") == a.get("image")
+        # a browser view's own settings are in the same state: the explorer's, as its carrier takes them
+        page.evaluate("() => window.vitvizLink.go('?tab=attention&image=scene_star&layer=2&head=1')")
+        page.wait_for_function("() => window.vitvizLink.state().views?.attention?.layer === 2", timeout=120_000)
+        idle(page)
+        page.locator("#attention-explorer .vx").focus()
+        page.keyboard.press("]")  # the next layer, in the browser
+        page.wait_for_function("() => window.vitvizLink.state().views.attention.layer === 3", timeout=30_000)
+        s = state()
+        assert s["views"]["attention"]["head"] == 1 and s["settings"].get("layer") == "3"
+        assert page.evaluate("() => window.vitvizState.get('attention').layer") == 3  # the views' door reads it
     finally:
         ctx.close()

@@ -9,6 +9,22 @@
 // through it and the address is written from it; it is read from the address once when the page opens, and when a
 // link of this page is opened within it. The server's opener reads the same address.
   let state = readAddress(window.location.search, TAB_KEYS);
+  // The browser views' own settings, by view and field name, as their carriers take them to the server (the
+  // explorer's layer, head, threshold…), are part of this state too: `state.views`. window.vitvizState is the
+  // views' door to them (carrier.js, explorer.js, picker.js, device.js); a carrier made before this script ran
+  // kept what it was given, which is taken in here.
+  const views = window.vitvizState || {};
+  state.views = { ...(views.held || {}) };
+  window.vitvizState = Object.assign(views, {
+    carriers: views.carriers || {}, values: views.values || {},
+    set(view, values, opts) {  // a view's settings changed (quiet: as the server used them already: nothing asked)
+      state = { ...state, views: { ...state.views, [view]: { ...(state.views[view] || {}), ...values } } };
+      const carrier = this.carriers[view];
+      if (carrier && !(opts && opts.quiet)) carrier(state.views[view]);
+    },
+    get(view) { return state.views[view] || null; },
+  });
+  delete views.held;
   const write = () => {  // the address follows the state (this history entry replaced, none added)
     const url = new URL(window.location.href);
     url.search = addressOf(state, TAB_KEYS, url.search);
@@ -42,8 +58,11 @@
     image(tab, key) { change({ images: { ...state.images, [tab]: key || null } }); },  // "cat", "upload-<hash>"
     tab(name) { state = withTab(state, name); write(); },  // its picture and settings shown; a section left closes
     section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
-      const started = performance.now();
+      const started = performance.now(), mine = {};
+      link.leaveSection();
+      link.leaveSection = () => { mine.left = true; };  // another link opened: this one is no longer kept
       const tryOpen = () => {
+        if (mine.left) return;
         const box = document.getElementById(`${name}-box`), head = box?.querySelector(":scope > .label-wrap");
         if (!head || !box.offsetParent) {
           if (performance.now() - started < 30000) setTimeout(tryOpen, 200);
@@ -54,14 +73,27 @@
         // page settles (15 s) or the reader scrolls, clicks or presses a key
         const pin = () => {  // its top just under a lesson's bar (which stays on screen), else at the top
           const bar = document.getElementById("lesson-bar"), below = bar?.offsetParent ? bar.offsetHeight + 20 : 0;
-          window.scrollTo({ top: box.getBoundingClientRect().top + window.scrollY - below, behavior: "instant" });
+          const now = document.getElementById(`${name}-box`) || box;
+          window.scrollTo({ top: now.getBoundingClientRect().top + window.scrollY - below, behavior: "instant" });
         };
         setTimeout(pin, 300);
+        // and kept open: gradio may close it again as the tab it is in finishes mounting (seen ~0.1-0.3 s after
+        // the click, no event involved), until the reader acts
+        const again = setInterval(() => {  // (found again: a box mounted anew is another element)
+          const h = document.getElementById(`${name}-box`)?.querySelector(":scope > .label-wrap");
+          if (h && h.offsetParent && !h.classList.contains("open")) h.click();
+        }, 250);
         const grown = new ResizeObserver(pin), moves = ["wheel", "touchstart", "keydown", "mousedown"];
-        const stop = () => { grown.disconnect(); for (const m of moves) removeEventListener(m, stop, true); };
+        const unpin = () => grown.disconnect();
+        const stop = () => {
+          clearInterval(again); unpin();
+          for (const m of moves) removeEventListener(m, stop, true);
+        };
+        link.leaveSection = stop;
         grown.observe(document.body);
         for (const m of moves) addEventListener(m, stop, true);
-        setTimeout(stop, 15000);
+        setTimeout(unpin, 15000);
+        setTimeout(stop, 60000);
       };
       tryOpen();
     },
@@ -78,6 +110,7 @@
       if (el) el.scrollIntoView({ block: "start", behavior: "instant" });
     },
   };
+  link.leaveSection = () => {};  // the section a link opened is kept open and in view until this is called
   link.contrast = (on) => {  // high contrast for washed-out projectors (theme.css's body.vx-contrast rules)
     document.body.classList.toggle("vx-contrast", !!on);
     change({ contrast: !!on });
@@ -138,7 +171,7 @@
   };
   const readLink = () => {  // the state, as the address says (the pictures the tabs show now stay theirs)
     const read = readAddress(window.location.search, TAB_KEYS);
-    state = { ...read, images: { ...state.images, ...read.images } };
+    state = { ...read, images: { ...state.images, ...read.images }, views: state.views };
     link.projector(state.projector);
     link.contrast(state.contrast);
   };
@@ -152,6 +185,7 @@
   // sets what the link says and every other setting back to its default. No reload: the page, its scripts and
   // the analyses the server and the browser already hold stay.
   const reopen = () => {
+    link.leaveSection();
     readLink();
     link.opening = state.tab || FIRST_TAB;
     document.getElementById("page-open")?.click();
