@@ -504,7 +504,7 @@ class Tab:
         def when_opened(values: dict, request: gr.Request, progress=gr.Progress()):
             return fn(values, request, progress) if values[opened] == name else gr.skip()
 
-        asked = f"((window.vitvizAsked || {{}})[{name!r}] || -1e9)"
+        asked = f"(window.vitvizLink?.askedAt({name!r}) ?? -1e9)"
         self.relay(f"{name}-opened", [loaded.then], when_opened, {opened} | set(inputs), outputs, delay=50,
                    when=f"new URLSearchParams(location.search).get('tab') === {name!r} && "
                         f"!document.querySelector({declared_tabs.TABS[name].shows!r}) && "
@@ -513,7 +513,7 @@ class Tab:
     @property
     def asked(self) -> str:
         """The script of an event that asks the tab's answer (its ``js``): it notes when, for :meth:`open_on_load`."""
-        return f"(...a) => {{ (window.vitvizAsked ||= {{}})[{self.name!r}] = performance.now(); return a; }}"
+        return f"(...a) => {{ window.vitvizLink?.asked({self.name!r}); return a; }}"
 
     def opener(self, models_available: Callable[[], dict]) -> Callable:
         """UI only: whenever the tab is opened without a picture, it gets its example (which starts its work).

@@ -32,9 +32,12 @@
   };
   const change = (patch) => { state = { ...state, ...patch }; write(); };
   const MODES = ["projector", "contrast", "device"];
+  const asked = {};  // when each tab's answer was last asked (performance.now(); its event's script says so)
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
     state: () => state,  // the page's state, as it is now
+    asked(tab) { asked[tab] = performance.now(); },  // a tab's answer was asked (the script of its event)
+    askedAt: (tab) => asked[tab] ?? -1e9,
     set(values) {  // the page's own keys (the device switch's, say): {key: text or null}
       const patch = {};
       for (const [k, v] of Object.entries(values)) patch[k] = MODES.includes(k) ? v === "1" || v === true : v || null;
