@@ -135,6 +135,10 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
             panel.get_by_role("button", name=name).click()
         if tab == "patches":  # a patch clicked in the grid draws its vectors
             page.locator("#patch-grid img").click(position={"x": 40, "y": 40})
+        settle(page)
+        report = page.evaluate(AUDIT)
+        page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
+        ids = {f["id"] for f in report["figures"]}
         expected = {"patches": {"toy-step", "patch-vectors", "patch-filters", "swin-windows", "swin-cost"},
                     "classify": {"shuffled", "classify-relevance"},
                     "positions": {"pe-rotary", "pe-relative-bias"},
@@ -143,15 +147,6 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
                                "vitcnn-sweep", "vitcnn-stages"},
                     "attention": {"attn-heads", "attn-rollout", "attn-distance", "timeline-strip", "timeline-heads",
                                   "inside-head", "feature-pca", "attn-pair"}}[tab]
-        # every one of them drawn (on a slow machine the last section's answer can still be queued when the page
-        # first looks idle)
-        page.wait_for_function("(ids) => ids.every((id) => { const i = document.querySelector(`#${id} img`); "
-                               "return i && i.complete && i.naturalWidth > 0; })", arg=sorted(expected),
-                               timeout=180_000)
-        settle(page)
-        report = page.evaluate(AUDIT)
-        page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
-        ids = {f["id"] for f in report["figures"]}
         assert expected <= ids, ids
         if tab == "attention":  # the inside-one-head layer slider follows the model shown (offline: 4 layers)
             assert page.locator("#inside-layer input[type=range]").get_attribute("max") == "4"
