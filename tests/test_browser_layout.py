@@ -6,6 +6,7 @@ text (its recorded size × the scale it is shown at) and 20 px for the page's te
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import httpx
@@ -135,10 +136,6 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
             panel.get_by_role("button", name=name).click()
         if tab == "patches":  # a patch clicked in the grid draws its vectors
             page.locator("#patch-grid img").click(position={"x": 40, "y": 40})
-        settle(page)
-        report = page.evaluate(AUDIT)
-        page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
-        ids = {f["id"] for f in report["figures"]}
         expected = {"patches": {"toy-step", "patch-vectors", "patch-filters", "swin-windows", "swin-cost"},
                     "classify": {"shuffled", "classify-relevance"},
                     "positions": {"pe-rotary", "pe-relative-bias"},
@@ -147,6 +144,17 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
                                "vitcnn-sweep", "vitcnn-stages"},
                     "attention": {"attn-heads", "attn-rollout", "attn-distance", "timeline-strip", "timeline-heads",
                                   "inside-head", "feature-pca", "attn-pair"}}[tab]
+        # an answer asked by the last click can still be queued when the page first looks idle (a slow machine):
+        # settled again (idle, scrolled through so every picture loads) until each expected figure is drawn
+        deadline = time.monotonic() + 120
+        while True:
+            settle(page)
+            report = page.evaluate(AUDIT)
+            ids = {f["id"] for f in report["figures"]}
+            if expected <= ids or time.monotonic() > deadline:
+                break
+            page.wait_for_timeout(1000)
+        page.screenshot(path=str(tmp_path / f"{tab}-open.png"), full_page=True)
         assert expected <= ids, ids
         if tab == "attention":  # the inside-one-head layer slider follows the model shown (offline: 4 layers)
             assert page.locator("#inside-layer input[type=range]").get_attribute("max") == "4"
