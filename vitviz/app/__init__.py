@@ -25,6 +25,7 @@ import gradio as gr
 
 from vitviz import assets
 from vitviz.app import adapters, files, lessons, links, serving, theme
+from vitviz.app.components import door, open_door
 from vitviz.app.tab import LAYOUTS, Tab
 from vitviz.specs import tabs as declared_tabs
 from vitviz.models import added, budget
@@ -88,7 +89,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
             return available
 
         # The page opens as its link says: in the browser when the link asks only for what the browser can set
-        # (page.js, vitvizLink.open: the device link), else the server's opener, through a hidden button (also
+        # (page.js, vitvizLink.open: the device link), else the server's opener, through its door (also
         # when the page's script is not there yet), while the page selects the link's tab by its button. (The
         # tabs are no answer's output: gradio then refreshes every component inside them at every later status
         # message of every event, which made each step of the tour ~0.5 s slower.)
@@ -96,10 +97,10 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         here = [tabs["attention"].form[f] for f in links.HERE]
         demo.load(None, carriers, [projector, contrast, *here, page["device"]] + carriers,
                   js=f"(...held) => window.vitvizLink ? window.vitvizLink.open(held.slice(0, {len(carriers)})) "
-                     f": (document.getElementById('page-open')?.click(), document.querySelector("
+                     f": ({open_door('page-open')}, document.querySelector("
                      f"'[role=tab][data-tab-id=' + JSON.stringify(new URLSearchParams(location.search).get('tab') "
                      f"|| '') + ']')?.click(), [])")
-        open_here = gr.Button("Open the link", visible="hidden", elem_id="page-open")
+        open_here = door("page-open")
         loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
                                  api_visibility="private")  # last: a link opened while the page still opens

@@ -166,6 +166,20 @@ def browser_carrier(name: str, value: str = "", elem_id: str | None = None) -> g
                    js_on_load=(WEB / "carrier.js").read_text(), apply_default_css=False, view_name=name)
 
 
+def door(elem_id: str) -> gr.HTML:
+    """An event a page script starts: an empty hidden gr.HTML whose ``click`` its own ``trigger`` fires (gradio's
+    documented way for a script to start an event) when a script calls ``window.vitvizDoors[elem_id]()``. Bind the
+    event to ``door.click``."""
+    return gr.HTML(None, html_template="", visible="hidden", elem_id=elem_id, apply_default_css=False,
+                   container=False, js_on_load=f"(window.vitvizDoors ||= {{}})[{json.dumps(elem_id)}] = "
+                                               "() => trigger('click');")
+
+
+def open_door(elem_id: str) -> str:
+    """The page script that opens :func:`door` ``elem_id`` (nothing when it is not on the page yet)."""
+    return f"window.vitvizDoors?.[{json.dumps(elem_id)}]?.()"
+
+
 def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
     """A view drawn in the browser: render/web/{name}.js (after lib/ and common.js) and {name}.css; data comes as its
     value."""
@@ -185,18 +199,17 @@ DEVICE_TEMPLATE = (
     '</div>')
 
 
-def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture") -> tuple[gr.HTML, gr.Button]:
+def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture") -> tuple[gr.HTML, gr.HTML]:
     """'Compute on this device' (render/web/device.js): a picture chosen in its file input (``input_id``) runs
     through the model in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn. The
     panel shows while its switch is on (:func:`device_want`) and gets the model's manifest (what to download, how to
     prepare the picture) from ``GET /vitviz/device-manifest``; when it has not been made yet, the panel presses the
-    hidden button returned with it, whose event (through the queue) makes it and sets it as the panel's value. The
+    door returned with it (:func:`door`), whose event (through the queue) makes it and sets it as the panel's value. The
     Classify tab's is ``classify-device-panel``."""
     template = DEVICE_TEMPLATE.format(input_id=input_id)
     panel = gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template=template,
                     css_template=(WEB / "device.css").read_text(), js_on_load=web.script("device.js"))
-    make = gr.Button("Make the model's file for this device", elem_id=f"{elem_id}-make", visible="hidden")
-    return panel, make
+    return panel, door(f"{elem_id}-make")
 
 
 def device_want(tab: str) -> str:

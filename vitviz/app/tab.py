@@ -16,7 +16,7 @@ import gradio as gr
 from PIL import Image
 
 from vitviz.app import files, uploads
-from vitviz.app.components import Form, figure, figure_value, folded
+from vitviz.app.components import Form, door, figure, figure_value, folded, open_door
 from vitviz.app.serving import MODEL, bundle_file, endpoints, friendly, on
 from vitviz.core import owned
 from vitviz.specs import tabs as declared_tabs
@@ -304,15 +304,14 @@ class Tab:
                   when=f"document.querySelector('#{box_id} > .label-wrap.open')", **kwargs)
 
     @staticmethod
-    def relay(button: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, when: str, delay: int = 0,
+    def relay(name: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, when: str, delay: int = 0,
               **kwargs: Any) -> None:
         """``fn`` asked of the server when one of ``triggers`` fires and the page's JavaScript expression ``when``
-        holds (read ``delay`` ms later): a script-only event, which costs the page nothing, presses a hidden button
-        (id ``button``) whose event asks. (gradio's documented js_on_load trigger() instead broke the explorer's
-        recovery after a server restart: tests/test_browser_restart.py.) A trigger is a component's event, or an
+        holds (read ``delay`` ms later): a script-only event, which costs the page nothing, opens a door (id
+        ``name``: :func:`~vitviz.app.components.door`) whose event asks. A trigger is a component's event, or an
         event's ``.success``/``.then``."""
-        on(gr.Button(f"Ask again: {button}", visible="hidden", elem_id=button).click, fn, inputs, outputs, **kwargs)
-        press = f"if ({when}) document.getElementById('{button}')?.click();"
+        on(door(name).click, fn, inputs, outputs, **kwargs)
+        press = f"if ({when}) {open_door(name)};"
         js = f"() => {{ {press if not delay else f'setTimeout(() => {{ {press} }}, {delay});'} return []; }}"
         events = [t for t in triggers if hasattr(t, "has_trigger")]
         if events:
@@ -474,17 +473,17 @@ class Tab:
         Decided in the browser first (``page.js``, ``vitvizLink.selected``): gradio's own select of the first tab
         as a page mounts (when the link opens another tab), the tab the page selects for a link it opens (the
         server's opener shows it) and the Attention tab of a device page ask the server nothing; otherwise the
-        tab's hidden button asks the server, which decides again for a tab with a picture (``opened`` is still
+        tab's door asks the server, which decides again for a tab with a picture (``opened`` is still
         empty before the page's load event has read the link).
         """
         press = None
         if self.src is not None:
-            press = gr.Button(f"Open {self.name}", visible="hidden", elem_id=f"{self.name}-open")
+            press = door(f"{self.name}-open")
             on(press.click, self.opener(models_available), [self.src, opened], self.src, queue=False)
         elif self.on_open is not None:  # asked through the page too: a tab the link's opening selects is shown
             # by the opener's event (:meth:`open_on_load`), not once more here
             fn, inputs, outputs = self.on_open
-            press = gr.Button(f"Open {self.name}", visible="hidden", elem_id=f"{self.name}-open")
+            press = door(f"{self.name}-open")
             on(press.click, fn, inputs, outputs, trigger_mode="always_last")
         target = f"{self.name}-open" if press is not None else None
         self.gr_tab.select(None, None, None,

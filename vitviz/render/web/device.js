@@ -304,8 +304,7 @@ async function want(on, model, side) {
   } catch (e) { /* the queue answers instead */ }
   if (mine !== asked) return;
   say("making the model's file for this device (the first time only)…");
-  const make = document.getElementById(`${IN_CLASSIFY ? "classify-device-panel" : "device-panel"}-make`);
-  if (make) make.click();
+  window.vitvizDoors?.[`${IN_CLASSIFY ? "classify-device-panel" : "device-panel"}-make`]?.();  // its event makes it
 }
 
 function show(m) {

@@ -120,7 +120,7 @@
   };
   // Opening the page as its link says. A device link (the Attention tab computed on this device, perhaps with
   // projector or contrast) is opened here and the server hears nothing; any other link goes to the server's opener
-  // (its hidden button). `held`: the browser views' settings carriers as built, set back as the server's opener
+  // (its door: vitviz/app/components.py door). `held`: the browser views' settings carriers as built, set back as the server's opener
   // sets them on every load (links.opener says why).
   const HERE = ["tab", "device", "projector", "contrast"];
   const whole = (key, text) => {  // a whole number in range, read as the server reads it; else null (the server's)
@@ -131,7 +131,7 @@
     const q = new URL(window.location.href).searchParams;
     const here = q.get("tab") === "attention" && q.get("device") === "1"
       && [...q.keys()].every((k) => HERE.includes(k) || whole(k, q.get(k)) !== null);
-    if (!here) { document.getElementById("page-open")?.click(); link.choose(link.opening); return []; }
+    if (!here) { window.vitvizDoors?.["page-open"]?.(); link.choose(link.opening); return []; }
     link.choose("attention");
     return [q.get("projector") === "1" || undefined,
       q.get("contrast") === "1" || undefined, ...Object.keys(SETTINGS).map((k) => whole(k, q.get(k)) ?? undefined),
@@ -140,7 +140,7 @@
   // A tab was selected. gradio selects the first tab by itself as a page mounts, and the page's opening selects
   // the link's: a select of another tab than the one being opened counts only when a person's pointer or key was
   // on a tab just before (else the server hears nothing of it). A tab with a picture then asks the server for its
-  // example (its hidden button `press`), unless it is the Attention tab computed on this device.
+  // example (its door `press`), unless it is the Attention tab computed on this device.
   let touched = -1e9;
   for (const kind of ["pointerdown", "keydown"]) {
     document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = performance.now(); }, true);
@@ -170,7 +170,7 @@
     if (name !== link.opening && performance.now() - touched > 2000) return;
     link.opening = name;
     link.tab(name);
-    if (press && !(["attention", "classify"].includes(name) && state.device)) document.getElementById(press)?.click();
+    if (press && !(["attention", "classify"].includes(name) && state.device)) window.vitvizDoors?.[press]?.();
   };
   const readLink = () => {  // the state, as the address says (the pictures the tabs show now stay theirs)
     const read = readAddress(window.location.search, TAB_KEYS);
@@ -184,14 +184,14 @@
     return !!section;
   };
   // A link of this page opened within it (a lesson's Back and Next, the arrow keys, the browser's history): the
-  // address moves, and the server's opener (its hidden button; gradio's client sends it the address as it is now)
+  // address moves, and the server's opener (its door; gradio's client sends it the address as it is now)
   // sets what the link says and every other setting back to its default. No reload: the page, its scripts and
   // the analyses the server and the browser already hold stay.
   const reopen = () => {
     link.leaveSection();
     readLink();
     link.opening = state.tab || FIRST_TAB;
-    document.getElementById("page-open")?.click();
+    window.vitvizDoors?.["page-open"]?.();
     link.choose(link.opening);
     if (!openSection()) window.scrollTo({ top: 0, behavior: "instant" });
   };
