@@ -138,15 +138,16 @@
       true, ...held];
   };
   // A tab was selected. gradio selects the first tab by itself as a page mounts, and the page's opening selects
-  // the link's: a select of another tab than the one being opened counts only when a person's pointer or key was
-  // on a tab just before (else the server hears nothing of it). A tab with a picture then asks the server for its
-  // example (its door `press`), unless it is the Attention tab computed on this device.
-  let touched = -1e9;
+  // the link's: a select of another tab than the one being opened counts only when a person's pointer or key on a
+  // tab came before it and no select has answered that yet (else the server hears nothing of it: no time window,
+  // which a busy page's late select would miss). A tab with a picture then asks the server for its example (its
+  // door `press`), unless it is the Attention tab computed on this device.
+  let touched = false;
   for (const kind of ["pointerdown", "keydown"]) {
-    document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = performance.now(); }, true);
+    document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = true; }, true);
   }
   link.opening = state.tab || FIRST_TAB;
-  let choosing = { name: null, at: -1e9 };  // the tab this script selected (its button), and when
+  let choosing = null;  // the tab this script selected (its button), until gradio's select of it comes
   link.choose = (name) => {  // the link's tab shown: its button pressed as a person would (the server's opener
     // sets the tab's picture and settings; gradio's tab set from an answer would make every later answer's status
     // refresh every component inside the tabs)
@@ -155,19 +156,20 @@
       const b = document.querySelector(`[role=tab][data-tab-id="${name}"]`);
       if (!b) { if (performance.now() - started < 30000) setTimeout(press, 50); return; }
       if (b.getAttribute("aria-selected") === "true") return;
-      choosing = { name, at: performance.now() };
+      choosing = name;
       b.click();
     };
     press();
   };
   link.selected = (name, press) => {
-    if (choosing.name === name && performance.now() - choosing.at < 2000) {  // selected by link.choose
-      choosing = { name: null, at: -1e9 };
+    if (choosing === name) {  // selected by link.choose
+      choosing = null;
       link.opening = name;
       link.tab(name);
       return;  // the server's opener gives it its picture
     }
-    if (name !== link.opening && performance.now() - touched > 2000) return;
+    if (name !== link.opening && !touched) return;
+    touched = false;
     link.opening = name;
     link.tab(name);
     if (press && !(["attention", "classify"].includes(name) && state.device)) window.vitvizDoors?.[press]?.();
