@@ -120,8 +120,8 @@
   };
   // Opening the page as its link says. A device link (the Attention tab computed on this device, perhaps with
   // projector or contrast) is opened here and the server hears nothing; any other link goes to the server's opener
-  // (its door: vitviz/app/components.py door). `held`: the browser views' settings carriers as built, set back as the server's opener
-  // sets them on every load (links.opener says why).
+  // (its door: components.door in vitviz/app). `held`: the browser views' settings carriers as built, set back as
+  // the server's opener sets them on every load (links.opener says why).
   const HERE = ["tab", "device", "projector", "contrast"];
   const whole = (key, text) => {  // a whole number in range, read as the server reads it; else null (the server's)
     const r = SETTINGS[key];
