@@ -115,6 +115,31 @@ def test_the_tour_goes_through_every_step_and_back_and_a_link_opens_a_step(brows
         ctx.close()
 
 
+def test_a_lesson_link_that_names_only_its_step_opens_that_steps_view(browser, app_url):
+    """``?lesson=tour&step=7``, as a teacher writes it on the board: the bar's caption and the view agree (the step's
+    own link replaces the address; no history entry is added)."""
+    step = lesson.tour().steps[6]
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        page.goto(app_url + "?lesson=tour&step=7&projector=1")
+        entries = page.evaluate("() => history.length")  # (the new page's blank entry and this one)
+        page.wait_for_function("(t) => new URL(location.href).searchParams.get('tab') === t", arg=step.query["tab"],
+                               timeout=120_000)
+        q = parse_qs(urlparse(page.url).query)
+        said = step.query | {"lesson": "tour", "step": "7", "projector": "1"}
+        assert {k: q[k][0] for k in ("tab", "image", "open", "lesson", "step", "projector")} == \
+            {k: said[k] for k in ("tab", "image", "open", "lesson", "step", "projector")}
+        page.wait_for_function(f"() => document.querySelector('[role=tab][aria-selected=true]')?.dataset.tabId === "
+                               f"'{step.query['tab']}'", timeout=60_000)
+        page.wait_for_function("(s) => document.querySelector('#' + s + '-box > .label-wrap')?.classList"
+                               ".contains('open')", arg=step.query["open"], timeout=120_000)
+        assert step.caption[:40] in page.locator("#lesson-bar").inner_text()
+        assert page.evaluate("() => history.length") == entries  # replaced, not added
+    finally:
+        ctx.close()
+
+
 def test_a_lesson_made_in_the_page_round_trips_through_its_file(browser, app_url, tmp_path):
     ctx, page = open_tab(browser, app_url, "patches", query="image=cat&patch=32")
     try:

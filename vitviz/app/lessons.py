@@ -75,8 +75,9 @@ def bar(query: dict) -> str:
     nxt = step_link(name, lesson, k + 1, query) if k < n else ""
     back = f'<a class="vx-lesson-go" href="{html.escape(prev)}">← Back</a>' if prev else ""
     ahead = f'<a class="vx-lesson-go" href="{html.escape(nxt)}">Next →</a>' if nxt else "<span>The end.</span>"
+    here = step_link(name, lesson, k, query)  # this step's own link (page.js opens it for a bare lesson link)
     return (f'<nav id="lesson-bar" class="vx-lesson" aria-label="lesson" data-prev="{html.escape(prev)}" '
-            f'data-next="{html.escape(nxt)}"><p class="vx-lesson-where"><strong>{html.escape(lesson.title)}</strong>'
+            f'data-next="{html.escape(nxt)}" data-here="{html.escape(here)}"><p class="vx-lesson-where"><strong>{html.escape(lesson.title)}</strong>'
             f' — step {k} of {n}</p><p class="vx-lesson-caption" tabindex="0">'  # scrolls on a phone: reachable
             f'{html.escape(lesson.steps[k - 1].caption)}</p>'
             f'<p class="vx-lesson-nav">{back} {ahead} <a href="?">Leave the lesson</a> '

@@ -189,7 +189,22 @@
   // address moves, and the server's opener (its door; gradio's client sends it the address as it is now)
   // sets what the link says and every other setting back to its default. No reload: the page, its scripts and
   // the analyses the server and the browser already hold stay.
+  // A lesson link that names only the lesson and its step (`?lesson=tour&step=7`, as one is written on a board)
+  // opens that step's own link once the server's bar says what it is (its data-here), in place of this address:
+  // the view then matches the caption.
+  const bareLesson = () => {
+    const keys = [...new URLSearchParams(window.location.search).keys()];
+    return keys.includes("lesson") && keys.every((k) => ["lesson", "step", ...MODES].includes(k));
+  };
+  let bare = bareLesson();
+  const completeLesson = () => {
+    const here = bare && document.getElementById("lesson-bar")?.dataset.here;
+    if (!here) return;
+    bare = false;
+    link.go(here, true);
+  };
   const reopen = () => {
+    bare = bareLesson();
     link.leaveSection();
     readLink();
     link.opening = state.tab || FIRST_TAB;
@@ -197,13 +212,13 @@
     link.choose(link.opening);
     if (!openSection()) window.scrollTo({ top: 0, behavior: "instant" });
   };
-  link.go = (to) => {
+  link.go = (to, replace) => {  // replace: this history entry becomes the link (none added)
     const url = new URL(to, window.location.href);
     if (url.origin !== window.location.origin || url.pathname !== window.location.pathname) {
       window.location.href = url.href;
       return;
     }
-    history.pushState({ vitviz: true }, "", url.href);
+    history[replace ? "replaceState" : "pushState"]({ vitviz: true }, "", url.href);
     link.moves = (link.moves || 0) + 1;  // how many links were opened within this page (the tests read it)
     reopen();
   };
@@ -251,7 +266,7 @@
   new MutationObserver((changes) => {  // not for the browser views' own redraws (a caption per pointer move)
     if (queued || changes.every((c) => c.target.closest?.(".vx"))) return;
     queued = true;
-    requestAnimationFrame(() => { queued = false; name(); });
+    requestAnimationFrame(() => { queued = false; name(); completeLesson(); });
   }).observe(document.body, { childList: true, subtree: true });
   window.addEventListener("resize", name);
   name();
