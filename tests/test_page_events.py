@@ -66,3 +66,23 @@ def test_the_opener_sends_a_picture_once_and_names_it_at_once(served, tab):
     other = _open(opener, {"tab": tab, "image": "scene_ring"}, {tab: "scene_star"}, f"page-{tab}")
     assert [str(v).endswith("scene_ring.png") for k, v in other.items() if type(k).__name__ == "Image"] == [True]
     assert [v for k, v in other.items() if getattr(k, "elem_id", "") == f"{tab}-image-key"] == ["scene_ring"]
+
+
+
+def test_an_open_panel_follows_the_picture_and_its_refresh_sets_it_open(served):
+    """A panel a link opens before the page's picture is set answered without one: while open, the picture's arrival
+    (the tab's checked picture name) asks it again, once per panel; and its refresh marks it open on the server first
+    (gradio's expand and collapse can arrive in either order as the tab mounts), then asks for its answer."""
+    demo, _ = served
+    config = demo.get_config_file()
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    deps = {d["id"]: d for d in config["dependencies"]}
+    for box, tab in (("inside_head-box", "attention"), ("deletion-box", "classify"), ("randomise-box", "classify")):
+        asks = [d for d in deps.values() if f'vitvizDoors?.["{box}-refresh"]' in (d.get("js") or "")]
+        targets = [(ids.get(t[0]), t[1]) for d in asks for t in d["targets"]]
+        assert targets.count((f"{tab}-image-key", "change")) == 1, (box, targets)
+        door = next(i for i, e in ids.items() if e == f"{box}-refresh")
+        flag = [d for d in deps.values() if [tuple(t) for t in d["targets"]] == [(door, "click")]]
+        assert len(flag) == 1 and flag[0]["queue"] is False, flag  # the flag is set first, queue-less
+        answer = [d for d in deps.values() if d.get("trigger_after") == flag[0]["id"]]
+        assert len(answer) == 1 and answer[0]["api_name"].startswith("answer_"), answer

@@ -144,7 +144,7 @@ def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: 
     opened = box.expand(lambda: True, None, is_open, queue=False, api_visibility="private")
     box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
     tab.while_open("predict-box", [tab.key.change, form[view["model"]].change], friendly(grid), inputs + [is_open],
-                   picker, name="grid", **MODEL)
+                   picker, name="grid", opened=is_open, **MODEL)
     opened.then(friendly(grid), inputs + [is_open], picker, api_visibility="private", preprocess=False, **MODEL)
     on([carrier.change] + triggers, event, event.inputs, event.outputs, trigger_mode="always_last", **MODEL)
 

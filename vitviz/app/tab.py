@@ -263,7 +263,8 @@ class Tab:
                   texts: list[tuple[str, Any]] = (), only: frozenset[str] | None = None, gallery: Any = None,
                   **kwargs: Any) -> None:
         """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and, while it
-        is open, when one of ``triggers`` fires (a closed panel costs nothing). ``figures`` and ``note`` pair a
+        is open, when one of ``triggers`` fires, its picture arrives or the tab's model changes (a closed panel costs
+        nothing). ``figures`` and ``note`` pair a
         name in the view's answer with its component: the figures, and the text shown after the notice and the
         reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
         answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw; a ``gallery``
@@ -286,31 +287,43 @@ class Tab:
             return tuple(out)
 
         is_open = gr.State(False)
-        event = self.event(view, render, outputs, needs_picture=any(f.kind == "image" for f in view.fields),
-                           only=only, gate=is_open)
+        needs_picture = any(f.kind == "image" for f in view.fields)
+        event = self.event(view, render, outputs, needs_picture=needs_picture, only=only, gate=is_open)
+        # while open, a new picture (once checked) or another model of the tab's redraws it too: a link can open
+        # the panel before its picture is set (its first answer then had none to draw)
+        follows = [self.key.change] if needs_picture and self.key is not None else []
+        if self.model_field is not None and self.model_field in view.fields and self.model_field in self.form.controls:
+            follows.append(self.form[self.model_field].change)
+        triggers = [*triggers, *(t for t in follows if t not in triggers)]  # (bound events compare equal)
         kwargs.setdefault("trigger_mode", "always_last")
         box.expand(lambda: True, None, is_open, queue=False, api_visibility="private").then(
             event, event.inputs, event.outputs, api_visibility="private", preprocess=False, **kwargs)
         box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
         if triggers:
-            self.while_open(box.elem_id, triggers, event, event.inputs, event.outputs, **kwargs)
+            self.while_open(box.elem_id, triggers, event, event.inputs, event.outputs, opened=is_open, **kwargs)
 
     @staticmethod
     def while_open(box_id: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, name: str = "refresh",
-                   **kwargs: Any) -> None:
+                   opened: gr.State | None = None, **kwargs: Any) -> None:
         """``fn`` asked of the server when one of ``triggers`` fires, only while the accordion ``#box_id`` is open:
-        a closed one sends nothing (each event sent costs the page in proportion to its components)."""
+        a closed one sends nothing (each event sent costs the page in proportion to its components). ``opened``:
+        the server's flag for the panel being open (``fn`` draws nothing while it is false), set first: the page
+        saw it open, whatever order gradio's expand and collapse came in as the tab mounted (a collapse after the
+        expand, with the panel on screen open, left it false and the panel blank)."""
         Tab.relay(f"{box_id}-{name}", triggers, fn, inputs, outputs,
-                  when=f"document.querySelector('#{box_id} > .label-wrap.open')", **kwargs)
+                  when=f"document.querySelector('#{box_id} > .label-wrap.open')", opened=opened, **kwargs)
 
     @staticmethod
     def relay(name: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, when: str, delay: int = 0,
-              **kwargs: Any) -> None:
+              opened: gr.State | None = None, **kwargs: Any) -> None:
         """``fn`` asked of the server when one of ``triggers`` fires and the page's JavaScript expression ``when``
         holds (read ``delay`` ms later): a script-only event, which costs the page nothing, opens a door (id
         ``name``: :func:`~vitviz.app.components.door`) whose event asks. A trigger is a component's event, or an
         event's ``.success``/``.then``."""
-        on(door(name).click, fn, inputs, outputs, **kwargs)
+        trigger = door(name).click
+        if opened is not None:  # (:meth:`while_open`)
+            trigger = trigger(lambda: True, None, opened, queue=False, api_visibility="private").then
+        on(trigger, fn, inputs, outputs, **kwargs)
         press = f"if ({when}) {open_door(name)};"
         js = f"() => {{ {press if not delay else f'setTimeout(() => {{ {press} }}, {delay});'} return []; }}"
         events = [t for t in triggers if hasattr(t, "has_trigger")]
