@@ -113,17 +113,19 @@ def build(gr_tab: gr.Tab) -> Tab:
         tl_strip = figure("timeline-strip")
         tl_heads = figure("timeline-heads")
     with gr.Accordion("Inside one head: q·k, softmax, weighted sum", open=False) as head_box:
-        explain("One head of one layer, for one query, with this picture's real numbers: the query vector q meets "
-                "every key k, each score q·k/√d says how well they match, the softmax turns the scores into "
-                "weights that sum to 1 (the attention row), and the head's output is the values added up with "
-                "those weights. Point at a patch in the maps to make it the query (your browser redoes the "
-                "arithmetic at once, from the layer's q, k and v); the sliders set the query the figure below, "
-                "the link and the download hold. The last panel checks our sum against what the model computed.")
+        # the browser's view first: with a lesson's bar above it, it is what the first screen shows
+        inside_view = browser_view("inside", "inside-head-view",
+                                   "inside one head: point at a patch to make it the query")
         with gr.Row():
             inside = [form.add(declared.INSIDE_HEAD[n], **({"elem_id": "inside-layer"} if n == "layer" else {}))
                       for n in ("layer", "head", "row", "col", "cls")]
-        inside_view = browser_view("inside", "inside-head-view",
-                                   "inside one head: point at a patch to make it the query")
+        explain("One head of one layer, for one query, with this picture's real numbers: the query vector q meets "
+                "every key k, each score q·k/√d says how well they match, the softmax turns the scores into "
+                "weights that sum to 1 (the attention row), and the head's output is the values added up with "
+                "those weights. Point at a patch in the maps above to make it the query (your browser redoes the "
+                "arithmetic at once, from the layer's q, k and v); the sliders set the query of the figure "
+                "below, and what the link and the download hold. Its last panel checks our sum against what the "
+                "model computed.")
         in_note = gr.Markdown()
         in_fig = figure("inside-head")
     with gr.Accordion("Patch-feature PCA: what the tokens have in common (DINOv2's colour view)",

@@ -1,8 +1,9 @@
 // vitviz page script (given to launch(js=...) as one function's body): the page's one state, its address, and
 // projector mode. The server puts before it the library's modules (lib/address.mjs: the state and its address) and
-// two constants: TAB_KEYS (each setting's link key -> its tab) and SETTINGS (the device link's settings set here:
-// link key -> range). Light mode needs no reload: the theme's dark palette is the light one (the theme made
-// light-only on the server), and the class is dropped here too.
+// three constants: TAB_KEYS (each setting's link key -> its tab), SETTINGS (the device link's settings set here:
+// link key -> range) and SHOWS (what each tab shows once answered, TabSpec.shows: a CSS selector). Light mode needs
+// no reload: the theme's dark palette is the light one (the theme made light-only on the server), and the class is
+// dropped here too.
 //
 // The page's state lives in `state` (lib/address.mjs says what it holds: the tab, each tab's picture, every tab's
 // settings by link key, the open section, the lesson and its step, projector, contrast, device). Every change goes
@@ -60,45 +61,57 @@
     },
     image(tab, key) { change({ images: { ...state.images, [tab]: key || null } }); },  // "cat", "upload-<hash>"
     tab(name) { state = withTab(state, name); write(); },  // its picture and settings shown; a section left closes
-    section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
+    bring(find, open) {  // keep what find() gives (once it is there) just under a lesson's bar (which stays on
+      // screen), else at the top of the screen, while what is above it is still being drawn (figures arriving move
+      // it down), until the page settles (15 s after its main figure is drawn; a busy page draws late) or the
+      // reader scrolls, clicks or presses a key. `open`: what keeps it open meanwhile (a section: gradio may close
+      // it again as its tab finishes mounting)
       const started = performance.now(), mine = {};
-      link.leaveSection();
-      link.leaveSection = () => { mine.left = true; };  // another link opened: this one is no longer kept
-      const tryOpen = () => {
+      link.leave();
+      link.leave = () => { mine.left = true; };  // another link opened: this one is no longer kept
+      brought = mine;
+      const tryBring = () => {
         if (mine.left) return;
-        const box = document.getElementById(`${name}-box`), head = box?.querySelector(":scope > .label-wrap");
-        if (!head || !box.offsetParent) {
-          if (performance.now() - started < 30000) setTimeout(tryOpen, 200);
+        const el = find();
+        if (!el || !el.offsetParent) {
+          if (performance.now() - started < 30000) setTimeout(tryBring, 200);
+          else mine.left = true;
           return;
         }
-        if (!head.classList.contains("open")) head.click();
-        // kept at the top while what is above it is still being drawn (figures arriving move it down), until the
-        // page settles (15 s) or the reader scrolls, clicks or presses a key
-        const pin = () => {  // its top just under a lesson's bar (which stays on screen), else at the top
+        if (open) open();
+        const pin = () => {  // its top under the bar; further down if that shows the whole of its main figure
           const bar = document.getElementById("lesson-bar"), below = bar?.offsetParent ? bar.offsetHeight + 20 : 0;
-          const now = document.getElementById(`${name}-box`) || box;
-          window.scrollTo({ top: now.getBoundingClientRect().top + window.scrollY - below, behavior: "instant" });
+          const now = find() || el;  // (found again: an element mounted anew is another one)
+          const drawn = mainFigure(now), fig = drawn?.getBoundingClientRect();
+          if (drawn && !settling) settling = setTimeout(unpin, 15000);
+          const top = now.getBoundingClientRect().top - below;
+          const more = fig ? Math.min(fig.top - below, fig.bottom + 8 - window.innerHeight) : 0;
+          window.scrollTo({ top: Math.max(top, more) + window.scrollY, behavior: "instant" });
         };
+        let settling = null;
         setTimeout(pin, 300);
-        // and kept open: gradio may close it again as the tab it is in finishes mounting (seen ~0.1-0.3 s after
-        // the click, no event involved), until the reader acts
-        const again = setInterval(() => {  // (found again: a box mounted anew is another element)
-          const h = document.getElementById(`${name}-box`)?.querySelector(":scope > .label-wrap");
-          if (h && h.offsetParent && !h.classList.contains("open")) h.click();
-        }, 250);
+        const again = open ? setInterval(open, 250) : null;
         const grown = new ResizeObserver(pin), moves = ["wheel", "touchstart", "keydown", "mousedown"];
         const unpin = () => grown.disconnect();
         const stop = () => {
+          mine.left = true;
           clearInterval(again); unpin();
           for (const m of moves) removeEventListener(m, stop, true);
         };
-        link.leaveSection = stop;
+        link.leave = stop;
         grown.observe(document.body);
         for (const m of moves) addEventListener(m, stop, true);
-        setTimeout(unpin, 15000);
         setTimeout(stop, 60000);
       };
-      tryOpen();
+      tryBring();
+    },
+    section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
+      const box = () => document.getElementById(`${name}-box`);
+      const head = () => box()?.querySelector(":scope > .label-wrap");
+      link.bring(() => (head() ? box() : null), () => {
+        const h = head();
+        if (h && h.offsetParent && !h.classList.contains("open")) h.click();
+      });
     },
     restore(text) {  // settings set back by the server (a refused value): {"keys": {link key: text or null}}
       let got = {};
@@ -107,13 +120,18 @@
       for (const [key, value] of Object.entries(got)) { if (value === null) delete settings[key]; else settings[key] = String(value); }
       change({ settings });
     },
-    reveal(selector) {  // on a narrow screen, bring a result into view after the control that asked for it
-      if (window.innerWidth > 760) return;
+    reveal(selector) {  // on a narrow screen, bring a result into view after the control that asked for it (not
+      // while what a link names is being brought up: the link asked, not a control)
+      if (window.innerWidth > 760 || (brought && !brought.left)) return;
       const el = document.querySelector(selector);
       if (el) el.scrollIntoView({ block: "start", behavior: "instant" });
     },
   };
-  link.leaveSection = () => {};  // the section a link opened is kept open and in view until this is called
+  // What a section or a tab's figure is about: its first picture or drawing of some size (a figure, a browser
+  // view's canvas), once drawn
+  let brought = null;  // what the last link.bring keeps in view ({left: true} once it no longer does)
+  const mainFigure = (el) => [...el.querySelectorAll("img, canvas")].find((f) => f.getBoundingClientRect().height > 60);
+  link.leave = () => {};  // what a link brought up (link.bring) is kept open and in view until this is called
   link.contrast = (on) => {  // high contrast for washed-out projectors (theme.css's body.vx-contrast rules)
     document.body.classList.toggle("vx-contrast", !!on);
     change({ contrast: !!on });
@@ -180,10 +198,16 @@
     link.projector(state.projector);
     link.contrast(state.contrast);
   };
-  const openSection = () => {  // ?open=<section>; true when there is one
+  const openView = () => {  // ?open=<section>: that section opened and brought up; else, on a lesson's step, what
+    // its tab shows once answered (TabSpec.shows: the step's figure) brought up under the bar. True when either
     const section = state.open || "";
-    if (/^[a-z_]{1,40}$/.test(section)) link.section(section);
-    return !!section;
+    if (section) {
+      if (/^[a-z_]{1,40}$/.test(section)) link.section(section);
+      return true;
+    }
+    const figure = state.lesson && SHOWS[state.tab || FIRST_TAB];
+    if (figure) link.bring(() => document.querySelector(figure)?.closest(".block"));
+    return !!figure;
   };
   // A link of this page opened within it (a lesson's Back and Next, the arrow keys, the browser's history): the
   // address moves, and the server's opener (its door; gradio's client sends it the address as it is now)
@@ -205,12 +229,12 @@
   };
   const reopen = () => {
     bare = bareLesson();
-    link.leaveSection();
+    link.leave();
     readLink();
     link.opening = state.tab || FIRST_TAB;
     window.vitvizDoors?.["page-open"]?.();
     link.choose(link.opening);
-    if (!openSection()) window.scrollTo({ top: 0, behavior: "instant" });
+    if (!openView()) window.scrollTo({ top: 0, behavior: "instant" });
   };
   link.go = (to, replace) => {  // replace: this history entry becomes the link (none added)
     const url = new URL(to, window.location.href);
@@ -239,7 +263,7 @@
   document.body.classList.remove("dark");
   readLink();  // the link opened
   write();
-  openSection();
+  openView();
 
   // names and keyboard reach for what gradio draws without them (WCAG 2.1: 4.1.2 names, 2.1.1 keyboard)
   const words = (file) => {  // an example's file name as a person would say it
