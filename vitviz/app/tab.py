@@ -264,9 +264,8 @@ class Tab:
                   **kwargs: Any) -> None:
         """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and, while it
         is open, when one of ``triggers`` fires, its picture arrives or the tab's model changes (a closed panel costs
-        nothing). ``figures`` and ``note`` pair a
-        name in the view's answer with its component: the figures, and the text shown after the notice and the
-        reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
+        nothing). ``figures`` and ``note`` pair a name in the view's answer with its component: the figures, and the
+        text shown after the notice and the reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
         answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw; a ``gallery``
         shows every figure the view draws."""
         if not box.elem_id:  # a section a link can open (?open=<view>) and a lesson's step can name

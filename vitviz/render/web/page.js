@@ -127,9 +127,9 @@
       if (el) el.scrollIntoView({ block: "start", behavior: "instant" });
     },
   };
+  let brought = null;  // what the last link.bring keeps in view ({left: true} once it no longer does)
   // What a section or a tab's figure is about: its first picture or drawing of some size (a figure, a browser
   // view's canvas), once drawn
-  let brought = null;  // what the last link.bring keeps in view ({left: true} once it no longer does)
   const mainFigure = (el) => [...el.querySelectorAll("img, canvas")].find((f) => f.getBoundingClientRect().height > 60);
   link.leave = () => {};  // what a link brought up (link.bring) is kept open and in view until this is called
   link.contrast = (on) => {  // high contrast for washed-out projectors (theme.css's body.vx-contrast rules)
