@@ -262,12 +262,12 @@ class Tab:
                   note: tuple[str, Any] | None = None, browser: list[tuple[str, Any]] = (),
                   texts: list[tuple[str, Any]] = (), only: frozenset[str] | None = None, gallery: Any = None,
                   **kwargs: Any) -> None:
-        """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and, while it
-        is open, when one of ``triggers`` fires, its picture arrives or the tab's model changes (a closed panel costs
+        """A view in an accordion: computed when the accordion opens (an open panel shows its answer) and, while it is
+        open, when one of ``triggers`` fires, its picture arrives or the tab's model changes (a closed panel costs
         nothing). ``figures`` and ``note`` pair a name in the view's answer with its component: the figures, and the
-        text shown after the notice and the reasons for changed settings; ``texts`` pair other texts with theirs; ``browser`` pairs a name in the
-        answer's ``data`` with the browser view that draws it; ``only`` names the figures to draw; a ``gallery``
-        shows every figure the view draws."""
+        text shown after the notice and the reasons for changed settings; ``texts`` pair other texts with theirs;
+        ``browser`` pairs a name in the answer's ``data`` with the browser view that draws it; ``only`` names the
+        figures to draw; a ``gallery`` shows every figure the view draws."""
         if not box.elem_id:  # a section a link can open (?open=<view>) and a lesson's step can name
             box.elem_id = f"{view.name}-box"
         narrowed = [f for f in view.fields if f.follows and isinstance(self.form.controls.get(f), gr.Slider)]
