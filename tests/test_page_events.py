@@ -81,8 +81,10 @@ def test_an_open_panel_follows_the_picture_and_its_refresh_sets_it_open(served):
         asks = [d for d in deps.values() if f'vitvizDoors?.["{box}-refresh"]' in (d.get("js") or "")]
         targets = [(ids.get(t[0]), t[1]) for d in asks for t in d["targets"]]
         assert targets.count((f"{tab}-image-key", "change")) == 1, (box, targets)
-        door = next(i for i, e in ids.items() if e == f"{box}-refresh")
+    for name in ("inside_head-box-refresh", "deletion-box-refresh", "randomise-box-refresh",
+                 "patch-vectors-box-refresh", "predict-box-grid"):
+        door = next(i for i, e in ids.items() if e == name)
         flag = [d for d in deps.values() if [tuple(t) for t in d["targets"]] == [(door, "click")]]
         assert len(flag) == 1 and flag[0]["queue"] is False, flag  # the flag is set first, queue-less
         answer = [d for d in deps.values() if d.get("trigger_after") == flag[0]["id"]]
-        assert len(answer) == 1 and answer[0]["api_name"].startswith("answer_"), answer
+        assert len(answer) == 1 and answer[0]["backend_fn"] and answer[0]["queue"] is not False, answer  # then asks

@@ -103,7 +103,8 @@ def build(gr_tab: gr.Tab) -> Tab:
                main, main.inputs, main.outputs, trigger_mode="always_last")
     shown.then(None, None, None, js=tab.reveal("#patch-summary"))
     # a new picture: its centre patch, asked of the server only while its panel is open (a closed one sends nothing)
-    tab.while_open("patch-vectors-box", [shown.success], show_clicked, [main.last, clicked, vec_open], vectors)
+    tab.while_open("patch-vectors-box", [shown.success], show_clicked, [main.last, clicked, vec_open], vectors,
+                   opened=vec_open)
 
     def click(last, evt: gr.SelectData) -> tuple:
         def draw(picture, values):
