@@ -5,10 +5,10 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from benchmarks.tour import view_of  # what a step is about: its section, else TabSpec.shows
 from browser_support import sync_api, ON_FIRST_SCREEN, OPENS_WITH, idle, open_tab
 
 from vitviz.specs import registry
-from vitviz.specs.tabs import TABS
 from vitviz.tools import lesson
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -68,12 +68,6 @@ def test_a_cards_link_opens_this_models_own_view_within_the_page(browser, app_ur
         assert page.evaluate("() => window.__stayed") == "this page"  # no reload on the way
     finally:
         ctx.close()
-
-
-def view_of(step) -> str:
-    """What a tour step is about: its section, else what its tab shows once answered (``TabSpec.shows``)."""
-    section = step.query.get("open")
-    return f"#{section}-box" if section else TABS[step.query["tab"]].shows
 
 
 def test_the_tour_goes_through_every_step_and_back_and_a_link_opens_a_step(browser, app_url):
