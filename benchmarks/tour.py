@@ -55,11 +55,12 @@ DRAWN = """(sel) => { const el = document.querySelector(sel);
 
 
 def view_of(step) -> str:
-    """The CSS selector of what a step is about: its section, else what its tab shows once answered."""
+    """The CSS selector of what a step is about: its section, else the figure it names (``show=``), else what its
+    tab shows once answered."""
     from vitviz.specs.tabs import TABS
 
-    section = step.query.get("open")
-    return f"#{section}-box" if section else TABS[step.query.get("tab", "patches")].shows
+    section, tab = step.query.get("open"), TABS[step.query.get("tab", "patches")]
+    return f"#{section}-box" if section else dict(tab.figures).get(step.query.get("show"), tab.shows)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -44,11 +44,13 @@ def idle(page, rounds: int = 2) -> None:
         page.wait_for_timeout(600)
 
 
-ON_FIRST_SCREEN = """(sel) => {  // the first picture or drawing of some size in `sel`, under the lesson's bar (which
-  // stays on screen, at most half of it), and as much of it in view as the screen below the bar can hold
+ON_FIRST_SCREEN = """(sel) => {  // the first picture or drawing of some size in `sel` (or `sel` itself when it holds
+  // none: Classify's top 5), under the lesson's bar (which stays on screen, at most half of it), and as much of it
+  // in view as the screen below the bar can hold
   const box = document.querySelector(sel), bar = document.getElementById('lesson-bar')?.getBoundingClientRect();
-  const fig = box && [box, ...box.querySelectorAll('img, canvas')].find((e) => e.matches('img, canvas')
-    && e.getBoundingClientRect().height > 60);
+  const fig = box && (box.matches('img, canvas') || box.querySelector('img, canvas') ? [box, ...box.querySelectorAll(
+    'img, canvas')].find((e) => e.matches('img, canvas') && e.getBoundingClientRect().height > 60)
+    : box.getBoundingClientRect().height > 60 && box);
   if (!fig || !bar || bar.top < 0 || bar.bottom > innerHeight / 2) return false;
   const r = fig.getBoundingClientRect(), seen = Math.min(innerHeight, r.bottom) - r.top;
   return r.top >= bar.bottom - 2 && seen >= 0.9 * Math.min(r.height, innerHeight - bar.bottom - 20); }"""

@@ -422,13 +422,14 @@ def test_a_step_that_leaves_the_model_out_shows_the_model_that_answers_not_the_o
         ctx.close()
 
 
-@pytest.mark.parametrize("k", [2, 3, 7])
+@pytest.mark.parametrize("k", [2, 3, 7, 9])
 @pytest.mark.parametrize("screen", ["projector", "phone"])
 def test_a_steps_own_link_opens_with_its_figure_on_the_first_screen(browser, app_url, k, screen):
     """A tour step's own link opened in a new page, projected (1280×720, large text) or on a phone: what the step is
     about is drawn and in view under the lesson's bar. Step 2 is a tab's figure far down the page, step 3 a section
     whose figure comes after its explanation and controls, step 7 a section whose panel could open before the page's
-    picture was set (it then drew nothing, as no later event asked again)."""
+    picture was set (it then drew nothing, as no later event asked again), step 9 a figure the step names
+    (``show=top5``: the probabilities its caption speaks of, above the tab's maps)."""
     step = lesson.tour().steps[k - 1]
     size, mode = ((1280, 720), "&projector=1") if screen == "projector" else ((390, 844), "")
     ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})

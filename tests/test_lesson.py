@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from vitviz.tools import cli, lesson
+from vitviz.specs.tabs import TABS
 from vitviz.views import records_of
 
 
@@ -37,14 +38,17 @@ def test_the_tour_has_ten_steps_each_opening_a_tab_with_settings_its_views_accep
         for r in records_of(q["tab"]):  # every setting the link holds is one its tab's views accept
             r.view.check(r.view.from_link(q))
         known = {f.link for r in records_of(q["tab"]) for f in r.view.settings() if f.link}
-        assert set(q) - {"tab", "image", "open"} <= known, (step.link, set(q) - known)
+        assert set(q) - {"tab", "image", "open", "show"} <= known, (step.link, set(q) - known)
         if "open" in q:  # a section of the step's tab: one of its views (an accordion) or the forward pass's parts
             assert q["open"] in {r.name for r in records_of(q["tab"])} | {"residual", "lens"}, q["open"]
+        if "show" in q:  # a figure its tab declares
+            assert q["show"] in dict(TABS[q["tab"]].figures), q["show"]
     # one picture through the whole tour, and no two steps the same view
     assert {s.query.get("image") for s in tour.steps if "image" in s.query} == {"scene_star"}
     assert len({s.link for s in tour.steps}) == len(tour.steps)
     opened = {k + 1: s.query.get("open") for k, s in enumerate(tour.steps)}
     assert (opened[3], opened[5], opened[7], opened[8]) == ("patch_filters", "residual", "inside_head", "lens")
+    assert tour.steps[8].query.get("show") == "top5"  # the step on probabilities brings up the top 5, not the maps
 
 
 @pytest.mark.slow
@@ -285,3 +289,16 @@ def test_a_lesson_picture_is_kept_under_the_kind_its_bytes_say_not_the_words_of_
         path.unlink(missing_ok=True)
     with pytest.raises(ValueError, match="data: URL"):
         uploads.keep_lesson_picture("https://example.org/a.png")
+
+
+def test_a_step_that_names_the_top_5_prints_its_probabilities_on_its_handout_page():
+    tour = lesson.tour()
+    fig, _ = lesson.page(tour, 9)
+    bars = [ax for ax in fig.axes if ax.get_title().startswith("top 5")]
+    assert len(bars) == 1
+    widths = [p.get_width() for p in bars[0].patches]
+    names = [t.get_text() for t in bars[0].get_yticklabels()]
+    assert len(widths) == 5 and widths == sorted(widths, reverse=True) and abs(sum(widths) - 1) < 0.2
+    assert names[0] == "star"  # the tour's picture, read by the offline model
+    fig8, _ = lesson.page(tour, 8)  # a step that names no such figure prints none
+    assert not [ax for ax in fig8.axes if ax.get_title().startswith("top 5")]

@@ -60,3 +60,14 @@ test("a section closes when its tab is left; the modes and keys this page does n
   assert.equal(readAddress("", A.tab_keys).tab, null);
   assert.deepEqual(readAddress("?image=cat", A.tab_keys).images, { [FIRST_TAB]: "cat" });
 });
+
+test("a figure a link names (show=) is kept in the address with its tab and dropped when the tab is left", () => {
+  const state = readAddress("?tab=classify&image=cat&show=top5&lesson=tour&step=9", A.tab_keys);
+  assert.equal(state.show, "top5");
+  assert.deepEqual(params(addressOf(state, A.tab_keys)),
+                   { tab: "classify", image: "cat", show: "top5", lesson: "tour", step: "9" });
+  const left = withTab(state, "attention");
+  assert.equal(left.show, null);
+  assert.equal("show" in params(addressOf(left, A.tab_keys, "?tab=classify&show=top5")), false);
+  assert.equal(readAddress("?tab=classify", A.tab_keys).show, null);
+});

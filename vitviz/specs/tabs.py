@@ -22,7 +22,10 @@ class TabSpec:
         opens_with: the view it shows first (its other views follow).
         models: (setting, registry task) of each model list it offers; offline, each opens on the stand-in for
             that task.
-        shows: a CSS selector of what the tab shows once its first answer is drawn (tests, screenshots).
+        shows: a CSS selector of what the tab shows once its first answer is drawn (a lesson step without a
+            section brings it into view; tests, screenshots).
+        figures: its other figures a link can name (``show=<name>``: a lesson step brings that one into view
+            instead), as (name, CSS selector).
         device: the page's key of its "compute on this device" switch, if it has one (``device=1`` in a link).
     """
 
@@ -31,6 +34,7 @@ class TabSpec:
     opens_with: View
     models: tuple[tuple[Field, str], ...] = ()
     shows: str = ""
+    figures: tuple[tuple[str, str], ...] = ()
     device: str | None = None
 
 
@@ -56,7 +60,7 @@ declare(TabSpec("positions", "Position embeddings", declared.POSITIONS, shows="#
 declare(TabSpec("attention", "Attention", declared.ATTENTION, ((declared.ATTENTION["model"], "attention"),),
                 shows="#attention-explorer .vx-big canvas", device="device"))
 declare(TabSpec("classify", "Classify", declared.CLASSIFY, ((declared.CLASSIFY["model"], "classify"),),
-                shows="#classify-maps img", device="classify_device"))
+                shows="#classify-maps img", figures=(("top5", "#classify-top5"),), device="classify_device"))
 declare(TabSpec("vitcnn", "ViT vs CNN", declared.RECEPTIVE_FIELD,
                 ((declared.VS_VIT, "attention"), (declared.VS_CNN, "cnn"), (declared.VS_CLASSIFIER, "classify")),
                 shows="#vitcnn-reach img"))

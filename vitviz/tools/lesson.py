@@ -266,6 +266,25 @@ def _stage_chain(fig, numbers: dict, top: float) -> None:
             ax.annotate("", (0.08, i + 0.72), (0.08, i + 0.28), arrowprops=dict(arrowstyle="->", color="#335c99"))
 
 
+def _top_classes(fig, top5: dict[str, float], top: float) -> float:
+    """The classes and their probabilities ``top5`` (name -> probability, best first) as bars on the page ``fig``
+    from ``top`` (figure fraction) down; returns where the next drawing may start."""
+    names = list(top5)
+    h = 0.03 * len(names)
+    ax = fig.add_axes((0.28, top - h, 0.56, h))
+    ax.barh(range(len(names)), [top5[n] for n in names], color="#1f5f99")
+    ax.set_yticks(range(len(names)), names, fontsize=11)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.tick_params(axis="x", labelsize=9)
+    for k, n in enumerate(names):
+        ax.text(min(top5[n], 0.8) + 0.02, k, f"{top5[n]:.1%}", va="center", fontsize=10)
+    ax.set_title("top 5: the softmax's probabilities", fontsize=11)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return top - h - 0.05
+
+
 def handout(lesson: Lesson, out: Path, said=lambda text: None, base_url: str | None = None,
             name: str | None = None) -> tuple[int, int]:
     """Print ``lesson`` to the PDF ``out``: per step an A4 page with the title, its caption, what its step shows
@@ -329,6 +348,8 @@ def page(lesson: Lesson, i: int, base_url: str | None = None, name: str | None =
     fig.text(0.06, y - 0.028, "\n".join(caption), fontsize=11, va="top")
     top = y - 0.04 - 0.0175 * len(caption)
     figures = step_figures(view, step, shown)
+    if step.query.get("show") == "top5" and shown.numbers.get("top5"):  # the figure the step names, first
+        top = _top_classes(fig, shown.numbers["top5"], top - 0.02)
     if not figures and shown.numbers.get("stages"):
         fig.text(0.06, top, shown.texts.get("text", ""), fontsize=10, va="top", wrap=True)
         _stage_chain(fig, shown.numbers, top - 0.05)

@@ -1,7 +1,8 @@
 // vitviz page script (given to launch(js=...) as one function's body): the page's one state, its address, and
 // projector mode. The server puts before it the library's modules (lib/address.mjs: the state and its address) and
-// three constants: TAB_KEYS (each setting's link key -> its tab), SETTINGS (the device link's settings set here:
-// link key -> range) and SHOWS (what each tab shows once answered, TabSpec.shows: a CSS selector). Light mode needs
+// four constants: TAB_KEYS (each setting's link key -> its tab), SETTINGS (the device link's settings set here:
+// link key -> range), SHOWS (what each tab shows once answered, TabSpec.shows: a CSS selector) and FIGURES (each
+// tab's other figures a link can name with show=: name -> CSS selector, TabSpec.figures). Light mode needs
 // no reload: the theme's dark palette is the light one (the theme made light-only on the server), and the class is
 // dropped here too.
 //
@@ -61,11 +62,11 @@
     },
     image(tab, key) { change({ images: { ...state.images, [tab]: key || null } }); },  // "cat", "upload-<hash>"
     tab(name) { state = withTab(state, name); write(); },  // its picture and settings shown; a section left closes
-    bring(find, open) {  // keep what find() gives (once it is there) just under a lesson's bar (which stays on
-      // screen), else at the top of the screen, while what is above it is still being drawn (figures arriving move
-      // it down), until the page settles (15 s after its main figure is drawn; a busy page draws late) or the
-      // reader scrolls, clicks or presses a key. `open`: what keeps it open meanwhile (a section: gradio may close
-      // it again as its tab finishes mounting)
+    bring(find, open, drawnOf = mainFigure) {  // keep what find() gives (once it is there) just under a lesson's
+      // bar (which stays on screen), else at the top of the screen, while what is above it is still being drawn
+      // (figures arriving move it down), until the page settles (15 s after its main figure, drawnOf(it), is
+      // drawn; a busy page draws late) or the reader scrolls, clicks or presses a key. `open`: what keeps it open
+      // meanwhile (a section: gradio may close it again as its tab finishes mounting)
       const started = performance.now(), mine = {};
       link.leave();
       link.leave = () => { mine.left = true; };  // another link opened: this one is no longer kept
@@ -82,7 +83,7 @@
         const pin = () => {  // its top under the bar; further down if that shows the whole of its main figure
           const bar = document.getElementById("lesson-bar"), below = bar?.offsetParent ? bar.offsetHeight + 20 : 0;
           const now = find() || el;  // (found again: an element mounted anew is another one)
-          const drawn = mainFigure(now), fig = drawn?.getBoundingClientRect();
+          const drawn = drawnOf(now), fig = drawn?.getBoundingClientRect();
           if (drawn && !settling) settling = setTimeout(unpin, 15000);
           const top = now.getBoundingClientRect().top - below;
           const more = fig ? Math.min(fig.top - below, fig.bottom + 8 - window.innerHeight) : 0;
@@ -198,15 +199,20 @@
     link.projector(state.projector);
     link.contrast(state.contrast);
   };
-  const openView = () => {  // ?open=<section>: that section opened and brought up; else, on a lesson's step, what
-    // its tab shows once answered (TabSpec.shows: the step's figure) brought up under the bar. True when either
-    const section = state.open || "";
+  const openView = () => {  // ?open=<section>: that section opened and brought up; else ?show=<figure> (one its
+    // tab declares, TabSpec.figures) brought up, or on a lesson's step what its tab shows once answered
+    // (TabSpec.shows: the step's figure). True when any
+    const section = state.open || "", tab = state.tab || FIRST_TAB;
     if (section) {
       if (/^[a-z_]{1,40}$/.test(section)) link.section(section);
       return true;
     }
-    const figure = state.lesson && SHOWS[state.tab || FIRST_TAB];
-    if (figure) link.bring(() => document.querySelector(figure)?.closest(".block"));
+    const named = Object.hasOwn(FIGURES[tab] || {}, state.show || "") ? FIGURES[tab][state.show] : null;
+    const figure = named || (state.lesson && SHOWS[tab]);
+    // (a named figure that is no picture, Classify's top 5, is its own main figure once it has some size)
+    const itself = (el) => (el.querySelector("img, canvas") || el.offsetHeight <= 60 ? null : el);
+    const drawn = named ? (el) => mainFigure(el) || itself(el) : mainFigure;
+    if (figure) link.bring(() => document.querySelector(figure)?.closest(".block"), null, drawn);
     return !!figure;
   };
   // A link of this page opened within it (a lesson's Back and Next, the arrow keys, the browser's history): the

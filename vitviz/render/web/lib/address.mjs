@@ -2,12 +2,13 @@
 // and the address is written from it). The address is read into a state once, when the page opens or a link of
 // this page is opened within it; the server's opener reads the same address (vitviz/app/links.py).
 //
-// A state: {tab, images: {tab: picture's name}, settings: {link key: text}, open, lesson, step, projector,
-// contrast, device} (null or absent: not set). `settings` holds every tab's (what a person set, defaults left out);
+// A state: {tab, images: {tab: picture's name}, settings: {link key: text}, open, show, lesson, step, projector,
+// contrast, device} (`open`: a section of the tab to open; `show`: a figure of the tab, by its declared name, to
+// bring into view) (null or absent: not set). `settings` holds every tab's (what a person set, defaults left out);
 // the address shows the open tab's only. `images` holds each tab's picture; the address shows the open tab's.
 
 // the keys of the page's own (not a view's setting), in the order a new address lists them
-export const PAGE_KEYS = ["tab", "image", "open", "lesson", "step", "projector", "contrast", "device"];
+export const PAGE_KEYS = ["tab", "image", "open", "show", "lesson", "step", "projector", "contrast", "device"];
 export const FIRST_TAB = "patches";
 
 // the state an address says: `tabKeys` maps each setting's link key to its tab
@@ -17,7 +18,7 @@ export function readAddress(search, tabKeys) {
   for (const key of Object.keys(tabKeys)) if (q.get(key) !== null) settings[key] = q.get(key);
   return {
     tab, images: q.get("image") !== null ? { [tab || FIRST_TAB]: q.get("image") } : {}, settings,
-    open: q.get("open"), lesson: q.get("lesson"), step: q.get("step"),
+    open: q.get("open"), show: q.get("show"), lesson: q.get("lesson"), step: q.get("step"),
     projector: q.get("projector") === "1", contrast: q.get("contrast") === "1", device: q.get("device") === "1",
   };
 }
@@ -28,8 +29,8 @@ export function addressOf(state, tabKeys, current = "") {
   const q = new URLSearchParams(String(current || "").replace(/^\?/, ""));
   const open = state.tab || FIRST_TAB, flag = (on) => (on ? "1" : null);
   const want = {
-    tab: state.tab, image: (state.images || {})[open] ?? null, open: state.open, lesson: state.lesson,
-    step: state.step, projector: flag(state.projector), contrast: flag(state.contrast), device: flag(state.device),
+    tab: state.tab, image: (state.images || {})[open] ?? null, open: state.open, show: state.show,
+    lesson: state.lesson, step: state.step, projector: flag(state.projector), contrast: flag(state.contrast), device: flag(state.device),
   };
   for (const [key, tab] of Object.entries(tabKeys)) {
     want[key] = tab === open && key in (state.settings || {}) ? state.settings[key] : null;
@@ -55,8 +56,8 @@ export function withSetting(settings, key, value, fallback) {
   return out;
 }
 
-// the state after the tab `name` is shown: a section of the tab left behind closes; the tab's picture and
-// settings are those it holds
+// the state after the tab `name` is shown: a section or figure of the tab left behind is no longer named; the
+// tab's picture and settings are those it holds
 export function withTab(state, name) {
-  return name === state.tab ? state : { ...state, tab: name, open: null };
+  return name === state.tab ? state : { ...state, tab: name, open: null, show: null };
 }
