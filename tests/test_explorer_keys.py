@@ -86,6 +86,24 @@ def test_rows_are_a_softmax_of_scaled_query_key_products_and_centring_the_keys_c
     assert sharp.q.dtype == np.float32 and sharp.error == 0.0
 
 
+def test_keys_beyond_float16s_range_or_decided_once_as_float32_stay_float32():
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 5, 4, generator=g) * 1e-3, torch.randn(2, 5, 4, generator=g)
+    assert LayerKeys.pack(q, k, 0.5, exact_bytes=100).q.dtype == np.float16  # even rows: float16 would do
+    big = k.clone()
+    big[1, 2, 3] = 2e5  # centred, still over float16's largest (65504): it would become infinite
+    far = LayerKeys.pack(q * 0, big, 0.5, exact_bytes=100)  # (every score 0: even rows, no error to measure)
+    assert far.q.dtype == np.float32 and np.isfinite(far.k).all() and far.error == 0.0
+    nan = k.clone()
+    nan[0, 0, 0] = float("nan")
+    assert LayerKeys.pack(q, nan, 0.5, exact_bytes=100).q.dtype == np.float32
+    once = LayerKeys.pack(q, k, 0.5, exact_bytes=100, decided=float("inf"))  # float32 was decided for this layer
+    assert once.q.dtype == np.float32 and once.error == 0.0
+    known = LayerKeys.pack(q, k, 0.5, exact_bytes=100, decided=1e-6)  # float16, its error as measured before
+    assert known.q.dtype == np.float16 and known.error == 1e-6
+    assert np.allclose(known.rows(), once.rows(), atol=1e-3)
+
+
 def test_the_embedded_models_keys_give_its_attention_in_every_layer(rgb_cat):
     a = analysis.analyse(loaders.load_embedded(), rgb_cat, 64)
     full = true_attention(a)

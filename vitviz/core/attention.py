@@ -26,6 +26,8 @@ rows (a small model's: nothing to save)."""
 F16_TOLERANCE = 2e-5
 """A layer's queries and keys are kept as float16 only when the attention rows they give differ from the float32
 ones by at most this much (measured on sampled rows when packed); sharp heads (weights near 1) need float32."""
+_F16_MAX = 65504.0
+"""The largest finite float16."""
 CHUNK_BYTES = 64 * 2**20
 """Rows computed at once for every-row work (rollout, distance): (H, chunk, T) float32 within this many bytes."""
 
@@ -83,8 +85,13 @@ class LayerKeys:
         or infinity for float32) skips the measuring: the trial softmax costs as much as a tenth of a forward."""
         q32, k32 = q.float() * scale, k.float()
         k32 = k32 - k32.mean(1, keepdim=True)
-        if 2 * q32.numel() * 4 <= exact_bytes:
-            return cls(q32.numpy(), k32.numpy(), float(scale), 0.0)
+        exact = cls(q32.numpy(), k32.numpy(), float(scale), 0.0)
+        if 2 * q32.numel() * 4 <= exact_bytes or (decided is not None and not decided <= tolerance):
+            return exact
+        # float16 holds every number finitely when all are below its largest, 65504 (a NaN compares false); read on
+        # the float32 numbers: CPUs have no fast float16 comparisons (isfinite on float16 cost 0.1 s a forward)
+        if not (float(q32.abs().amax()) < _F16_MAX and float(k32.abs().amax()) < _F16_MAX):
+            return exact
         q16, k16 = q32.half(), k32.half()
         if decided is not None:
             err = decided
@@ -92,9 +99,7 @@ class LayerKeys:
             t = q32.shape[1]
             pick = torch.unique(torch.linspace(0, t - 1, min(samples, t)).round().long())
             err = float((_softmax_rows(q16[:, pick], k16) - _softmax_rows(q32[:, pick], k32)).abs().max())
-        if err <= tolerance and bool(torch.isfinite(q16).all() and torch.isfinite(k16).all()):
-            return cls(q16.numpy(), k16.numpy(), float(scale), err)
-        return cls(q32.numpy(), k32.numpy(), float(scale), 0.0)
+        return cls(q16.numpy(), k16.numpy(), float(scale), err) if err <= tolerance else exact
 
     @property
     def nbytes(self) -> int:
