@@ -30,7 +30,8 @@ export function addressOf(state, tabKeys, current = "") {
   const open = state.tab || FIRST_TAB, flag = (on) => (on ? "1" : null);
   const want = {
     tab: state.tab, image: (state.images || {})[open] ?? null, open: state.open, show: state.show,
-    lesson: state.lesson, step: state.step, projector: flag(state.projector), contrast: flag(state.contrast), device: flag(state.device),
+    lesson: state.lesson, step: state.step,
+    projector: flag(state.projector), contrast: flag(state.contrast), device: flag(state.device),
   };
   for (const [key, tab] of Object.entries(tabKeys)) {
     want[key] = tab === open && key in (state.settings || {}) ? state.settings[key] : null;
