@@ -110,7 +110,6 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
-    adapters.calm_queue(demo)  # an idle server's polling slowed a forward beside it by 15-20%
     return demo
 
 

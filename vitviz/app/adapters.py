@@ -14,13 +14,6 @@ its Ctrl-C path cuts short (it stops waiting for the server after 5 s and the pr
 runs gradio's own cleanup once more after the server has stopped. The upstream change that would remove it: gradio
 removing the files in ``Blocks.close``.
 
-**The queue's polling.** gradio's queue looks for new events every millisecond while it is free (and for progress
-every 10 ms): a thousand wake-ups a second, each taking the interpreter's lock. An idle server used 10% of a core
-doing it, and a forward running beside it took 15-20% longer (DINO ViT-S/8 at 224 px, the same process, the two
-settings alternated: 411-506 ms against 374-428 ms at 10 ms). :func:`calm_queue` makes it look every
-:data:`QUEUE_POLL_S` (an event then waits at most that long to start). The upstream change that would remove it:
-gradio's queue waking when an event is pushed (an ``asyncio.Event``) instead of polling.
-
 **An API endpoint's parameters from the declarations.** ``gr.api`` makes an endpoint's schema from its function's
 signature and type hints; a view's parameters are data (its declared settings), so :func:`typed` gives a function
 the signature the declarations make (``__signature__``, which ``inspect.signature`` honours, PEP 362, and the
@@ -32,22 +25,6 @@ from __future__ import annotations
 
 import inspect
 from typing import Any, Callable
-
-QUEUE_POLL_S = 0.01
-"""How often gradio's free queue looks for a new event (gradio's own: 1 ms on Linux)."""
-PROGRESS_POLL_S = 0.05
-"""How often it looks for progress to send (gradio's own: 10 ms)."""
-
-
-def calm_queue(blocks: Any, poll: float = QUEUE_POLL_S, progress: float = PROGRESS_POLL_S) -> None:
-    """Make the queue of ``blocks`` (after ``blocks.queue()``) look for new events every ``poll`` seconds and for
-    progress every ``progress`` seconds while free, instead of gradio's 1 ms and 10 ms."""
-    queue = blocks._queue
-    for name in ("sleep_when_free", "progress_update_sleep_when_free"):
-        if not isinstance(getattr(queue, name, None), (int, float)):
-            raise RuntimeError(f"gradio's queue no longer has {name!r}: see vitviz/app/adapters.py")
-    queue.sleep_when_free, queue.progress_update_sleep_when_free = poll, progress
-
 
 def typed(body: Callable[..., Any], sig: inspect.Signature, name: str, doc: str) -> Callable[..., Any]:
     """``body(**arguments)`` as a function whose signature (names, defaults, type hints, gradio's special
