@@ -5,7 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from benchmarks.tour import view_of  # what a step is about: its section, else TabSpec.shows
+from benchmarks.tour import view_of  # what a step is about: its section, its show= figure, else TabSpec.shows
 from browser_support import sync_api, ON_FIRST_SCREEN, OPENS_WITH, idle, open_tab
 
 from vitviz.specs import registry
