@@ -258,6 +258,25 @@ def test_an_accepted_upload_is_held_by_its_page(app_url):
     assert upload not in files.PICTURES.held()
 
 
+def test_a_file_that_is_no_picture_checked_twice_before_its_state_returns_is_refused_once_per_page(app_url):
+    """Two checks of one refused file on one page, the second before the first's state reached it (``kept`` still
+    None: two triggers in flight at once): the page is warned once; another page is warned too."""
+    import warnings
+
+    from vitviz.app.tab import Tab
+
+    path = httpx.post(f"{app_url}gradio_api/upload",
+                      files={"files": ("notes.jpg", b"this is not a picture", "image/jpeg")}).json()[0]
+    notes = {"path": path, "meta": {"_type": "gradio.FileData"}}
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        answers = [Tab.accept(notes, None, types.SimpleNamespace(session_hash=page))
+                   for page in ("page-twice", "page-twice", "page-other")]
+    told = [str(w.message) for w in said if "not an image vitviz can read" in str(w.message)]
+    assert len(told) == 2, [str(w.message) for w in said]
+    assert all(kept == {"refused": path} for _, _, kept in answers)  # each remembers what it refused
+
+
 def test_a_page_closing_lets_its_pictures_go(app_url):
     """A page's heartbeat stream (gradio's, which stays open while the page is) ends: its pictures are let go."""
     session = "page-closing"

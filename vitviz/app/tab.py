@@ -382,8 +382,11 @@ class Tab:
             uploads.picture(picture)
         except ValueError as err:
             back = uploads.path_of(kept)
-            gr.Warning(str(err) + (" The picture before it is shown again." if back else ""),
-                       title="Cannot use this picture")
+            # told once per page, whoever checks the picture first (this check run twice before its state came
+            # back, or an answer's own check: they share the key)
+            if _first_time(getattr(request, "session_hash", None), str(err)):
+                gr.Warning(str(err) + (" The picture before it is shown again." if back else ""),
+                           title="Cannot use this picture")
             return back, uploads.link_name(kept) if back else "", {**(kept or {}), "refused": uploads.path_of(picture)}
         path = uploads.path_of(picture)
         if path is not None and request is not None and request.session_hash:
