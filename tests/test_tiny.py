@@ -34,6 +34,7 @@ def test_shipped_files_and_card():
     assert f"{QUALITY['accuracy']:.1%}" in card and "supervised" in card
 
 
+@pytest.mark.slow  # a training run or a 200-scene measurement (pytest.ini: slow)
 def test_figures_reproduce_on_the_fixed_seed():
     """Re-measure on the first scenes of the fixed test seed: the same numbers as the card, within noise."""
     fresh = quality.measure(n=200)
@@ -170,6 +171,7 @@ def test_spread_penalty_reads_the_last_block(monkeypatch):
     assert not any(m._forward_hooks for m in model.modules())  # hooks gone after the steps
 
 
+@pytest.mark.slow  # a training run or a 200-scene measurement (pytest.ini: slow)
 def test_spread_penalty_starts_at_spread_from(tmp_path, monkeypatch):
     """The training loop passes weight 0 before SPREAD_FROM of the steps and the full weight from then on."""
     weights = []
@@ -187,6 +189,7 @@ def test_spread_penalty_starts_at_spread_from(tmp_path, monkeypatch):
     assert info["spread_from_step"] == 4 and info["attention_spread"] == train.ATTENTION_SPREAD
 
 
+@pytest.mark.slow  # a training run or a 200-scene measurement (pytest.ini: slow)
 def test_training_is_seeded(tmp_path, monkeypatch):
     """Two short runs of the real training loop give bit-identical weights (bfloat16 autocast included)."""
     from safetensors.torch import load_file
