@@ -6,6 +6,7 @@ event, and everything inside it: a container among the outputs makes every later
 
 from __future__ import annotations
 
+import json
 import types
 
 import pytest
@@ -43,10 +44,45 @@ def _opener(demo):
     return fns[0]
 
 
-def _open(opener, query: dict, shows: dict[str, str], session: str) -> dict:
-    """The opener's answer for a page at ``?query`` whose tabs show the pictures ``shows`` (tab -> link name)."""
+def _settled(demo) -> list:
+    """The components the page itself sets from the opener's JSON (its page-only event on ``#page-settle``)."""
+    settle = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "page-settle")
+    put = [f for f in demo.fns.values() if [tuple(t) for t in f.targets] == [(settle._id, "change")]]
+    assert len(put) == 1 and put[0].fn is None and put[0].js  # the page's own event: no server
+    return settle, put[0].outputs
+
+
+def test_the_opener_event_sets_no_setting_of_a_section_itself(served):
+    """Every component of an event the server answered is refreshed by gradio's page at every later event: the
+    opener's own outputs are the page's parts, the pictures, the model lists and the carriers; a link's settings
+    go through ``#page-settle`` into the controls, in one page-only event (with the picture's name, so the tab's
+    answer reads them as set)."""
+    demo, _ = served
+    opener = _opener(demo)
+    settle, put = _settled(demo)
+    kinds = {type(c).__name__ for c in opener.outputs}
+    assert len(opener.outputs) <= 40 and not kinds & {"Slider", "Radio", "Number"}, (len(opener.outputs), kinds)
+    assert settle in opener.outputs and not set(put) & set(opener.outputs) - {
+        c for c in put if type(c).__name__ == "Dropdown"}  # a model list: its choices when the server's changed
+    query = {"tab": "patches", "image": "scene_star", "win": "3", "patch": "32"}
+    out = _open(opener, query, {}, "page-windows", demo)
+    by_id = {getattr(c, "elem_id", None) or getattr(c, "label", None): v for c, v in out.items()}
+    assert by_id.get("patches-image-key") == "scene_star" and 32 in out.values() and 3 in out.values(), by_id
+    raw = opener.fn({c: "" for c in opener.inputs},
+                    types.SimpleNamespace(query_params=query, session_hash="page-windows-raw"))
+    assert not any(c in put for c in raw if type(c).__name__ != "Dropdown")  # none set by the server's event
+
+
+def _open(opener, query: dict, shows: dict[str, str], session: str, demo=None) -> dict:
+    """The opener's answer for a page at ``?query`` whose tabs show the pictures ``shows`` (tab -> link name), with
+    the values it sends through ``#page-settle`` as the components the page puts them in."""
     keys = {c: shows.get(c.elem_id.removesuffix("-image-key"), "") for c in opener.inputs}
-    return opener.fn(keys, types.SimpleNamespace(query_params=query, session_hash=session))
+    out = dict(opener.fn(keys, types.SimpleNamespace(query_params=query, session_hash=session)))
+    if demo is not None:
+        settle, put = _settled(demo)
+        for i, value in json.loads(out.pop(settle, None) or '{"set": {}}')["set"].items():
+            out[put[int(i)]] = value
+    return out
 
 
 @pytest.mark.parametrize("tab", ["patches", "attention", "classify"])
@@ -54,16 +90,16 @@ def test_the_opener_sends_a_picture_once_and_names_it_at_once(served, tab):
     demo, _ = served
     opener = _opener(demo)
     query = {"tab": tab, "image": "scene_star"}
-    first = _open(opener, query, {}, f"page-{tab}")
+    first = _open(opener, query, {}, f"page-{tab}", demo)
     pictures = [v for k, v in first.items() if type(k).__name__ == "Image"]
     named = {k.elem_id: v for k, v in first.items() if getattr(k, "elem_id", "") == f"{tab}-image-key"}
     assert len(pictures) == 1 and str(pictures[0]).endswith("scene_star.png")
     assert named == {f"{tab}-image-key": "scene_star"}  # the tab's answer starts from the name, not after a check
     # the same link opened again within the page, the tab showing that picture: no picture, no name sent again
-    again = _open(opener, query, {tab: "scene_star"}, f"page-{tab}")
+    again = _open(opener, query, {tab: "scene_star"}, f"page-{tab}", demo)
     assert not [k for k in again if type(k).__name__ == "Image" or getattr(k, "elem_id", "") == f"{tab}-image-key"]
     # another picture asked: it is sent, and named
-    other = _open(opener, {"tab": tab, "image": "scene_ring"}, {tab: "scene_star"}, f"page-{tab}")
+    other = _open(opener, {"tab": tab, "image": "scene_ring"}, {tab: "scene_star"}, f"page-{tab}", demo)
     assert [str(v).endswith("scene_ring.png") for k, v in other.items() if type(k).__name__ == "Image"] == [True]
     assert [v for k, v in other.items() if getattr(k, "elem_id", "") == f"{tab}-image-key"] == ["scene_ring"]
 

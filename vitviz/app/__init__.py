@@ -77,8 +77,9 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         with gr.Accordion("Make a lesson from these views (for teachers)", open=False):
             lessons.maker()
         opened = gr.State()
+        settle = gr.Textbox(visible="hidden", elem_id="page-settle")  # the opener's settings, put in by the page
         page = {"projector": projector, "contrast": contrast, "notice": link_notice,
-                "opened": opened, "lesson": lesson_bar}
+                "opened": opened, "lesson": lesson_bar, "settle": settle}
         page |= {k: c for t in tabs.values() for k, c in t.extras.items() if k != "photos_note"}  # each tab's own
         links.label_page(tabs, page)
 
@@ -104,6 +105,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
                                  api_visibility="private")  # last: a link opened while the page still opens
+        put = links.settled(tabs)  # set by the page itself, in one event: they take part in no answered event
+        settle.change(None, settle, put, js=links.settle_script(len(put)))
         tabs["positions"].open_on_load(loaded, opened)
         for tab in tabs.values():
             tab.opens(models.available_now, opened)

@@ -9,6 +9,7 @@ is brought into range; one that cannot be read is skipped).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -111,8 +112,12 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
 
     ``relabel`` re-makes the page as served (:func:`label_page`, then the served configuration) and returns the
     availability it used: called when a load finds the server's models changed since the page was made, after this
-    page's own changes are worked out (this page was served as made before)."""
+    page's own changes are worked out (this page was served as made before).
+
+    The values of :func:`settled` components travel as one JSON text in ``page["settle"]`` (``{"at": time,
+    "set": {index: value}}``), which the page's own event puts into them (:func:`settle_script`)."""
     built = {"available": models.available_now()}
+    settle = {c: i for i, c in enumerate(settled(tabs))}
     opened_pages: LRU[bool] = LRU(OPENED_PAGES, size=None, pool=None)  # sessions whose page was opened here
 
     def on_load(shown: dict, request: gr.Request) -> dict:
@@ -163,10 +168,13 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                 said.append(f"This link names the model “{asked[:80]}”, which this server does not have, so the "
                             "tab opens on its usual model instead (a server's own models are on its lists).")
             choices, chosen = model_list(field, task, available, out.get(control))
-            if (again and name == tab) or choices != [tuple(c) for c in control.choices] or chosen != control.value:
+            if choices != [tuple(c) for c in control.choices]:  # the server's models changed since the page was
+                # made (rare): the list itself is sent
+                out[control] = gr.Dropdown(choices=choices, value=chosen)
+            elif (again and name == tab) or chosen != control.value or control in out:
                 # within the page, the opened tab's list shows the model its link says (or the default that can be
                 # had), whatever a step before chose; the page starts no work when that is what it shows already
-                out[control] = gr.Dropdown(choices=choices, value=chosen)  # else as built: no change event
+                out[control] = chosen  # else as built: no change event
             note = tabs[name].extras.get("photos_note") if field is tabs[name].model_field else None
             if note is not None and (not available.get(field.default, False)) != bool(note.visible):
                 out[note] = gr.Markdown(photos_note(field.default), visible=not available.get(field.default, False))
@@ -216,6 +224,9 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
         out[page["opened"]] = tab
         if relabel is not None and available != built["available"]:
             built["available"] = relabel()
+        given = {str(settle[c]): out.pop(c) for c in list(out) if c in settle and not isinstance(out[c], gr.Dropdown)}
+        if given:
+            out[page["settle"]] = json.dumps({"at": time.time(), "set": given})
         return out
 
     return on_load
@@ -228,11 +239,36 @@ def inputs(tabs: dict[str, Tab]) -> set:
 
 
 def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
-    """Every component :func:`opener` may set."""
+    """Every component :func:`opener`'s event sets itself: the page's own, each tab's picture, photos note, model
+    lists (only when the server's models changed since the page was made) and browser views' carriers, and
+    ``page["settle"]``, which carries the values of the :func:`settled` components."""
     comps = [page[k] for k in ("projector", "contrast", "notice", "lesson", "registers", "registers_note",
-                               *DEVICE_TABS.values(), "opened")]
+                               *DEVICE_TABS.values(), "opened", "settle")]
     for tab in tabs.values():
         comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []
-        comps += list(tab.form.controls.values()) + ([tab.form.carrier] if tab.form.carrier is not None else [])
+        comps += [tab.src] if tab.src is not None else []
+        comps += [tab.form[field] for n, field, _ in MODEL_LISTS if n == tab.name]
+        comps += [tab.form.carrier] if tab.form.carrier is not None else []
+    return list(dict.fromkeys(comps))
+
+
+def settled(tabs: dict[str, Tab]) -> list:
+    """The components whose values the opener sends as one JSON text, which the page's own event (no server)
+    puts into them: every tab's controls but its picture, and its picture's name. gradio's page refreshes, at
+    every later event, every component that was ever the input or output of an event the server answered (about
+    0.1 s more per event for every 50 on this machine: ``benchmarks/gradio_dispatch.py``); set by a page-only
+    event, the controls of the sections a link opens only take part when their own view is asked. In one event, so
+    the tab's answer (asked by the picture's name) reads the controls as the link set them."""
+    comps = []
+    for tab in tabs.values():
+        comps += [c for f, c in tab.form.controls.items() if f.kind != "image"]
         comps += [tab.key] if tab.key is not None else []
     return list(dict.fromkeys(comps))
+
+
+def settle_script(count: int) -> str:
+    """The page-only event's script: the opener's JSON (``{"at", "set": {index: value}}``) as the values of the
+    :func:`settled` components, ``undefined`` (left as it is) for those it does not set."""
+    return (f"(text) => {{ const out = new Array({count}).fill(undefined); let set = {{}}; "
+            "try { set = JSON.parse(text || '{}').set || {}; } catch (e) { set = {}; } "
+            f"for (const [i, v] of Object.entries(set)) if (Number(i) < {count}) out[Number(i)] = v; return out; }}")
