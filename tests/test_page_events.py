@@ -67,7 +67,8 @@ def test_the_opener_event_sets_no_setting_of_a_section_itself(served):
     query = {"tab": "patches", "image": "scene_star", "win": "3", "patch": "32"}
     out = _open(opener, query, {}, "page-windows", demo)
     by_id = {getattr(c, "elem_id", None) or getattr(c, "label", None): v for c, v in out.items()}
-    assert by_id.get("patches-image-key") == "scene_star" and 32 in out.values() and 3 in out.values(), by_id
+    assert by_id.get("patches-image-key") == "scene_star", by_id
+    assert by_id.get("patch size P (pixels)") == 32 and by_id.get("window side M (patches)") == 3, by_id
     raw = opener.fn({c: "" for c in opener.inputs},
                     types.SimpleNamespace(query_params=query, session_hash="page-windows-raw"))
     assert not any(c in put for c in raw if type(c).__name__ != "Dropdown")  # none set by the server's event

@@ -49,3 +49,27 @@ def test_the_page_gets_each_library_module_as_plain_script():
         assert re.search(rf"^(function|const) {name}\b", text, re.M), name
     assert not re.search(r"^\s*(export|import)\b", text, re.M)
     assert web.script("common.js", "explorer.js").startswith(text)
+
+
+@pytest.mark.skipif(NODE is None, reason="Node.js is not installed (.ci/run installs it and fails on this skip)")
+def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_rest():
+    """The page-only event that puts a link's settings into the controls (links.settle_script): each value at its
+    index (null and false are values too), ``undefined`` (gradio leaves the component as it is) everywhere else;
+    an index past the list and text that is no JSON set nothing."""
+    import json
+
+    from vitviz.app.links import settle_script
+
+    cases = {"given": json.dumps({"at": 1.0, "set": {"0": 32, "2": None, "3": False, "9": 1}}),
+             "broken": "{not json", "empty": ""}
+    program = (f"const f = {settle_script(5)};\n"
+               f"const cases = {json.dumps(cases)};\n"
+               "const out = {};\n"
+               "for (const [k, t] of Object.entries(cases)) out[k] = f(t).map((v) => v === undefined ? 'undefined' : v);\n"
+               "console.log(JSON.stringify(out));")
+    run = subprocess.run([NODE, "-e", program], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    u = "undefined"
+    assert out["given"] == [32, u, None, False, u]
+    assert out["broken"] == out["empty"] == [u] * 5
