@@ -132,7 +132,18 @@ def raw_call(app_url: str, api: str, data_json: str) -> str:
     r = httpx.post(f"{app_url}gradio_api/call/{api}", content='{"data": [%s]}' % data_json,
                    headers={"content-type": "application/json"}, timeout=30)
     r.raise_for_status()
-    return httpx.get(f"{app_url}gradio_api/call/{api}/{r.json()['event_id']}", timeout=120).text
+    text = httpx.get(f"{app_url}gradio_api/call/{api}/{r.json()['event_id']}", timeout=120).text
+    return final_event(text)
+
+
+def final_event(stream: str) -> str:
+    """The last ``event: complete`` or ``event: error`` of an event stream's text, as sent. A request queued longer
+    than gradio's heartbeat interval (15 s, as under a busy CI machine) first receives ``event: heartbeat`` with
+    ``data: null``: that is no answer, and reading it as one would fail a test for the machine's speed."""
+    events = [e for e in stream.replace("\r\n", "\n").split("\n\n") if e.strip()]
+    final = [e for e in events if e.startswith(("event: complete", "event: error"))]
+    assert final, f"no answer in the event stream: {stream[:300]!r}"
+    return final[-1] + "\n\n"
 
 
 @pytest.fixture(scope="session")
