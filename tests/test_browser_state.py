@@ -186,3 +186,68 @@ def test_the_page_holds_one_state_and_the_address_is_written_from_it(browser, ap
         assert page.evaluate("() => window.vitvizState.get('attention').layer") == 3  # the views' door reads it
     finally:
         ctx.close()
+
+
+def test_a_link_opened_within_a_busy_page_asks_the_figures_beside_the_explorer_once(browser, app_url):
+    """A link that sets the explorer's picture and settings together: the explorer's answer draws the figures beside
+    it, once; the explorer's settings alone (the same picture): the figures are asked once, and the explorer's answer
+    is not. The page runs at a quarter of the CPU's speed (Chromium's throttling), where putting the link's settings
+    in takes longer than the 50 ms the figures' own request waited: it was sent too, before the explorer's."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        page.goto(f"{app_url}?tab=attention&image=scene_star")
+        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        kinds = page.evaluate("""() => { const c = window.gradio_config;
+          const id = (e) => c.components.find((x) => x.props?.elem_id === e).id;
+          const kind = {};
+          for (const d of c.dependencies.filter((d) => d.backend_fn)) {
+            if (d.outputs.includes(id('attn-box'))) kind[d.id] = 'figures';
+            else if (d.outputs.includes(id('attention-explorer'))) kind[d.id] = 'explorer';
+          }
+          return kind; }""")
+        sent = []
+        page.on("request", lambda r: sent.append(kinds.get(str(json.loads(r.post_data or "{}").get("fn_index"))))
+                if "queue/join" in r.url else None)
+        cdp = ctx.new_cdp_session(page)
+        cdp.send("Emulation.setCPUThrottlingRate", {"rate": 4})
+        for link, explorer in (("?tab=attention&image=cat&layer=3", 1), ("?tab=attention&image=cat&layer=2", 0)):
+            sent.clear()
+            page.evaluate(f"() => window.vitvizLink.go({link!r})")
+            page.wait_for_function(f"() => document.querySelector({EXPLORER!r}).__vx?.layer === "
+                                   f"{int(link[-1]) - 1}", timeout=60_000)
+            idle(page)
+            assert (sent.count("figures"), sent.count("explorer")) == (1, explorer), (link, sent)
+        cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
+    finally:
+        ctx.close()
+
+
+def test_a_link_within_the_page_that_changes_only_browser_held_settings_is_drawn_as_it_says(browser, app_url):
+    """The picture stays and the link changes only what a browser view holds (the explorer's layer and head, the
+    predict panel's marks): the view shows the link's values, as the server's figures beside it use them (the
+    server's opener sets the view's carrier; the view used to keep what it showed before)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    vx = f"() => {{ const S = document.querySelector({EXPLORER!r}).__vx; return [S.layer + 1, S.head]; }}"
+    marks = "() => document.querySelector('#predict-picker .vx-cap')?.dataset.patches"
+    try:
+        page.goto(f"{app_url}?tab=attention&image=cat&layer=3&head=1")
+        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        assert page.evaluate(vx) == [3, 1]
+        page.evaluate("() => { window.__stayed = 'this page'; "
+                      "window.vitvizLink.go('?tab=attention&image=cat&layer=2&head=0'); }")
+        page.wait_for_function(f"() => ({vx})().join() === '2,0'", timeout=60_000)
+        idle(page)
+        assert "layer=2" in page.evaluate("() => location.search")
+
+        page.evaluate("() => window.vitvizLink.go('?tab=classify&image=cat&open=predict&tm_patches=1,1;1,2')")
+        page.wait_for_function(f"() => ({marks})() === '1,1;1,2'", timeout=120_000)
+        idle(page)
+        page.evaluate("() => window.vitvizLink.go('?tab=classify&image=cat&open=predict&tm_patches=2,2')")
+        page.wait_for_function(f"() => ({marks})() === '2,2'", timeout=60_000)
+        assert page.evaluate("() => window.__stayed") == "this page"
+    finally:
+        ctx.close()

@@ -55,7 +55,8 @@ def test_the_page_gets_each_library_module_as_plain_script():
 def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_rest():
     """The page-only event that puts a link's settings into the controls (links.settle_script): each value at its
     index (null and false are values too), ``undefined`` (gradio leaves the component as it is) everywhere else;
-    an index past the list and text that is no JSON set nothing."""
+    an index past the list and text that is no JSON set nothing. Each time, it tells the page that the link's
+    settings are in (``vitvizLink.settled``), and runs where the page has no such object."""
     import json
 
     from vitviz.app.links import settle_script
@@ -65,7 +66,10 @@ def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_
     program = (f"const f = {settle_script(5)};\n"
                f"const cases = {json.dumps(cases)};\n"
                "const out = {};\n"
+               "f('');  // no page object yet: nothing to tell\n"
+               "let told = 0; globalThis.vitvizLink = { settled() { told += 1; } };\n"
                "for (const [k, t] of Object.entries(cases)) out[k] = f(t).map((v) => v === undefined ? 'undefined' : v);\n"
+               "out.told = told;\n"
                "console.log(JSON.stringify(out));")
     run = subprocess.run([NODE, "-e", program], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
@@ -73,3 +77,4 @@ def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_
     u = "undefined"
     assert out["given"] == [32, u, None, False, u]
     assert out["broken"] == out["empty"] == [u] * 5
+    assert out["told"] == 3

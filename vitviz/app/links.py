@@ -225,8 +225,8 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
         if relabel is not None and available != built["available"]:
             built["available"] = relabel()
         given = {str(settle[c]): out.pop(c) for c in list(out) if c in settle and not isinstance(out[c], gr.Dropdown)}
-        if given:
-            out[page["settle"]] = json.dumps({"at": time.time(), "set": given})
+        # sent even when empty: the page's event that takes it says the link's settings are in (vitvizLink.settled)
+        out[page["settle"]] = json.dumps({"at": time.time(), "set": given})
         return out
 
     return on_load
@@ -268,7 +268,9 @@ def settled(tabs: dict[str, Tab]) -> list:
 
 def settle_script(count: int) -> str:
     """The page-only event's script: the opener's JSON (``{"at", "set": {index: value}}``) as the values of the
-    :func:`settled` components, ``undefined`` (left as it is) for those it does not set."""
+    :func:`settled` components, ``undefined`` (left as it is) for those it does not set; it tells the page that the
+    link's settings are in (``vitvizLink.settled``: what waits for them, :meth:`Tab.relay`'s ``after_link``, goes on)."""
     return (f"(text) => {{ const out = new Array({count}).fill(undefined); let set = {{}}; "
             "try { set = JSON.parse(text || '{}').set || {}; } catch (e) { set = {}; } "
-            f"for (const [i, v] of Object.entries(set)) if (Number(i) < {count}) out[Number(i)] = v; return out; }}")
+            f"for (const [i, v] of Object.entries(set)) if (Number(i) < {count}) out[Number(i)] = v; "
+            "globalThis.vitvizLink?.settled?.(); return out; }")

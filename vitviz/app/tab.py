@@ -314,17 +314,24 @@ class Tab:
 
     @staticmethod
     def relay(name: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, when: str, delay: int = 0,
-              opened: gr.State | None = None, **kwargs: Any) -> None:
+              opened: gr.State | None = None, after_link: bool = False, **kwargs: Any) -> None:
         """``fn`` asked of the server when one of ``triggers`` fires and the page's JavaScript expression ``when``
         holds (read ``delay`` ms later): a script-only event, which costs the page nothing, opens a door (id
         ``name``: :func:`~vitviz.app.components.door`) whose event asks. A trigger is a component's event, or an
-        event's ``.success``/``.then``."""
+        event's ``.success``/``.then``. ``after_link``: while a link is being opened (the server's opener asked,
+        its settings not yet put into the controls: ``vitvizLink.settling``), ``when`` is read only ``delay`` ms
+        after they are, so it sees what the link's settings asked (on a busy page that can take longer than any
+        fixed delay)."""
         trigger = door(name).click
         if opened is not None:  # (:meth:`while_open`)
             trigger = trigger(lambda: True, None, opened, queue=False, api_visibility="private").then
         on(trigger, fn, inputs, outputs, **kwargs)
         press = f"if ({when}) {open_door(name)};"
-        js = f"() => {{ {press if not delay else f'setTimeout(() => {{ {press} }}, {delay});'} return []; }}"
+        later = press if not delay else f"setTimeout(() => {{ {press} }}, {delay});"
+        if after_link:
+            later = (f"const go = () => {{ if (window.vitvizLink?.settling?.()) return setTimeout(go, 20); {later} }}; "
+                     "go();")
+        js = f"() => {{ {later} return []; }}"
         events = [t for t in triggers if hasattr(t, "has_trigger")]
         if events:
             on(events, None, None, None, api_visibility="private", js=js)
@@ -520,6 +527,7 @@ class Tab:
 
         asked = f"(window.vitvizLink?.askedAt({name!r}) ?? -1e9)"
         self.relay(f"{name}-opened", [loaded.then], when_opened, {opened} | set(inputs), outputs, delay=50,
+                   after_link=True,
                    when=f"new URLSearchParams(location.search).get('tab') === {name!r} && "
                         f"!document.querySelector({declared_tabs.TABS[name].shows!r}) && "
                         f"performance.now() - {asked} > 5000")

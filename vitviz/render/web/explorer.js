@@ -324,6 +324,28 @@ function build(p) {
   publish(true);  // the carrier holds the settings as used (the server's figures were drawn with them already)
 }
 
+function follow(st) {  // a link opened within the page set this view's settings (its carrier, by the server's
+  // opener) and the explorer's picture stays: drawn as the link says, as the server's figures beside it are
+  if (!S.p || !st || !element.isConnected) return;
+  const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, Number.isFinite(v) ? v : lo));
+  const [gh, gw] = S.p.grid, q = st.query;
+  const next = { layer: clamp(st.layer - 1, 0, S.p.layers - 1), head: clamp(st.head, -1, S.p.heads - 1),
+                 keep: Number.isFinite(st.keep) ? st.keep : S.keep, alpha: Number.isFinite(st.alpha) ? st.alpha : S.alpha,
+                 cmap: st.cmap in S.luts ? st.cmap : S.cmap,
+                 query: Array.isArray(q) && q[0] >= 0 && q[0] < gh && q[1] >= 0 && q[1] < gw ? [q[0], q[1]] : null };
+  next.pinned = !!next.query;
+  const was = { layer: S.layer, head: S.head, keep: S.keep, alpha: S.alpha, cmap: S.cmap, query: S.query, pinned: S.pinned };
+  if (JSON.stringify(was) === JSON.stringify(next)) return;
+  Object.assign(S, next);
+  $(".vx-layer").value = S.layer + 1; $(".vx-keep").value = S.keep; $(".vx-alpha").value = S.alpha;
+  $(".vx-cmap").value = S.cmap;
+  update();
+  publish(true);  // the carrier holds them already: nothing is asked of the server
+}
+document.addEventListener("vitviz-settled", () => {
+  try { follow(JSON.parse(window.vitvizState?.values?.attention?.() || "null")); } catch (e) { /* no settings */ }
+});
+
 element.addEventListener("keydown", (ev) => {
   if (!S.p || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
   const [gh, gw] = S.p.grid;

@@ -35,11 +35,21 @@
   const change = (patch) => { state = { ...state, ...patch }; write(); };
   const MODES = ["projector", "contrast", "device"];
   const asked = {};  // when each tab's answer was last asked (performance.now(); its event's script says so)
+  const opening = { asked: 0, settled: 0 };  // when the server's opener was last asked, and its settings last put in
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
     state: () => state,  // the page's state, as it is now
     asked(tab) { asked[tab] = performance.now(); },  // a tab's answer was asked (the script of its event)
     askedAt: (tab) => asked[tab] ?? -1e9,
+    askOpen() {  // the server's opener asked to open the address as it is (its door): its settings follow
+      opening.asked = performance.now();
+      window.vitvizDoors?.["page-open"]?.();
+    },
+    settled() {  // the opener's settings are in the controls (links.settle_script); the browser views take theirs
+      opening.settled = performance.now();  // from their carriers, which the same answer set (explorer.js)
+      setTimeout(() => document.dispatchEvent(new CustomEvent("vitviz-settled")), 0);
+    },
+    settling: () => opening.asked > opening.settled && performance.now() - opening.asked < 5000,
     set(values) {  // the page's own keys (the device switch's, say): {key: text or null}
       const patch = {};
       for (const [k, v] of Object.entries(values)) patch[k] = MODES.includes(k) ? v === "1" || v === true : v || null;
@@ -150,7 +160,7 @@
     const q = new URL(window.location.href).searchParams;
     const here = q.get("tab") === "attention" && q.get("device") === "1"
       && [...q.keys()].every((k) => HERE.includes(k) || whole(k, q.get(k)) !== null);
-    if (!here) { window.vitvizDoors?.["page-open"]?.(); link.choose(link.opening); return []; }
+    if (!here) { link.askOpen(); link.choose(link.opening); return []; }
     link.choose("attention");
     return [q.get("projector") === "1" || undefined,
       q.get("contrast") === "1" || undefined, ...Object.keys(SETTINGS).map((k) => whole(k, q.get(k)) ?? undefined),
@@ -238,7 +248,7 @@
     link.leave();
     readLink();
     link.opening = state.tab || FIRST_TAB;
-    window.vitvizDoors?.["page-open"]?.();
+    link.askOpen();
     link.choose(link.opening);
     if (!openView()) window.scrollTo({ top: 0, behavior: "instant" });
   };

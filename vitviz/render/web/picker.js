@@ -10,15 +10,19 @@ function text() {  // the setting as the declaration reads it: "row,column;row,c
     .map(([r, c]) => `${r},${c}`).join(";");
 }
 
+function caption() {  // what is marked, in words (and as the setting's text, for tests)
+  const t = text(), cap = root.querySelector(".vx-cap"), n = S.chosen.size;
+  if (!cap) return;
+  cap.textContent = n ? `${n} patch${n === 1 ? "" : "es"} marked: ${t.replace(/;/g, "; ")}`
+    : "No patch marked yet: click or drag on the picture.";
+  cap.dataset.patches = t;
+}
+
 function tell() {  // the carrier (the server tests the choice when the burst settles) and the link
   const t = text();
   window.vitvizState?.set("predict", { patches: t });
   window.vitvizLink?.setting("tm_patches", t, "");
-  const cap = root.querySelector(".vx-cap");
-  const n = S.chosen.size;
-  cap.textContent = n ? `${n} patch${n === 1 ? "" : "es"} marked: ${t.replace(/;/g, "; ")}`
-    : "No patch marked yet: click or drag on the picture.";
-  cap.dataset.patches = t;
+  caption();
 }
 
 function draw() {
@@ -83,11 +87,23 @@ function build(p) {
   cv.addEventListener("pointerup", done);
   cv.addEventListener("pointercancel", done);
   root.querySelector(".vx-clear").addEventListener("click", () => { S.chosen.clear(); draw(); tell(); });
-  const cap = root.querySelector(".vx-cap");
-  cap.textContent = S.chosen.size ? `${S.chosen.size} patches marked: ${text().replace(/;/g, "; ")}`
-    : "No patch marked yet: click or drag on the picture.";
-  cap.dataset.patches = text();
+  caption();
 }
+
+// a link opened within the page set the marks (its carrier, by the server's opener) and the picture stays: they are
+// shown as the link says, as the server tests them
+document.addEventListener("vitviz-settled", () => {
+  if (!S.p || !element.isConnected) return;
+  let t = "";
+  try { t = JSON.parse(window.vitvizState?.values?.predict?.() || "{}").patches || ""; } catch (e) { return; }
+  if (Array.isArray(t)) t = t.map((rc) => (Array.isArray(rc) ? rc.join(",") : "")).join(";");  // the server's form
+  if (typeof t !== "string") return;
+  const [gh, gw] = S.p.grid, before = text();
+  S.chosen = new Set(t.split(";").filter(Boolean).map((k) => k.split(",").map(Number))
+    .filter(([r, c]) => r >= 0 && r < gh && c >= 0 && c < gw).map(([r, c]) => `${r},${c}`));
+  if (text() === before) return;
+  draw(); caption();
+});
 
 root.addEventListener("keydown", (ev) => {
   if (!S.p) return;
