@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser_support import idle
+from browser_support import idle, sync_api
 from PIL import Image
 
 pytestmark = pytest.mark.browser
@@ -130,8 +130,17 @@ def test_figures_inside_accordions_fit_the_projector(browser, app_url, tab, tmp_
         settle(page)
         panel = page.locator(".tabitem:visible").first
         accordions, buttons = OPEN_UP[tab]
-        for name in accordions:
-            panel.get_by_text(name).first.click()
+        for name in accordions:  # each opened before the next: a click can miss while an answer above moves the
+            # page (a slow machine: the panel clicked before it was still drawing), and then the panel stays shut
+            label = panel.get_by_text(name).first
+            for _ in range(3):
+                label.click()
+                try:
+                    label.page.wait_for_function("(e) => e.closest('.label-wrap')?.classList.contains('open')",
+                                                 arg=label.element_handle(), timeout=10_000)
+                    break
+                except sync_api.TimeoutError:
+                    continue
         for name in buttons:
             panel.get_by_role("button", name=name).click()
         if tab == "patches":  # a patch clicked in the grid draws its vectors

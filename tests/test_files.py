@@ -81,7 +81,10 @@ def test_a_refused_request_keeps_nothing(served, app_url):
     state = demo.state_holder.session_data.get(session)
     kept = [c["props"].get("value") for c in (state.config_values.values() if state else ()) if c.get("props")]
     assert not any(isinstance(v, str) and len(v) > 2**20 for v in kept)
-    for _ in range(40):  # the worker lets go of the call a moment after the answer is sent
+    # the worker lets go of the call a moment after the answer is sent: within 10 s as a rule, but once, in a CI
+    # rehearsal running 27% slower than usual after 140 tests on the same server, gradio's Request of the call was
+    # still held then; a string kept for good still fails after 20 s
+    for _ in range(80):
         time.sleep(0.25)
         big = _holding_big_strings()
         if not big:
