@@ -251,3 +251,58 @@ def test_a_link_within_the_page_that_changes_only_browser_held_settings_is_drawn
         assert page.evaluate("() => window.__stayed") == "this page"
     finally:
         ctx.close()
+
+
+def test_a_link_within_the_page_that_changes_what_a_hand_sets_asks_it_once(browser, app_url):
+    """A link that keeps the picture and changes a setting only a hand asks for (a slider let go, a value typed or
+    chosen: the lens's layer, the patch size, an open section's layer): the page asks for it itself, once, and the
+    figures show the link's value (the lens map of the tour's step 8 was still step 5's); with a new picture too,
+    the picture's answer reads the link's values and nothing is asked twice (the tour's step 2 asked it twice)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    alt = "(sel) => [...document.querySelectorAll(sel + ' img')].map((i) => i.alt).join(' | ')"
+    try:
+        page.goto(f"{app_url}?tab=forward&image=scene_star&fp_layer=1")
+        page.wait_for_function(f"() => ({alt})('#forward-lens-map').includes('after block 1:')", timeout=120_000)
+        idle(page)
+        kinds = page.evaluate("""() => { const c = window.gradio_config;
+          const id = (e) => c.components.find((x) => x.props?.elem_id === e)?.id;
+          const kind = {};
+          for (const d of c.dependencies.filter((d) => d.backend_fn)) {
+            if (d.outputs.includes(id('forward-lens-map'))) kind[d.id] = 'forward';
+            else if (d.outputs.includes(id('feature-pca'))) kind[d.id] = 'pca';
+            else if (d.outputs.includes(id('patch-summary'))) kind[d.id] = 'patches';
+          }
+          return kind; }""")
+        assert sorted(set(kinds.values())) == ["forward", "patches", "pca"], kinds
+        sent = []
+        page.on("request", lambda r: sent.append(kinds.get(str(json.loads(r.post_data or "{}").get("fn_index"))))
+                if "queue/join" in r.url else None)
+        page.evaluate("() => { window.__stayed = 'this page'; }")
+        for link, block in (("?tab=forward&image=scene_star&fp_layer=3", 3),  # the same picture: the door
+                            ("?tab=forward&image=scene_ring&fp_layer=2", 2)):  # a new one: its answer
+            sent.clear()
+            page.evaluate(f"() => window.vitvizLink.go({link!r})")
+            page.wait_for_function(f"() => ({alt})('#forward-lens-map').includes('after block {block}:')",
+                                   timeout=60_000)
+            idle(page)
+            assert sent.count("forward") == 1, (link, sent)
+        summary = "() => document.querySelector('#patch-summary')?.innerText || ''"
+        for link, size in (("?tab=patches&image=scene_star&patch=8", 8),  # the tab's first picture and a patch size
+                           ("?tab=patches&image=scene_star&patch=32", 32)):  # the patch size only
+            sent.clear()
+            page.evaluate(f"() => window.vitvizLink.go({link!r})")
+            page.wait_for_function(f"() => ({summary})().includes('patches of {size}×{size}')", timeout=60_000)
+            idle(page)
+            assert sent.count("patches") == 1, (link, sent)  # (the tour's step 2 asked it twice)
+        page.evaluate("() => window.vitvizLink.go('?tab=attention&image=scene_star&open=feature_pca&pca_layer=2')")
+        page.wait_for_function(f"() => ({alt})('#feature_pca-box').includes('after layer 2 of')", timeout=120_000)
+        idle(page)
+        sent.clear()
+        page.evaluate("() => window.vitvizLink.go('?tab=attention&image=scene_star&open=feature_pca&pca_layer=3')")
+        page.wait_for_function(f"() => ({alt})('#feature_pca-box').includes('after layer 3 of')", timeout=60_000)
+        idle(page)
+        assert sent.count("pca") == 1, sent
+        assert page.evaluate("() => window.__stayed") == "this page"
+    finally:
+        ctx.close()

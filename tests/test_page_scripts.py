@@ -78,3 +78,38 @@ def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_
     assert out["given"] == [32, u, None, False, u]
     assert out["broken"] == out["empty"] == [u] * 5
     assert out["told"] == 3
+
+
+def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_those():
+    """A link within the page that changes a control only a hand asks for (a slider's release) opens that event's
+    door, once the values are in: not when one of the event's change triggers changed too (that asks it anyway),
+    not when the value is the one shown (a number equal to its text counts as the same), not when its condition
+    (a section open) does not hold once the values are in, and not when the screen shows what the answer used for
+    the value the link asks again (the shapes model's 64 px for 224), unless a hand set it since."""
+    import json
+
+    from vitviz.app.links import settle_script
+
+    table = [{"door": "main", "when": None, "user": [[1, "res", 224]], "change": [0]},
+             {"door": "section", "when": "globalThis.open", "user": [[2, "ih_layer", 1]], "change": [0]}]
+    steps = [  # (values now, the link's, section open, a hand set res since) -> doors opened; one page, in order
+        ([["cat", 224, 1], {"1": 320}, False, False], ["main"]),
+        ([["cat", 320, 1], {"1": 480, "0": "dog"}, False, False], []),  # a new picture: its answer reads 480
+        ([["dog", 480, 1], {"1": "480"}, False, False], []),  # the value shown
+        ([["dog", 480, 1], {"2": 2}, False, False], []),  # a closed section: it asks when opened
+        ([["dog", 480, 1], {"2": 3, "1": 224}, True, False], ["main", "section"]),
+        ([["dog", 64, 3], {"1": 224}, False, False], []),  # 64 shown for 224 asked: the same answer
+        ([["dog", 64, 3], {"1": 224}, False, True], ["main"]),  # a hand moved it meanwhile (its answer shows 64)
+    ]
+    program = (f"const f = {settle_script(3, table)};\n"
+               f"const steps = {json.dumps([c for c, _ in steps])};\n"
+               "globalThis.window = globalThis; const out = []; let hand = false;\n"
+               "globalThis.vitvizLink = { touched: (k) => k === 'res' && hand, settled() { hand = false; } };\n"
+               "(async () => { for (const [now, set, open, touched] of steps) { const opened = [];\n"
+               "  globalThis.vitvizDoors = { main: () => opened.push('main'), section: () => opened.push('section') };\n"
+               "  hand = touched; globalThis.open = false; f(JSON.stringify({ at: 1, set }), ...now);\n"
+               "  globalThis.open = open; await new Promise((r) => setTimeout(r, 20)); out.push(opened); }\n"
+               "  console.log(JSON.stringify(out)); })();")
+    run = subprocess.run([NODE, "-e", program], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [doors for _, doors in steps]

@@ -70,7 +70,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         lesson_bar = gr.HTML(visible=False, elem_id="lesson-box")  # a lesson's caption and Back / Next
         tabs: dict[str, Tab] = {}
         layouts = tab_layouts()
-        with gr.Tabs(overflow_behavior="wrap"):  # selected by the page (page.js, vitvizLink.choose)
+        with gr.Tabs(overflow_behavior="wrap"), serving.by_hand_doors() as by_hand:  # selected by the page
             for spec in declared_tabs.TABS.values():  # each declared tab, laid out by its module's @layout
                 with gr.Tab(spec.title, id=spec.id) as t:
                     tabs[spec.id] = layouts[spec.id](t)
@@ -106,7 +106,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
                                  api_visibility="private")  # last: a link opened while the page still opens
         put = links.settled(tabs)  # set by the page itself, in one event: they take part in no answered event
-        settle.change(None, settle, put, js=links.settle_script(len(put)))
+        # (the controls' values now: the page compares them with the link's to open the doors a hand would)
+        settle.change(None, [settle, *put], put, js=links.settle_script(len(put), links.by_hand_table(tabs, put, by_hand)))
         tabs["positions"].open_on_load(loaded, opened)
         for tab in tabs.values():
             tab.opens(models.available_now, opened)

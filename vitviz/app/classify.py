@@ -146,7 +146,8 @@ def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: 
     tab.while_open("predict-box", [tab.key.change, form[view["model"]].change], friendly(grid), inputs + [is_open],
                    picker, name="grid", opened=is_open, **MODEL)
     opened.then(friendly(grid), inputs + [is_open], picker, api_visibility="private", preprocess=False, **MODEL)
-    on([carrier.change] + triggers, event, event.inputs, event.outputs, trigger_mode="always_last", **MODEL)
+    on(tab.by_hand([carrier.change] + triggers), event, event.inputs, event.outputs, trigger_mode="always_last",
+       **MODEL)
 
     def when_marked(values: dict, request: gr.Request, progress=gr.Progress()):
         """Opening the panel tests the marks it already holds (a link's); with none, it only shows the picker."""

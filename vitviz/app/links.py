@@ -266,11 +266,46 @@ def settled(tabs: dict[str, Tab]) -> list:
     return list(dict.fromkeys(comps))
 
 
-def settle_script(count: int) -> str:
+def by_hand_table(tabs: dict[str, Tab], put: list, found: list[dict]) -> list[dict]:
+    """The events a hand asks (:func:`vitviz.app.serving.by_hand`), with the :func:`settled` components as their
+    indices in ``put``: those whose asking controls a link can set, each as ``[index, link key, value as built]``."""
+    index = {id(c): i for i, c in enumerate(put)}
+    keys = {id(c): f.link for t in tabs.values() for f, c in t.form.controls.items()}
+    table = []
+    for f in found:
+        user = [[index[id(c)], keys.get(id(c)), c.value] for c in f["user"] if id(c) in index]
+        if user:
+            table.append({"door": f["door"], "when": f["when"], "user": user,
+                          "change": [index[id(c)] for c in f["change"] if id(c) in index]})
+    return table
+
+
+def settle_script(count: int, by_hand: list[dict] = ()) -> str:
     """The page-only event's script: the opener's JSON (``{"at", "set": {index: value}}``) as the values of the
     :func:`settled` components, ``undefined`` (left as it is) for those it does not set; it tells the page that the
-    link's settings are in (``vitvizLink.settled``: what waits for them, :meth:`Tab.relay`'s ``after_link``, goes on)."""
-    return (f"(text) => {{ const out = new Array({count}).fill(undefined); let set = {{}}; "
+    link's settings are in (``vitvizLink.settled``: what waits for them, :meth:`Tab.relay`'s ``after_link``, goes on).
+
+    It gets the components' values before it as well: an event only a hand asks (a slider's release:
+    :func:`by_hand_table`) is asked through its door, once the values are in and its condition holds (``when``: a
+    section open), when the link changed one of its controls and none of its ``change`` triggers (which ask it
+    anyway). A control changed is one whose value on screen is not the link's, and which a hand set since the last
+    link or was last asked for another value (the link's last, or as built): an answer shows the value it used (the
+    64 px of the shapes model, the model's last layer), which the same link's value would give again."""
+    table = json.dumps([{k: v for k, v in t.items() if k != "when"} for t in by_hand])
+    whens = "[" + ", ".join(f"() => ({t['when']})" if t["when"] else "null" for t in by_hand) + "]"
+    return (f"(text, ...now) => {{ const out = new Array({count}).fill(undefined); let set = {{}}; "
             "try { set = JSON.parse(text || '{}').set || {}; } catch (e) { set = {}; } "
             f"for (const [i, v] of Object.entries(set)) if (Number(i) < {count}) out[Number(i)] = v; "
-            "globalThis.vitvizLink?.settled?.(); return out; }")
+            "const L = globalThis.vitvizLink, asked = L ? (L.putIn ||= {}) : {}; "
+            "const same = (a, b) => JSON.stringify(a) === JSON.stringify(b) || "
+            "(a != null && b != null && typeof a !== 'object' && String(a) === String(b)); "
+            "const shown = (i) => !(i in set) || i >= now.length || same(set[i], now[i]); "
+            f"const table = {table}, whens = {whens}; "
+            "const moved = ([i, key, built]) => !shown(i) && (!key || !!L?.touched?.(key) || "
+            "!same(set[i], i in asked ? asked[i] : built)); "
+            "const ask = table.map((t, k) => [t, whens[k]]).filter(([t]) => t.user.some(moved) "
+            "&& t.change.every(shown)); "
+            "for (const t of table) for (const [i] of t.user) if (i in set) asked[i] = set[i]; "
+            "if (ask.length) setTimeout(() => { for (const [t, when] of ask) if (!when || when()) "
+            "window.vitvizDoors?.[t.door]?.(); }, 0); "
+            "L?.settled?.(); return out; }")

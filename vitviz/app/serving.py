@@ -555,6 +555,36 @@ def endpoints(records) -> None:
 
 # ---- the page's own events ------------------------------------------------------------------------------------
 
+USER_ONLY = ("release", "input")
+"""The events only a person's hand fires (a slider let go, a value typed): a value a script puts in fires ``change``."""
+_BY_HAND: contextvars.ContextVar[list[dict] | None] = contextvars.ContextVar("vitviz_by_hand", default=None)
+
+
+@contextlib.contextmanager
+def by_hand_doors():
+    """Collect, while the page is built, the events a link opened within the page must ask itself (:func:`by_hand`):
+    yields the list, one ``{"door", "when", "user", "change"}`` per event (components, not yet indices)."""
+    token = _BY_HAND.set([])
+    try:
+        yield _BY_HAND.get()
+    finally:
+        _BY_HAND.reset(token)
+
+
+def by_hand(door_id: str, triggers: list, when: str | None = None) -> bool:
+    """Note that the event behind door ``door_id`` is asked by a person's hand on some of its ``triggers``
+    (:data:`USER_ONLY`): a link's settings, put in by a script, fire none of those, so the page opens the door itself
+    when the link changes one of those controls and none of the event's ``change`` triggers (which ask it anyway,
+    with every setting as the link set it). ``when``: the page's condition for asking (a section that is open)."""
+    found = _BY_HAND.get()
+    hand = [t.__self__ for t in triggers if getattr(t, "event_name", None) in USER_ONLY and hasattr(t, "__self__")]
+    if found is None or not hand:
+        return False
+    changes = [t.__self__ for t in triggers if getattr(t, "event_name", None) == "change" and hasattr(t, "__self__")]
+    found.append({"door": door_id, "when": when, "user": list(dict.fromkeys(hand)), "change": changes})
+    return True
+
+
 def on(triggers, fn: Callable, inputs, outputs, **kwargs):
     """A private page event: raw inputs (vitviz's declarations check them), never part of the API."""
     kwargs.setdefault("api_visibility", "private")

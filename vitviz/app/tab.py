@@ -7,6 +7,7 @@ their typed parameters (:func:`vitviz.app.serving.endpoint`), so the page and th
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -17,7 +18,7 @@ from PIL import Image
 
 from vitviz.app import files, uploads
 from vitviz.app.components import Form, door, figure, figure_value, folded, open_door
-from vitviz.app.serving import MODEL, bundle_file, endpoints, friendly, on
+from vitviz.app.serving import MODEL, bundle_file, by_hand, endpoints, friendly, on
 from vitviz.core import owned
 from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import View
@@ -70,6 +71,7 @@ def by_component(inputs: list, fn: Callable[..., Any], name: str, progress: bool
     return made
 
 
+_HAND_DOORS = itertools.count()  # names the doors of Tab.by_hand
 _told: dict[str, tuple[str, float]] = {}
 _told_lock = threading.Lock()
 owned.keep("tab.told", "results", _told, "what each page was last told", owned.cleared_under(_told_lock, _told))
@@ -335,6 +337,7 @@ class Tab:
         events = [t for t in triggers if hasattr(t, "has_trigger")]
         if events:
             on(events, None, None, None, api_visibility="private", js=js)
+            by_hand(name, events, when)  # a link's settings fire no slider's release: the page opens the door
         for after in (t for t in triggers if not hasattr(t, "has_trigger")):
             after(None, None, None, js=js)
 
@@ -373,7 +376,17 @@ class Tab:
     def answer_triggers(self, triggers: list) -> list:
         """``triggers`` and the picture's arrival (after it was checked: the link's name for it changes), for one
         event (``gr.on``): triggers that fire together queue one answer, not one each."""
-        return triggers + ([self.key.change] if self.key is not None else [])
+        return self.by_hand(triggers + ([self.key.change] if self.key is not None else []))
+
+    @staticmethod
+    def by_hand(triggers: list) -> list:
+        """``triggers`` and, when a person's hand on a control is among them (a slider's ``release``), a door the
+        page opens when a link within the page changes that control (a script's value fires no ``release``:
+        :func:`~vitviz.app.serving.by_hand`)."""
+        name = f"by-hand-{next(_HAND_DOORS)}"
+        if by_hand(name, triggers):
+            return [*triggers, door(name).click]
+        return triggers
 
     @staticmethod
     def accept(picture: Any, kept: Any = None, request: gr.Request = None):

@@ -35,6 +35,7 @@
   const change = (patch) => { state = { ...state, ...patch }; write(); };
   const MODES = ["projector", "contrast", "device"];
   const asked = {};  // when each tab's answer was last asked (performance.now(); its event's script says so)
+  const hands = new Set();  // the link keys a hand set since the last link's settings were put in
   const opening = { asked: 0, settled: 0 };  // when the server's opener was last asked, and its settings last put in
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
@@ -47,6 +48,7 @@
     },
     settled() {  // the opener's settings are in the controls (links.settle_script); the browser views take theirs
       opening.settled = performance.now();  // from their carriers, which the same answer set (explorer.js)
+      hands.clear();
       setTimeout(() => document.dispatchEvent(new CustomEvent("vitviz-settled")), 0);
     },
     settling: () => opening.asked > opening.settled && performance.now() - opening.asked < 5000,
@@ -60,8 +62,10 @@
       change({ projector: !!on });
     },
     setting(key, value, fallback) {  // one declared setting: left out of the link while it is the default
+      hands.add(key);  // (set by a hand or for one: a link that sets it back asks its answer again)
       change({ settings: withSetting(state.settings, key, value, fallback) });
     },
+    touched: (key) => hands.has(key),  // a hand set it since the last link's settings went in
     settings(fields, values) {  // several, as vitviz/render/browser.py describes them (link key, default, words)
       const word = (f, v) => (Object.entries(f.words || {}).find(([, x]) => x === v) || [v])[0];
       let settings = state.settings;
