@@ -241,12 +241,9 @@ function build(p) {
   if (p && p.resend) { if (S.p && S.p.token === p.resend) sendPicture(); return; }  // the picture is wanted
   if (!p || !p.parts) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
-  const st = p.state, clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
-  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, keys: {}, pending: {}, rowCache: new Map(), strip: null,
-                     img: null, png: null, status: "", layer: clamp(st.layer - 1, 0, p.layers - 1),
-                     head: clamp(st.head, -1, p.heads - 1), query: st.query, pinned: !!st.query, keep: st.keep,
-                     alpha: st.alpha, cmap: st.cmap, published: null });
   for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
+  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, keys: {}, pending: {}, rowCache: new Map(), strip: null,
+                     img: null, png: null, status: "", published: null }, settingsFrom(p.state, p, S));
   root.innerHTML = `
     <div class="vx-bar">
       <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${S.layer + 1}">
@@ -324,18 +321,22 @@ function build(p) {
   publish(true);  // the carrier holds the settings as used (the server's figures were drawn with them already)
 }
 
+function settingsFrom(st, p, was) {  // the view's settings as `st` gives them (the server's answer, or a link's
+  // carrier), fitted to the model and the picture's grid: layer (0-based here, 1-based in st), head (-1: the mean),
+  // the pinned query patch [r, c] or null; threshold, opacity and colours not given (or unknown) stay as `was` has them
+  const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, Number.isFinite(v) ? v : lo));
+  const [gh, gw] = p.grid, q = st.query;
+  const query = Array.isArray(q) && q[0] >= 0 && q[0] < gh && q[1] >= 0 && q[1] < gw ? [q[0], q[1]] : null;
+  return { layer: clamp(st.layer - 1, 0, p.layers - 1), head: clamp(st.head, -1, p.heads - 1), query, pinned: !!query,
+           keep: Number.isFinite(st.keep) ? st.keep : was.keep, alpha: Number.isFinite(st.alpha) ? st.alpha : was.alpha,
+           cmap: st.cmap in S.luts ? st.cmap : was.cmap };
+}
+
 function follow(st) {  // a link opened within the page set this view's settings (its carrier, by the server's
   // opener) and the explorer's picture stays: drawn as the link says, as the server's figures beside it are
   if (!S.p || !st || !element.isConnected) return;
-  const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, Number.isFinite(v) ? v : lo));
-  const [gh, gw] = S.p.grid, q = st.query;
-  const next = { layer: clamp(st.layer - 1, 0, S.p.layers - 1), head: clamp(st.head, -1, S.p.heads - 1),
-                 keep: Number.isFinite(st.keep) ? st.keep : S.keep, alpha: Number.isFinite(st.alpha) ? st.alpha : S.alpha,
-                 cmap: st.cmap in S.luts ? st.cmap : S.cmap,
-                 query: Array.isArray(q) && q[0] >= 0 && q[0] < gh && q[1] >= 0 && q[1] < gw ? [q[0], q[1]] : null };
-  next.pinned = !!next.query;
-  const was = { layer: S.layer, head: S.head, keep: S.keep, alpha: S.alpha, cmap: S.cmap, query: S.query, pinned: S.pinned };
-  if (JSON.stringify(was) === JSON.stringify(next)) return;
+  const next = settingsFrom(st, S.p, S);
+  if (Object.keys(next).every((k) => JSON.stringify(S[k]) === JSON.stringify(next[k]))) return;  // as it shows
   Object.assign(S, next);
   $(".vx-layer").value = S.layer + 1; $(".vx-keep").value = S.keep; $(".vx-alpha").value = S.alpha;
   $(".vx-cmap").value = S.cmap;
