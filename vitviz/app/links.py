@@ -286,9 +286,9 @@ def settle_script(count: int, by_hand: list[dict] = ()) -> str:
     link's settings are in (``vitvizLink.settled``: what waits for them, :meth:`Tab.relay`'s ``after_link``, goes on).
 
     It gets the components' values before it as well: an event only a hand asks (a slider's release:
-    :func:`by_hand_table`) is asked through its door, once the values are in and its condition holds (``when``: a
-    section open), when the link changed one of its controls and none of its ``change`` triggers (which ask it
-    anyway). A control changed is one whose value on screen is not the link's, and which a hand set since the last
+    :func:`by_hand_table`) is asked through its door, once the values are in, when the link changed one of its
+    controls and none of its ``change`` triggers (which ask it anyway), and its condition holds as the values go in
+    (``when``: a section open; a section a link opens is opened after, and its answer reads them: ``page.js``). A control changed is one whose value on screen is not the link's, and which a hand set since the last
     link or was last asked for another value (the link's last, or as built): an answer shows the value it used (the
     64 px of the shapes model, the model's last layer), which the same link's value would give again."""
     table = json.dumps([{k: v for k, v in t.items() if k != "when"} for t in by_hand])
@@ -306,6 +306,6 @@ def settle_script(count: int, by_hand: list[dict] = ()) -> str:
             "const ask = table.map((t, k) => [t, whens[k]]).filter(([t]) => t.user.some(moved) "
             "&& t.change.every(shown)); "
             "for (const t of table) for (const [i] of t.user) if (i in set) asked[i] = set[i]; "
-            "if (ask.length) setTimeout(() => { for (const [t, when] of ask) if (!when || when()) "
-            "window.vitvizDoors?.[t.door]?.(); }, 0); "
+            "const doors = ask.filter(([, when]) => !when || when()).map(([t]) => t.door); "
+            "if (doors.length) setTimeout(() => { for (const d of doors) window.vitvizDoors?.[d]?.(); }, 0); "
             "L?.settled?.(); return out; }")

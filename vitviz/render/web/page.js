@@ -120,13 +120,22 @@
       };
       tryBring();
     },
-    section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen
+    section(name) {  // open a tab's section (an accordion: <name>-box) and bring it to the top of the screen; opened
+      // once the link's settings are in (its answer, asked as it opens, reads them; the settle script asks again
+      // only for a section already open: links.settle_script)
       const box = () => document.getElementById(`${name}-box`);
       const head = () => box()?.querySelector(":scope > .label-wrap");
-      link.bring(() => (head() ? box() : null), () => {
+      let waiting = false;
+      const open = () => {
         const h = head();
-        if (h && h.offsetParent && !h.classList.contains("open")) h.click();
-      });
+        if (!h || !h.offsetParent || h.classList.contains("open")) return;
+        if (!link.settling()) { h.click(); return; }
+        if (!waiting) {  // the moment they are in (not at the next of bring's retries)
+          waiting = true;
+          document.addEventListener("vitviz-settled", () => { waiting = false; open(); }, { once: true });
+        }
+      };
+      link.bring(() => (head() ? box() : null), open);
     },
     restore(text) {  // settings set back by the server (a refused value): {"keys": {link key: text or null}}
       let got = {};
