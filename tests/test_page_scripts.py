@@ -52,6 +52,15 @@ def test_the_page_gets_each_library_module_as_plain_script():
 
 
 @pytest.mark.skipif(NODE is None, reason="Node.js is not installed (.ci/run installs it and fails on this skip)")
+def _printed(program: str):
+    """What a Node program printed last, as JSON (it fails the test when Node does)."""
+    import json
+
+    run = subprocess.run([NODE, "-e", program], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
 def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_rest():
     """The page-only event that puts a link's settings into the controls (links.settle_script): each value at its
     index (null and false are values too), ``undefined`` (gradio leaves the component as it is) everywhere else;
@@ -71,9 +80,7 @@ def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_
                "for (const [k, t] of Object.entries(cases)) out[k] = f(t).map((v) => v === undefined ? 'undefined' : v);\n"
                "out.told = told;\n"
                "console.log(JSON.stringify(out));")
-    run = subprocess.run([NODE, "-e", program], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
+    out = _printed(program)
     u = "undefined"
     assert out["given"] == [32, u, None, False, u]
     assert out["broken"] == out["empty"] == [u] * 5
@@ -110,6 +117,4 @@ def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_tho
                "  hand = touched; globalThis.open = open; f(JSON.stringify({ at: 1, set }), ...now);\n"
                "  globalThis.open = !open; await new Promise((r) => setTimeout(r, 20)); out.push(opened); }\n"
                "  console.log(JSON.stringify(out)); })();")
-    run = subprocess.run([NODE, "-e", program], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout) == [doors for _, doors in steps]
+    assert _printed(program) == [doors for _, doors in steps]
