@@ -91,8 +91,9 @@ def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_tho
     """A link within the page that changes a control only a hand asks for (a slider's release) opens that event's
     door, once the values are in: not when one of the event's change triggers changed too (that asks it anyway),
     not when the value is the one shown (a number equal to its text counts as the same), not when its condition
-    (a section open) does not hold as the values go in (a section opened later asks itself), and not when the screen shows what the answer used for
-    the value the link asks again (the shapes model's 64 px for 224), unless a hand set it since."""
+    (a section open) does not hold as the values go in (a section opened later asks itself), and not when the
+    screen shows what the answer used for the value the link asks again (the shapes model's 64 px for 224), unless
+    a hand set it since."""
     import json
 
     from vitviz.app.links import settle_script
@@ -111,9 +112,11 @@ def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_tho
     program = (f"const f = {settle_script(3, table)};\n"
                f"const steps = {json.dumps([c for c, _ in steps])};\n"
                "globalThis.window = globalThis; const out = []; let hand = false;\n"
-               "globalThis.vitvizLink = { touched: (k) => k === 'res' && hand, settled() { hand = false; } };\n"
+               "globalThis.vitvizLink = { putIn: {}, touched: (k) => k === 'res' && hand,\n"
+               "                          settled() { hand = false; } };\n"
                "(async () => { for (const [now, set, open, touched] of steps) { const opened = [];\n"
-               "  globalThis.vitvizDoors = { main: () => opened.push('main'), section: () => opened.push('section') };\n"
+               "  globalThis.vitvizDoors = { main: () => opened.push('main'),\n"
+               "                             section: () => opened.push('section') };\n"
                "  hand = touched; globalThis.open = open; f(JSON.stringify({ at: 1, set }), ...now);\n"
                "  globalThis.open = !open; await new Promise((r) => setTimeout(r, 20)); out.push(opened); }\n"
                "  console.log(JSON.stringify(out)); })();")

@@ -107,7 +107,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
                                  api_visibility="private")  # last: a link opened while the page still opens
         put = links.settled(tabs)  # set by the page itself, in one event: they take part in no answered event
         # (the controls' values now: the page compares them with the link's to open the doors a hand would)
-        settle.change(None, [settle, *put], put, js=links.settle_script(len(put), links.by_hand_table(tabs, put, by_hand)))
+        settle.change(None, [settle, *put], put,
+                      js=links.settle_script(len(put), links.by_hand_table(tabs, put, by_hand)))
         tabs["positions"].open_on_load(loaded, opened)
         for tab in tabs.values():
             tab.opens(models.available_now, opened)

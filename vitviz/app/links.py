@@ -288,15 +288,16 @@ def settle_script(count: int, by_hand: list[dict] = ()) -> str:
     It gets the components' values before it as well: an event only a hand asks (a slider's release:
     :func:`by_hand_table`) is asked through its door, once the values are in, when the link changed one of its
     controls and none of its ``change`` triggers (which ask it anyway), and its condition holds as the values go in
-    (``when``: a section open; a section a link opens is opened after, and its answer reads them: ``page.js``). A control changed is one whose value on screen is not the link's, and which a hand set since the last
-    link or was last asked for another value (the link's last, or as built): an answer shows the value it used (the
-    64 px of the shapes model, the model's last layer), which the same link's value would give again."""
+    (``when``: a section open; a section a link opens is opened after, and its answer reads them: ``page.js``).
+    A control changed is one whose value on screen is not the link's, and which a hand set since the last link or
+    was last asked for another value (the link's last, ``vitvizLink.putIn``, or as built): an answer shows the
+    value it used (the 64 px of the shapes model, the model's last layer), which the same value would give again."""
     table = json.dumps([{k: v for k, v in t.items() if k != "when"} for t in by_hand])
     whens = "[" + ", ".join(f"() => ({t['when']})" if t["when"] else "null" for t in by_hand) + "]"
     return (f"(text, ...now) => {{ const out = new Array({count}).fill(undefined); let set = {{}}; "
             "try { set = JSON.parse(text || '{}').set || {}; } catch (e) { set = {}; } "
             f"for (const [i, v] of Object.entries(set)) if (Number(i) < {count}) out[Number(i)] = v; "
-            "const L = globalThis.vitvizLink, asked = L ? (L.putIn ||= {}) : {}; "
+            "const L = globalThis.vitvizLink, asked = L?.putIn ?? {}; "
             "const same = (a, b) => JSON.stringify(a) === JSON.stringify(b) || "
             "(a != null && b != null && typeof a !== 'object' && String(a) === String(b)); "
             "const shown = (i) => !(i in set) || i >= now.length || same(set[i], now[i]); "

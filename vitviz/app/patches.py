@@ -100,8 +100,8 @@ def build(gr_tab: gr.Tab) -> Tab:
     # one event for every trigger. A hand's choice (input, not change): a link that sets the picture and the patch
     # size together is answered once, by the picture's name (its change and the radio's queued two answers); one
     # that keeps the picture opens the answer's door instead (Tab.by_hand)
-    shown = on(tab.answer_triggers([go.click] + [form[f].input for f in (declared.PATCH, declared.POLICY, declared.MODEL_SIZE)]
-                                   + [form[declared.RESOLUTION].release]),
+    chosen = [form[f].input for f in (declared.PATCH, declared.POLICY, declared.MODEL_SIZE)]
+    shown = on(tab.answer_triggers([go.click, *chosen, form[declared.RESOLUTION].release]),
                main, main.inputs, main.outputs, trigger_mode="always_last")
     shown.then(None, None, None, js=tab.reveal("#patch-summary"))
     # a new picture: its centre patch, asked of the server only while its panel is open (a closed one sends nothing)

@@ -242,8 +242,8 @@ function build(p) {
   if (!p || !p.parts) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
   for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
-  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, keys: {}, pending: {}, rowCache: new Map(), strip: null,
-                     img: null, png: null, status: "", published: null }, settingsFrom(p.state, p, S));
+  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, keys: {}, pending: {}, rowCache: new Map(),
+                     strip: null, img: null, png: null, status: "", published: null }, settingsFrom(p.state, p, S));
   root.innerHTML = `
     <div class="vx-bar">
       <label>layer <input class="vx-layer" type="range" min="1" max="${p.layers}" step="1" value="${S.layer + 1}">

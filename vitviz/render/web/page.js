@@ -66,6 +66,7 @@
       change({ settings: withSetting(state.settings, key, value, fallback) });
     },
     touched: (key) => hands.has(key),  // a hand set it since the last link's settings went in
+    putIn: {},  // what the settle script last put into each control it sets (by its index there): links.settle_script
     settings(fields, values) {  // several, as vitviz/render/browser.py describes them (link key, default, words)
       const word = (f, v) => (Object.entries(f.words || {}).find(([, x]) => x === v) || [v])[0];
       let settings = state.settings;
