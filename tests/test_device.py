@@ -45,7 +45,8 @@ def test_the_embedded_models_graph_ships_and_gives_the_servers_numbers(rgb_cat):
     assert sorted(p.name for p in assets.TINY.glob("*.onnx")) == [name]  # no graph of an earlier version ships
     m = device.manifest(runner, 224)
     assert m["file"] == name and m["bytes"] == (assets.TINY / name).stat().st_size < 1_200_000
-    assert m["labels"] == runner.labels and m["outputs"][:2] == ["logits", "cls"] and len(m["outputs"]) == 2 + 2 * 4
+    assert m["labels"] == runner.labels and m["outputs"][:2] == ["logits", "cls"]
+    assert m["outputs"][2 + 2 * 4:] == ["norms", "updates", "cosine", "embedded", "final", "lens", "lens_patches"]
     assert m["policy"] == "checkpoint" and m["side"] == 64 and m["pos_prefix"] == 1 and m["width"] == 96  # its own 64
     a = analyse(runner, rgb_cat, 224)  # the Attention tab's analysis: the model's one input, at its own 64 px
     assert a.maps.grid == (8, 8)
@@ -105,6 +106,7 @@ def test_dinov2_with_registers_is_made_into_a_graph_and_agrees_at_any_shape(tmp_
     """Its position table is resampled with antialiased bicubic, which ONNX lacks (the export failed at opset 17):
     the server resamples it once per grid and the graph takes it as an input."""
     from vitviz.analyses.attention import analyse
+    from vitviz.analyses.forward import forward_pass
     from vitviz.models import loaders
 
     monkeypatch.setattr(device, "DEVICE_DIR", tmp_path)
@@ -117,6 +119,7 @@ def test_dinov2_with_registers_is_made_into_a_graph_and_agrees_at_any_shape(tmp_
         assert pos.shape == (1, 1 + a.maps.grid[0] * a.maps.grid[1], 64)
         out = _run(tmp_path / m["file"], device.reference_input(runner, rgb_cat, side), pos, m["outputs"])
         _agrees(out, a, device.AGREEMENT)
+        _same_forward_pass(out, forward_pass(runner, rgb_cat, side)[1], device.AGREEMENT)  # registers: 4 of 5
 
 
 def test_an_export_that_fails_falls_back_in_words_and_graphs_on_disk_are_bounded(tmp_path, monkeypatch):
@@ -139,6 +142,47 @@ def test_an_export_that_fails_falls_back_in_words_and_graphs_on_disk_are_bounded
     name = device.manifest(runner, 64)["file"]
     assert len(device.table_bytes(name, (8, 8))) == 4 * 65 * 96
     assert device.table_bytes(name, (0, 8)) is None and device.table_bytes(name, (200, 200)) is None
+
+
+def _same_forward_pass(out: dict, fp, rel: float) -> None:
+    """The graph's residual stream and logit lens are the server's Forward-pass numbers (:class:`ForwardPass`),
+    each within ``rel`` of its largest value (float32 sums in another order: a few units of float32's 6e-8 per
+    value, times the length of the sums)."""
+    def close(got, want, what):
+        got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        assert got.shape == want.shape, (what, got.shape, want.shape)
+        assert np.abs(got - want).max() <= rel * np.abs(want).max(), (what, np.abs(got - want).max())
+
+    p = fp.prefix
+    close(out["norms"][:, p:], fp.norms, "patch norms")
+    close(out["norms"][:, :p], fp.prefix_norms, "prefix norms")
+    close(out["updates"][0], fp.attn_update, "attention's update")
+    close(out["updates"][1], fp.mlp_update, "the MLP's update")
+    close(out["cosine"], fp.cls_cosine, "cosine with the last value")
+    close(out["embedded"].reshape(fp.grid), fp.stages[2].glimpse, "patch embeddings' norms")
+    final = next(s for s in fp.stages if s.name == "final LayerNorm")
+    close(out["final"][p:].reshape(fp.grid), final.glimpse, "the final norm's")
+    if fp.probs is not None:
+        close(out["lens"], fp.lens, "logit lens")
+        close(out["lens_patches"], fp.lens_patches, "each patch's lens")
+        assert np.array_equal(out["lens"].argmax(-1), fp.lens.argmax(-1))
+    else:
+        assert "lens" not in out
+
+
+def test_the_graph_gives_the_forward_pass_views_numbers(rgb_cat):
+    """The device's Forward-pass view draws from the same graph: every token's norm per layer, what attention and
+    the MLP add, the cosine with the last value, the norms of the embeddings and of the final norm, the logit lens
+    and each patch's lens equal the server's :func:`forward_pass` on the same input."""
+    from vitviz.analyses.forward import forward_pass
+
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    m = device.manifest(runner, 224)
+    _fitted, fp = forward_pass(runner, rgb_cat, 224)
+    x = device.reference_input(runner, rgb_cat, 224)
+    out = _run(assets.TINY / m["file"], x, device.position_embedding(runner, fp.grid), m["outputs"])
+    _same_forward_pass(out, fp, 1e-5)
+    assert out["lens"].shape == (4, len(runner.labels)) and out["norms"].shape == (5, 65)
 
 
 def test_a_model_without_class_token_attention_is_not_made_into_a_graph():

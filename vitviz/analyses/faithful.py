@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vitviz.analyses.forward import Parts, parts_of
+from vitviz.models.parts import Parts, parts_of
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
 from vitviz.specs.registry import ModelSpec

@@ -19,7 +19,6 @@ Shapes: B = 1 picture, T = prefix + N tokens of width D, N = gh·gw patches of P
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +26,10 @@ import torch
 
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
+from vitviz.models.parts import (LENS_CHUNK_BYTES, Parts, _is_identity, lens, parts_of, prefix_kinds, prefix_names,
+                                 stream, stream_targets)
+
+__all__ = ["ForwardPass", "ForwardProbe", "Parts", "Stage", "forward_pass", "parts_of"]
 from vitviz.models.runner import Forward, Runner
 from vitviz.specs.registry import ModelSpec
 
@@ -98,93 +101,6 @@ class ForwardPass:
         return {self.labels[i] if self.labels else str(i): float(probs[i]) for i in order}
 
 
-# ---- where each library keeps each part --------------------------------------------------------------------
-
-def _first(model: torch.nn.Module, *names: str) -> torch.nn.Module | None:
-    """The first of the dotted attribute paths ``names`` that ``model`` has (None if none)."""
-    for name in names:
-        obj = model
-        for part in name.split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                break
-        if isinstance(obj, torch.nn.Module):
-            return obj
-    return None
-
-
-@dataclass(frozen=True)
-class Parts:
-    """The modules of a timm or transformers ViT the forward pass is read from, and how its head reads the tokens.
-
-    ``readout`` is the model's own last step, from the tokens after its final norm to its logits: (B, T, D) ->
-    (B, C), its pooling included (timm's ``forward_head``: [CLS], the mean of the patch tokens, [CLS] and the
-    distillation token averaged, an attention pool; transformers' classifiers, DINOv2's [CLS] beside the patches'
-    mean). ``pool`` names that pooling; ``reads`` says in words which token(s) it reads."""
-
-    patch_embed: torch.nn.Module
-    blocks: list[torch.nn.Module]
-    attn_out: list[torch.nn.Module]  # what each block's attention adds to the stream (after any layer scale)
-    norm: torch.nn.Module  # the final norm over every token (Identity when the model normalises after pooling)
-    fc_norm: torch.nn.Module | None  # timm's norm after pooling (None, or Identity, for token pooling)
-    readout: Callable[[torch.Tensor], torch.Tensor] | None  # None: no classes (e.g. DINO)
-    pool: str = "token"  # "token", "avg", "distilled", "cls+mean", or another of timm's global pools
-    class_token: bool = True  # the stream's first token is [CLS] (a pooling model may have none)
-    registers: int = 0  # register tokens among the prefix
-    pos_on_prefix: tuple[bool, ...] = ()  # which prefix tokens get a position embedding added
-
-    @property
-    def tracks(self) -> str:
-        """The token whose path through the stream the residual view follows: what the head reads."""
-        return "[CLS]" if self.pool in ("token", "distilled", "cls+mean") and self.class_token else \
-            "the mean of the patch tokens"
-
-
-def _is_identity(m: torch.nn.Module | None) -> bool:
-    return m is None or isinstance(m, torch.nn.Identity)
-
-
-def parts_of(model: torch.nn.Module) -> Parts:
-    """Find the parts of ``model`` (timm VisionTransformer and its distilled DeiT, transformers ViT/DeiT/DINOv2 ±
-    registers, with or without a head); ValueError for a model whose layout vitviz does not know."""
-    blocks = hooks.blocks(model)
-    patch_embed = _first(model, "patch_embed", "embeddings.patch_embeddings", "base_model.embeddings.patch_embeddings")
-    norm = _first(model, "norm", "layernorm", "base_model.layernorm")
-    if patch_embed is None or norm is None or not blocks:
-        raise ValueError(f"{type(model).__name__}: vitviz cannot read its forward pass (no patch embedding, blocks "
-                         "and final norm where a ViT keeps them).")
-    attn_out = [_first(b, "ls1", "layer_scale1", "attention", "attn") for b in blocks]
-    if hasattr(model, "forward_head"):  # timm
-        head = _first(model, "head")
-        classes = head is not None and not _is_identity(head) and any(True for _ in head.parameters())
-        distilled = hasattr(model, "head_dist")
-        pool = "distilled" if distilled else (getattr(model, "global_pool", "token") or "token")
-        prefix = int(getattr(model, "num_prefix_tokens", 1))
-        registers = int(getattr(model, "num_reg_tokens", 0) or 0)
-        pos_prefix = not getattr(model, "no_embed_class", False) and getattr(model, "pos_embed", None) is not None
-        return Parts(patch_embed, blocks, attn_out, norm, _first(model, "fc_norm"),
-                     (lambda z: model.forward_head(z)) if classes else None, pool,
-                     getattr(model, "cls_token", None) is not None, registers, (pos_prefix,) * prefix)
-    base = getattr(model, "base_model", model)
-    registers = int(getattr(model.config, "num_register_tokens", 0) or 0)
-    distilled = hasattr(base.embeddings, "distillation_token")
-    prefix = 1 + int(distilled) + registers
-    pos = (True,) * (1 + int(distilled)) + (False,) * registers  # transformers: registers go in after the positions
-    if hasattr(model, "cls_classifier") and hasattr(model, "distillation_classifier"):  # DeiT with its teacher's head
-        def readout(z):
-            return (model.cls_classifier(z[:, 0]) + model.distillation_classifier(z[:, 1])) / 2
-        return Parts(patch_embed, blocks, attn_out, norm, None, readout, "distilled", True, registers, pos)
-    classifier = _first(model, "classifier")
-    if classifier is None or _is_identity(classifier):
-        return Parts(patch_embed, blocks, attn_out, norm, None, None, "token", True, registers, pos)
-    if type(model).__name__.startswith("Dinov2"):  # [CLS] beside the mean of the patch tokens (registers left out)
-        def readout(z):
-            return classifier(torch.cat([z[:, 0], z[:, prefix:].mean(1)], dim=1))
-        return Parts(patch_embed, blocks, attn_out, norm, None, readout, "cls+mean", True, registers, pos)
-    return Parts(patch_embed, blocks, attn_out, norm, None, lambda z: classifier(z[:, 0]), "token", True,
-                 registers, pos)
-
-
 # ---- the probe ----------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -210,11 +126,7 @@ class ForwardProbe:
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> ForwardPass:
         p = parts_of(model)
-        targets = {"patches": (p.patch_embed, "output"), "final": (p.norm, "output")}
-        targets |= {f"block{i}": (b, "output") for i, b in enumerate(p.blocks)}
-        targets |= {f"in{i}": (b, "input") for i, b in enumerate(p.blocks)}
-        targets |= {f"attn{i}": (m, "output") for i, m in enumerate(p.attn_out)}
-        with hooks.capture(targets) as seen:
+        with hooks.capture(stream_targets(p)) as seen:
             logits, _ = forward(x)  # the model's own answer (a distilled DeiT's two heads averaged, say)
         labels = list(self.labels) if self.labels else None
         return _assemble(p, x, seen, self.prefix, self.patch, labels, logits if p.readout is not None else None)
@@ -223,34 +135,14 @@ class ForwardProbe:
         return out.nbytes
 
 
-def _tokens(t: torch.Tensor) -> torch.Tensor:
-    """(T, D) float32 of a (1, T, D) stream, or of timm's (1, gh, gw, D) patch grid (dynamic sizes)."""
-    t = t.detach().float()[0]
-    return t.reshape(-1, t.shape[-1])
-
-
 def _assemble(p: Parts, x: torch.Tensor, seen: dict, prefix: int, patch: int, labels: list[str] | None,
               logits: torch.Tensor | None) -> ForwardPass:
     gh, gw = x.shape[-2] // patch, x.shape[-1] // patch
-    blocks = [_tokens(seen[f"block{i}"]) for i in range(len(p.blocks))]
-    ins = [_tokens(seen[f"in{i}"]) for i in range(len(p.blocks))]
-    attn = [_tokens(seen[f"attn{i}"]) for i in range(len(p.blocks))]
-    first = ins[0]
-    embedded = _tokens(seen["patches"])
-    final = _tokens(seen["final"])
+    st = stream(p, seen, prefix)
+    blocks, first, embedded, final = st.tokens[1:], st.tokens[0], st.embedded, st.final
     pixels = torch.nn.functional.unfold(x.detach().float(), patch, stride=patch)[0].T  # (N, 3·P²)
-
-    def tracked(z: torch.Tensor) -> torch.Tensor:  # (T, D) -> (D,): the token the head reads (or their mean)
-        return z[0] if p.tracks == "[CLS]" else z[prefix:].mean(0)
-
-    stream = [first] + blocks  # (L + 1) × (T, D)
-    norms = torch.stack([s[prefix:].norm(dim=-1) for s in stream])  # (L + 1, N)
-    prefix_norms = torch.stack([s[:prefix].norm(dim=-1) for s in stream])
-    attn_update = torch.stack([tracked(a).norm() / tracked(i).norm() for a, i in zip(attn, ins)])
-    mid = [i + a for i, a in zip(ins, attn)]  # the stream between attention and MLP
-    mlp_update = torch.stack([(tracked(o) - tracked(m)).norm() / tracked(m).norm() for o, m in zip(blocks, mid)])
-    last = tracked(blocks[-1])
-    cls_cosine = torch.stack([torch.nn.functional.cosine_similarity(tracked(s), last, dim=0) for s in stream])
+    norms, prefix_norms = st.norms[:, prefix:], st.norms[:, :prefix]
+    attn_update, mlp_update, cls_cosine = st.attn_update, st.mlp_update, st.cosine
 
     def patch_map(t: torch.Tensor) -> np.ndarray:
         return t.norm(dim=-1).reshape(gh, gw).numpy()
@@ -288,49 +180,10 @@ def _assemble(p: Parts, x: torch.Tensor, seen: dict, prefix: int, patch: int, la
     out.stages += [Stage("head: logits", tuple(logits.shape), ("classes",), logits[None].numpy()),
                    Stage("softmax: probabilities", tuple(probs.shape), ("classes",), probs[None].float().numpy())]
     target = int(probs.argmax())
-    lens, lens_patches = [], []
-    for b in blocks:  # each layer read through the model's own final norm, pooling and head
-        normed = p.norm(b[None]).float()  # (1, T, D)
-        lens.append(torch.softmax(p.readout(normed)[0].double(), -1))
-        lens_patches.append(token_lens(p, normed[0, prefix:], prefix, target))
-    out.probs, out.lens = probs.numpy(), torch.stack(lens).numpy()
-    out.lens_patches = torch.stack(lens_patches).float().numpy()
+    lens_rows, lens_patches = lens(p, blocks, prefix, target)  # as if the model stopped after each block
+    out.probs, out.lens = probs.numpy(), lens_rows.numpy()
+    out.lens_patches = lens_patches.float().numpy()
     return out
-
-
-def prefix_kinds(p: Parts, prefix: int) -> tuple[str, ...]:
-    """What each of the ``prefix`` tokens before the patches is, in order: "[CLS]", "distillation", "register"."""
-    kinds = (("[CLS]",) if p.class_token else ()) + (("distillation",) if p.pool == "distilled" else ())
-    return kinds + ("register",) * (prefix - len(kinds))
-
-
-def prefix_names(p: Parts, prefix: int) -> list[str]:
-    """The prefix tokens in words, in order: [CLS], the distillation token, N registers."""
-    kinds = prefix_kinds(p, prefix)
-    names = ["[CLS]"] if "[CLS]" in kinds else []
-    names += ["the distillation token"] if "distillation" in kinds else []
-    n = kinds.count("register")
-    return names + ([f"{n} register{'s' if n != 1 else ''}"] if n else [])
-
-
-LENS_CHUNK_BYTES = 32 * 2**20
-"""The per-patch lens's logits are made this many bytes at a time (a 21k-class head over 3,600 patches would be
-300 MB at once)."""
-
-
-def token_lens(p: Parts, normed: torch.Tensor, prefix: int, target: int) -> torch.Tensor:
-    """(N,) float64: each of the (N, D) normalised patch tokens read as if it were every token the head pools
-    (the token repeated ``prefix + 1`` times: [CLS], a distillation token and the patches' mean are all that token),
-    through the model's own readout: the probability of class ``target``. A chunk of tokens at a time."""
-    n, d = normed.shape
-
-    def read(chunk: torch.Tensor) -> torch.Tensor:
-        return torch.softmax(p.readout(chunk[:, None, :].expand(len(chunk), prefix + 1, d)).double(), -1)[:, target]
-
-    first = read(normed[:1])
-    classes = int(p.readout(normed[:1, None, :].expand(1, prefix + 1, d)).shape[-1])
-    step = max(1, LENS_CHUNK_BYTES // (classes * 8 * (prefix + 2)))
-    return torch.cat([first] + [read(normed[i:i + step]) for i in range(1, n, step)])
 
 
 def forward_pass(runner: Runner, rgb: np.ndarray, resolution: int) -> tuple[Fitted, ForwardPass]:

@@ -46,13 +46,13 @@ from vitviz import assets
 from vitviz.core import digest
 from vitviz.core import owned
 from vitviz.core.lru import LRU
-from vitviz.models import hooks, loaders
+from vitviz.models import hooks, loaders, parts
 from vitviz.models.runner import Call, Runner
 from vitviz.specs import views as declared
 
 log = logging.getLogger("vitviz")
 
-VERSION = 3
+VERSION = 4
 """Bumped when the graph's inputs, outputs or computation change (part of every graph's name)."""
 CHUNKS = 8
 """The graph's attention takes a block of query rows at a time, in this many blocks: no layer ever holds every
@@ -181,15 +181,17 @@ def _with_pos_input(module: torch.nn.Module) -> torch.nn.Module:
 # ---- the graph ----------------------------------------------------------------------------------------------------
 
 class Graph(torch.nn.Module):
-    """The model's forward with its attention recorded, as the graph's outputs (see the module's text)."""
+    """The model's forward with its attention and its residual stream recorded, as the graph's outputs (see the
+    module's text and :func:`output_names`)."""
 
     def __init__(self, module: torch.nn.Module, prefix: int, classifier: bool) -> None:
         super().__init__()
         self.module, self.prefix, self.classifier = module, prefix, classifier
         self._forward = loaders.forward_of(module)
+        self.parts = parts.parts_of(module)
 
     def forward(self, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(1, 3, H, W), (1, T', D) -> ([logits (1, C)], cls (L, H, N), q_0..q_{L-1}, k_0..k_{L-1} each (H, T, d))."""
+        """(1, 3, H, W), (1, T', D) -> the outputs :func:`output_names` lists, in its order."""
         qs: list[torch.Tensor] = []
         ks: list[torch.Tensor] = []
 
@@ -198,17 +200,29 @@ class Graph(torch.nn.Module):
             ks.append(k[0])
 
         self.module._vx_pos = pos
-        with hooks.record_keys(self.module, keep):
+        with hooks.record_keys(self.module, keep), hooks.capture(parts.stream_targets(self.parts)) as seen:
             logits, _ = self._forward(x)
         cls = torch.stack([torch.softmax(q[:, :1] @ k.transpose(-1, -2), -1)[:, 0, self.prefix:]
                            for q, k in zip(qs, ks)])
-        head = (logits,) if self.classifier and logits is not None else ()
-        return (*head, cls, *qs, *ks)
+        st = parts.stream(self.parts, seen, self.prefix)
+        flow = (st.norms, torch.stack([st.attn_update, st.mlp_update]), st.cosine, st.embedded.norm(dim=-1),
+                st.final.norm(dim=-1))
+        if not (self.classifier and logits is not None):
+            return (cls, *qs, *ks, *flow)
+        target = logits.reshape(-1, logits.shape[-1])[0].argmax()
+        lens, lens_patches = parts.lens(self.parts, st.tokens[1:], self.prefix, target, step=0, dtype=torch.float32)
+        return (logits, cls, *qs, *ks, *flow, lens, lens_patches)
 
 
 def output_names(layers: int, classifier: bool) -> list[str]:
+    """The graph's outputs, in order (see the module's text): [``logits``], ``cls``, the queries and keys, then the
+    residual stream (:func:`vitviz.models.parts.stream`): ``norms`` (L + 1, T) every token's norm entering block 1
+    and after each block, ``updates`` (2, L) what attention and the MLP add to the token the head reads,
+    ``cosine`` (L + 1,), ``embedded`` (N,) the patch embeddings' norms, ``final`` (T,) the final norm's; and for a
+    classifier the logit lens, ``lens`` (L, C) and ``lens_patches`` (L, N) (float32)."""
+    flow = ["norms", "updates", "cosine", "embedded", "final"]
     return (["logits"] if classifier else []) + ["cls"] + [f"q{i}" for i in range(layers)] + \
-        [f"k{i}" for i in range(layers)]
+        [f"k{i}" for i in range(layers)] + flow + (["lens", "lens_patches"] if classifier else [])
 
 
 def _check_exportable(runner: Runner) -> None:
