@@ -189,13 +189,14 @@ def compressed(path: Path) -> bytes:
 
 def compressed_file(path: Path) -> Path:
     """A gzip-compressed copy of a model's graph (``<name>.gz`` in the device graphs' folder, made once, whole or
-    not at all; removed with its graph when the folder is pruned)."""
+    not at all, and again when the graph is newer than it: a package's graph rewritten under its name; removed with
+    its graph when the folder is pruned)."""
     import gzip
 
     from vitviz.models import device
 
     target = device.DEVICE_DIR / (path.name + ".gz")
-    if not target.is_file():
+    if not target.is_file() or target.stat().st_mtime < path.stat().st_mtime:
         device.DEVICE_DIR.mkdir(parents=True, exist_ok=True)
         part = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
         try:

@@ -16,7 +16,10 @@ and gives what the browser's views draw, from the same forward the server runs:
   not renormalised: exactly :func:`vitviz.core.attention.class_rows`);
 - ``q0`` … ``q{L-1}`` and ``k0`` … ``k{L-1}``: (H, T, d) each layer's queries (already multiplied by the layer's
   scale) and keys, what the explorer turns into any patch's rows (the server's :class:`LayerKeys`, in float32);
-- ``logits``: (1, C), for a model with a classifier.
+- ``logits``: (1, C), for a model with a classifier;
+- the Forward pass's residual stream (:func:`vitviz.models.parts.stream`, the server's own maths): ``norms``
+  (L + 1, T), ``updates`` (2, L), ``cosine`` (L + 1,), ``embedded`` (N,), ``final`` (T,); and for a classifier the
+  logit lens, ``lens`` (L, C) and ``lens_patches`` (L, N) (:func:`output_names`).
 
 Weights are stored as float16 only where measuring shows that the maps still agree with the server's
 (:func:`choose_precision`: every layer's and head's class-token map within :data:`AGREEMENT` of its largest value,
@@ -52,7 +55,7 @@ from vitviz.specs import views as declared
 
 log = logging.getLogger("vitviz")
 
-VERSION = 4
+VERSION = 5
 """Bumped when the graph's inputs, outputs or computation change (part of every graph's name)."""
 CHUNKS = 8
 """The graph's attention takes a block of query rows at a time, in this many blocks: no layer ever holds every

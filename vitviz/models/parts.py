@@ -205,9 +205,14 @@ def stream(p: Parts, seen: dict[str, torch.Tensor], prefix: int) -> Stream:
     mlp_update = torch.stack([(tracked(p, o, prefix) - tracked(p, m, prefix)).norm() / tracked(p, m, prefix).norm()
                               for o, m in zip(blocks, mid)])
     last = tracked(p, blocks[-1], prefix)
-    # the cosine written out: the exporter's cosine_similarity of two vectors gave a wrong (1,) per layer
-    cosine = torch.stack([(tracked(p, s, prefix) * last).sum() / (tracked(p, s, prefix).norm() * last.norm())
-                          .clamp_min(1e-8) for s in tokens])
+    # the cosine written out: the exporter's cosine_similarity of two vectors gave a wrong (1,) per layer; the
+    # floor of its divisor a tensor of the stream's own dtype (a Python float becomes a float64 constant in the
+    # graph, which ONNX Runtime Web's builds cannot cast)
+    def cos(a: torch.Tensor) -> torch.Tensor:
+        size = a.norm() * last.norm()
+        return (a * last).sum() / torch.maximum(size, size.new_tensor(1e-8))
+
+    cosine = torch.stack([cos(tracked(p, s, prefix)) for s in tokens])
     return Stream(tokens, norms, attn_update, mlp_update, cosine, tokens_of(seen["patches"]),
                   tokens_of(seen["final"]))
 
