@@ -214,8 +214,10 @@ def test_classify_computes_its_top5_on_the_device_as_the_server_does(app_url, br
         sent = []
         page.on("request", lambda r: sent.append(r.url) if "/upload" in r.url or "/queue/join" in r.url else None)
         page.locator("#classify-device-picture").set_input_files(str(picture))
-        page.wait_for_function("() => Number(document.querySelector('#classify-device-panel .vx-device')"
-                               ".dataset.done) > 0", timeout=120_000)
+        # (the switch computed the tab's own example on the device first: the page's one picture until a hand
+        # chooses one)
+        page.wait_for_function("() => document.querySelector('#classify-device-panel .vx-device')"
+                               ".dataset.from === 'hand'", timeout=120_000)
         top = page.locator("#classify-device-panel .vx-dev-top5 li").evaluate_all(
             "els => els.map((e) => [e.dataset.label, Number(e.dataset.p)])")
         page.wait_for_timeout(500)
@@ -423,3 +425,102 @@ def test_a_side_the_device_cannot_afford_runs_at_the_largest_it_can_and_says_so(
     finally:
         listing.remove(WHOLE)
         cache.forget(WHOLE)
+
+
+def test_the_forward_pass_is_computed_and_drawn_on_the_device_as_the_server_shows_it(app_url, browser):
+    """The Forward pass's switch: the picture chosen there runs through the graph in the browser, and the view is
+    drawn from its outputs as the server draws it for the same picture: the same first sentence, the same stages
+    and shapes, the residual stream's numbers within float32's reach, the lens table's classes and percentages and
+    the lens map's own words; the lens's layer moved in the page redraws the map with no new forward and nothing
+    sent, and the link follows it."""
+    from vitviz.analyses.forward import forward_pass
+    from vitviz.render.plotting import alt_of
+    from vitviz.specs import views as declared
+    from vitviz.views.forward import lens_classes, show_forward_pass
+
+    picture = EXAMPLES / "scene_ring.png"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(app_url + "?tab=forward&device=1")
+        page.wait_for_function("() => document.querySelector('#forward-device-panel .vx-dev-what')?.textContent"
+                               ".includes('MB')", timeout=120_000)
+        idle(page)
+        sent = []
+        page.on("request", lambda r: sent.append(r.url) if r.method == "POST" or "/upload" in r.url else None)
+        page.locator("#forward-device-picture").set_input_files(str(picture))
+        page.wait_for_function("() => Number(document.querySelector('#forward-device-panel .vx-device')"
+                               ".dataset.drawn) > 0", timeout=120_000)
+        drawn = page.evaluate("""() => ({
+            summary: document.querySelector('#forward-device-diagram .vx-fd-summary').textContent,
+            stages: [...document.querySelectorAll('#forward-device-diagram .vx-stage strong')]
+                .map((e) => e.textContent),
+            shapes: [...document.querySelectorAll('#forward-device-diagram .vx-stage code')].map((e) => e.textContent),
+            maps: document.querySelectorAll('#forward-device-residual .vx-fd-maps canvas').length,
+            heads: [...document.querySelectorAll('#forward-device-lens th[scope=col]')].slice(1).map((e) => e.title),
+            cells: [...document.querySelectorAll('#forward-device-lens tr')].slice(1).map((r) =>
+                [...r.querySelectorAll('td')].map((d) => d.textContent)),
+            map: document.querySelector('#forward-device-lens .vx-fd-lensmap canvas').getAttribute('aria-label'),
+            server: getComputedStyle(document.querySelector('#forward-residual')).display,
+            out: Object.fromEntries(['updates', 'cosine', 'norms'].map((k) =>
+                [k, Array.from(window.vitvizForwardDevice.last.out[k])])),
+            done: window.vitvizForwardDevice.done})""")
+        page.evaluate("""() => { const r = document.querySelector('#forward-device-lens input[type=range]');
+            r.value = '2'; r.dispatchEvent(new Event('input', { bubbles: true })); }""")
+        page.wait_for_timeout(700)
+        after = page.evaluate("""() => ({map: document.querySelector('#forward-device-lens .vx-fd-lensmap canvas')
+            .getAttribute('aria-label'), done: window.vitvizForwardDevice.done, link: location.search})""")
+    finally:
+        page.close()
+    assert [u for u in sent if "/upload" in u or "/queue/join" in u] == [], sent
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    rgb = images.load_rgb(picture, images.INTAKE_SHORT_SIDE)
+    values = {"model": runner.spec.key, "resolution": 224, "layer": declared.FORWARD["layer"].default,
+              "cmap": "viridis"}
+    shown = show_forward_pass(rgb, values)
+    assert drawn["summary"] == shown.texts["text"] + " Computed on this device."
+    assert drawn["stages"] == [s["name"] for s in shown.numbers["stages"]]
+    assert drawn["shapes"] == [" × ".join(f"{n:,}" for n in s["shape"]) for s in shown.numbers["stages"]]
+    assert drawn["server"] == "none" and drawn["maps"] == runner.depth + 1
+    res = shown.numbers["residual"]
+    for got, want in ((drawn["out"]["updates"][:runner.depth], res["attention_update"]),
+                      (drawn["out"]["updates"][runner.depth:], res["mlp_update"]),
+                      (drawn["out"]["cosine"], res["cls_cosine_to_last"])):
+        assert np.abs(np.array(got) - want).max() <= 1e-5 * np.abs(want).max(), (got, want)
+    _fitted, fp = forward_pass(runner, rgb, 224)
+    chosen = lens_classes(fp.lens, fp.probs)
+    assert drawn["heads"] == [runner.labels[c] for c in chosen]
+    assert drawn["cells"] == [[f"{fp.lens[i, c]:.1%}" for c in chosen] for i in range(runner.depth)]
+    assert drawn["map"] == alt_of(shown.figures["lens_map"]) and "after block 4" in drawn["map"]
+    assert after["map"] == alt_of(show_forward_pass(rgb, values | {"layer": 2}).figures["lens_map"])
+    assert after["done"] == drawn["done"] and "fp_layer=2" in after["link"]
+
+
+def test_the_guided_tour_on_a_device_page_computes_its_forward_pass_steps_on_the_device(app_url, browser):
+    """A device page stays one through the tour (the lesson keeps device=1): the Forward-pass steps are computed in
+    the browser on the tour's own picture (the example its links name, fetched as any page shows it), the residual
+    step shows the device's maps in the first screen at 1280×720, the lens step reads the layer its link sets, the
+    Attention steps draw the same picture, and nothing reloads."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(app_url + "?lesson=tour&step=5&device=1")
+        page.wait_for_function("() => Number(document.querySelector('#forward-device-panel .vx-device')"
+                               "?.dataset.drawn) > 0", timeout=120_000)
+        page.evaluate("() => { window.__stayed = 'this page'; }")
+        page.wait_for_timeout(1500)  # the step's section brought up
+        maps = page.evaluate("""() => [...document.querySelectorAll('#forward-device-residual .vx-fd-maps canvas')]
+            .map((c) => { const r = c.getBoundingClientRect(); return [r.top, r.bottom]; })""")
+        assert maps and all(0 <= top and bottom <= 720 for top, bottom in maps), maps
+        assert page.evaluate("() => window.vitvizForwardDevice.from") == "scene_star"
+        page.keyboard.press("ArrowRight")  # step 6: the Attention tab, on the device
+        page.wait_for_function("() => window.vitvizDevice?.done > 0", timeout=120_000)
+        assert page.evaluate("() => window.vitvizDevice.from") == "scene_star"
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("() => document.querySelector('#lesson-bar')?.textContent.includes('step 7 of')")
+        page.keyboard.press("ArrowRight")  # step 8: the lens after block 3
+        page.wait_for_function("() => document.querySelector('#forward-device-lens .vx-fd-lensmap canvas')"
+                               "?.getAttribute('aria-label').includes('after block 3')", timeout=60_000)
+        assert "device=1" in page.evaluate("() => location.search")
+        assert page.evaluate("() => window.__stayed") == "this page"
+        assert page.evaluate("() => window.vitvizForwardDevice.done") == 1  # the same picture: not run again
+    finally:
+        page.close()

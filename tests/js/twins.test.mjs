@@ -9,6 +9,7 @@ import { fixed, percent, floats, widenHalf, bytes } from "../../vitviz/render/we
 import { colourIndex, massMask, queryRows, headTrace, stepCell, softmax, top5 } from "../../vitviz/render/web/lib/maps.mjs";
 import { resample, prepare, fitShape, pictureKey, forwardMacs, atSide, tokensAt, largestSide } from "../../vitviz/render/web/lib/picture.mjs";
 import { appRoot, under } from "../../vitviz/render/web/lib/server.mjs";
+import { stagesAt, forwardSummary, largest, shortName, forwardNumbers, patchNorms } from "../../vitviz/render/web/lib/forward.mjs";
 
 const V = vectors();
 const f32 = (b64) => floats(b64, "f4");
@@ -147,4 +148,35 @@ test("largestSide: the side asked when this device affords it, else the largest 
   assert.equal(alone.side, 320);
   // atSide is vitviz.models.device.preprocessing's resize
   assert.equal(atSide({ ...m, crop_pct: 0.875 }, 224).resize, 256);
+});
+
+test("the forward pass's numbers on the device are the server's view of the same picture", () => {
+  const F = V.forward, EPS32 = 2 ** -24;
+  for (const [name, short18, short24] of F.names) {
+    assert.equal(shortName(name), short18, name);
+    assert.equal(shortName(name, 24), short24, name);
+  }
+  for (const [values, want] of F.ties) assert.deepEqual(largest(values, 5), want, JSON.stringify(values));
+  assert.equal(F.cases.length, 2);
+  for (const c of F.cases) {
+    const N = c.grid[0] * c.grid[1], T = F.prefix + N;
+    const got = stagesAt(F.plan, { H: c.H, W: c.W, N, T });
+    assert.deepEqual(got.map((s) => [s.name, s.shape, s.axes]), c.stages.map((s) => [s.name, s.shape, s.axes]));
+    assert.ok(got.every((s) => s.words && s.link.startsWith("?tab=")), "every stage has its words and its link");
+    assert.equal(forwardSummary(F.model, c.grid, F.patch, T, F.width, F.layers), c.summary);
+    const out = Object.fromEntries(Object.entries(c.outputs).map(([k, b]) => [k, f32(b)]));
+    const n = forwardNumbers(out, { layers: F.layers, prefix: F.prefix, grid: c.grid });
+    assert.deepEqual(n.chosen, c.chosen);
+    assert.equal(n.target, c.target);
+    within(n.probs, c.probs, c.probs.map((p) => 8 * EPS32 * Math.max(p, 1e-30) + 1e-15), "probabilities");
+    assert.equal(n.patchNorms.length, F.layers + 1);
+    assert.equal(n.patchNorms[0].length, N);
+    assert.equal(n.prefixNorms[0].length, F.prefix);
+    assert.equal(n.lens.length, F.layers);
+    assert.equal(n.lensPatches[F.layers - 1].length, N);
+    assert.equal(n.final.length, N);
+    // each flattened patch's norm from the picture (float64 sums of float32 values, against torch's float32 norm)
+    const norms = patchNorms(f32(c.x_b64), c.H, c.W, F.patch);
+    within(norms, c.patch_norms, c.patch_norms.map((v) => 3 * F.patch * F.patch * EPS32 * v), "patch norms");
+  }
 });

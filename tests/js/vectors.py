@@ -233,10 +233,55 @@ def addresses() -> dict:
     return {"tab_keys": tab_keys(), "links": links}
 
 
+def forward() -> dict:
+    """The offline model's device graph on a photo and on a scene (ONNX Runtime, as the page runs it), with what the
+    server's Forward-pass view makes of the same picture: the stages at the picture's sizes, the first sentence,
+    the lens table's classes (of the graph's own lens), each flattened patch's norm; and names and ties for the
+    shortening and ordering helpers."""
+    import onnxruntime as ort
+
+    from vitviz import assets
+    from vitviz.analyses.forward import forward_pass
+    from vitviz.core.images import load_rgb
+    from vitviz.models import cache, device
+    from vitviz.specs import registry
+    from vitviz.views import forward as view
+
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    m = device.manifest(runner, 224)
+    sess = ort.InferenceSession(str(assets.TINY / m["file"]), providers=["CPUExecutionProvider"])
+    cases = []
+    for name in ("cat.png", "scene_ring.png"):
+        rgb = load_rgb(assets.example(name.split(".")[0]), 640)
+        _fitted, fp = forward_pass(runner, rgb, 224)
+        x = device.reference_input(runner, rgb, 224)
+        out = dict(zip(m["outputs"], sess.run(None, {"pixels": x, "pos": device.position_embedding(runner, fp.grid)})))
+        z = out["logits"].reshape(-1).astype(np.float64)
+        probs = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        shown = view.show_forward_pass(rgb, {"model": runner.spec.key, "resolution": 224, "layer": 4,
+                                             "cmap": "viridis"})
+        cases.append({
+            "x_b64": _b64(x), "H": int(x.shape[2]), "W": int(x.shape[3]), "grid": list(fp.grid),
+            "outputs": {k: _b64(v.astype(np.float32)) for k, v in out.items() if not k.startswith(("q", "k", "cls"))},
+            "patch_norms": fp.stages[1].glimpse.reshape(-1).astype(np.float64).tolist(),
+            "stages": [{"name": st.name, "shape": list(st.shape), "axes": list(st.axes)} for st in fp.stages],
+            "summary": shown.texts["text"], "chosen": view.lens_classes(out["lens"], probs), "probs": probs.tolist(),
+            "target": int(np.argmax(probs)),
+        })
+    plan = view.device_plan(runner, 224, m["width"])
+    names = ["tabby, tabby cat", "Granny Smith", "a very long class name without commas", "x", "",
+             "seventeen letters", "eighteen letters!!", "nineteen letters!!!"]
+    ties = [[0.1, 0.3, 0.3, 0.2, 0.3, 0.0], [1.0, 1.0, 1.0], [0.5, -1.0, 2.0, 2.0, -1.0, 0.5, 7.0]]
+    return {"plan": plan, "model": runner.spec.key, "patch": runner.spec.patch, "width": m["width"],
+            "layers": runner.depth, "prefix": runner.spec.prefix, "cases": cases,
+            "names": [[n, view._short(n), view._short(n, 24)] for n in names],
+            "ties": [[t, np.argsort(-np.array(t), kind="stable")[:5].tolist()] for t in ties]}
+
+
 def write(path: Path) -> None:
     """Every section, as one JSON file."""
     sections = {f.__name__: f() for f in (numbers, halves, colours, mass_masks, query_rows, head_traces, logits,
-                                          pictures, lessons, addresses)}
+                                          pictures, lessons, addresses, forward)}
     path.write_text(json.dumps(sections))
 
 

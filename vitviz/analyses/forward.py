@@ -147,29 +147,16 @@ def _assemble(p: Parts, x: torch.Tensor, seen: dict, prefix: int, patch: int, la
     def patch_map(t: torch.Tensor) -> np.ndarray:
         return t.norm(dim=-1).reshape(gh, gw).numpy()
 
-    entering = "tokens (" + ", ".join(prefix_names(p, prefix) + ["patches)"]) if prefix else \
-        "tokens (the patches: this model has no [CLS])"
-    stages = [
-        Stage("image", tuple(x.shape[1:]), ("colour channels", "height in pixels", "width in pixels"),
-              x[0].detach().float().mean(0).numpy()),
-        Stage("patches, flattened", tuple(pixels.shape), ("patches", f"pixel values per patch (3·{patch}·{patch})"),
-              patch_map(pixels)),
-        Stage("patch embeddings", tuple(embedded.shape), ("patches", "token width"), patch_map(embedded)),
-        Stage("tokens entering block 1", tuple(first.shape), (entering, "token width"), patch_map(first[prefix:])),
-    ]
-    stages += [Stage(f"block {i + 1}", tuple(b.shape), ("tokens", "token width"), patch_map(b[prefix:]))
-               for i, b in enumerate(blocks)]
-    if not _is_identity(p.norm):
-        stages.append(Stage("final LayerNorm", tuple(final.shape), ("tokens", "token width"),
-                            patch_map(final[prefix:])))
-    if p.pool not in ("token", "distilled", "cls+mean"):  # the head reads one vector made from the patches
-        pooled = final[prefix:].mean(0)
-        stages.append(Stage("pooled: the mean of the patch tokens", tuple(pooled.shape), ("token width",),
-                            pooled[None].numpy()))
-        if not _is_identity(p.fc_norm):
-            normed = p.fc_norm(pooled[None])[0].float()
-            stages.append(Stage("LayerNorm after pooling", tuple(normed.shape), ("token width",),
-                                normed[None].numpy()))
+    glimpses = {"image": lambda: x[0].detach().float().mean(0).numpy(), "patches, flattened": lambda: patch_map(pixels),
+                "patch embeddings": lambda: patch_map(embedded),
+                "tokens entering block 1": lambda: patch_map(first[prefix:]),
+                "final LayerNorm": lambda: patch_map(final[prefix:]),
+                "pooled: the mean of the patch tokens": lambda: final[prefix:].mean(0)[None].numpy(),
+                "LayerNorm after pooling": lambda: p.fc_norm(final[prefix:].mean(0)[None])[0].float()[None].numpy()}
+    glimpses |= {f"block {i + 1}": (lambda b=b: patch_map(b[prefix:])) for i, b in enumerate(blocks)}
+    sizes = {"H": int(x.shape[-2]), "W": int(x.shape[-1]), "N": gh * gw, "T": prefix + gh * gw}
+    stages = [Stage(name, tuple(sizes.get(n, n) for n in shape), axes, glimpses[name]())
+              for name, shape, axes in stage_plan(p, prefix, patch, int(first.shape[-1]), None)]
     out = ForwardPass(stages, (gh, gw), prefix, norms.numpy(), prefix_norms.numpy(), attn_update.numpy(),
                       mlp_update.numpy(), cls_cosine.numpy(), labels=labels, tracks=p.tracks, pool=p.pool,
                       registers=p.registers, pos_on_prefix=p.pos_on_prefix, prefix_kinds=prefix_kinds(p, prefix))
@@ -177,13 +164,38 @@ def _assemble(p: Parts, x: torch.Tensor, seen: dict, prefix: int, patch: int, la
         return out
     logits = logits.detach().float().reshape(-1, logits.shape[-1])[0]  # (C,): the model's own answer
     probs = torch.softmax(logits.double(), -1)
-    out.stages += [Stage("head: logits", tuple(logits.shape), ("classes",), logits[None].numpy()),
-                   Stage("softmax: probabilities", tuple(probs.shape), ("classes",), probs[None].float().numpy())]
+    head = stage_plan(p, prefix, patch, int(first.shape[-1]), int(logits.shape[-1]))[len(out.stages):]
+    out.stages += [Stage(*head[0], logits[None].numpy()), Stage(*head[1], probs[None].float().numpy())]
     target = int(probs.argmax())
     lens_rows, lens_patches = lens(p, blocks, prefix, target)  # as if the model stopped after each block
     out.probs, out.lens = probs.numpy(), lens_rows.numpy()
     out.lens_patches = lens_patches.float().numpy()
     return out
+
+
+def stage_plan(p: Parts, prefix: int, patch: int, dim: int,
+               classes: int | None) -> list[tuple[str, tuple[int | str, ...], tuple[str, ...]]]:
+    """The forward pass's stages for this model: (name, shape, what each axis counts), the shape's sizes that
+    depend on the picture given as "H", "W" (pixels), "N" (patches) and "T" (tokens); with ``classes``, the head's
+    two stages too. :func:`_assemble` and the device's Forward-pass view (its manifest) both follow it."""
+    entering = "tokens (" + ", ".join(prefix_names(p, prefix) + ["patches)"]) if prefix else \
+        "tokens (the patches: this model has no [CLS])"
+    plan: list[tuple[str, tuple[int | str, ...], tuple[str, ...]]] = [
+        ("image", (3, "H", "W"), ("colour channels", "height in pixels", "width in pixels")),
+        ("patches, flattened", ("N", 3 * patch * patch), ("patches", f"pixel values per patch (3·{patch}·{patch})")),
+        ("patch embeddings", ("N", dim), ("patches", "token width")),
+        ("tokens entering block 1", ("T", dim), (entering, "token width")),
+    ]
+    plan += [(f"block {i + 1}", ("T", dim), ("tokens", "token width")) for i in range(len(p.blocks))]
+    if not _is_identity(p.norm):
+        plan.append(("final LayerNorm", ("T", dim), ("tokens", "token width")))
+    if p.pool not in ("token", "distilled", "cls+mean"):  # the head reads one vector made from the patches
+        plan.append(("pooled: the mean of the patch tokens", (dim,), ("token width",)))
+        if not _is_identity(p.fc_norm):
+            plan.append(("LayerNorm after pooling", (dim,), ("token width",)))
+    if classes is not None and p.readout is not None:
+        plan += [("head: logits", (classes,), ("classes",)), ("softmax: probabilities", (classes,), ("classes",))]
+    return plan
 
 
 def forward_pass(runner: Runner, rgb: np.ndarray, resolution: int) -> tuple[Fitted, ForwardPass]:

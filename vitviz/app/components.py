@@ -196,28 +196,32 @@ DEVICE_TEMPLATE = (
     '<p class="vx-dev-status" role="status" aria-live="polite"></p>'
     '<div class="vx-dev-top5-box" hidden><p>Top 5, computed on this device</p><ol class="vx-dev-top5"></ol></div>'
     '<p class="vx-dev-warning vx-note" hidden></p>'
+    '<div class="vx-dev-view"></div>'
     '</div>')
 
 
-def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture") -> tuple[gr.HTML, gr.HTML]:
+def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture",
+                 draws: tuple[str, ...] = ()) -> tuple[gr.HTML, gr.HTML]:
     """'Compute on this device' (render/web/device.js): a picture chosen in its file input (``input_id``) runs
     through the model in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn. The
     panel shows while its switch is on (:func:`device_want`) and gets the model's manifest (what to download, how to
     prepare the picture) from ``GET /vitviz/device-manifest``; when it has not been made yet, the panel presses the
     door returned with it (:func:`door`), whose event (through the queue) makes it and sets it as the panel's value. The
-    Classify tab's is ``classify-device-panel``."""
+    Classify tab's is ``classify-device-panel``, the Forward pass's ``forward-device-panel``. ``draws``: the scripts
+    (under render/web) that draw a tab's own view from what the device computed (after device.js, in one body)."""
     template = DEVICE_TEMPLATE.format(input_id=input_id)
     panel = gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template=template,
-                    css_template=(WEB / "device.css").read_text(), js_on_load=web.script("device.js"))
+                    css_template=(WEB / "device.css").read_text(), js_on_load=web.script("device.js", *draws))
     return panel, door(f"{elem_id}-make")
 
 
 def device_want(tab: str) -> str:
-    """The page's side of a device switch (``tab``: 'attention' or 'classify'), for an event of the switch, the
-    model and (Attention) the short side: runs in the browser only; the server hears of it only when the manifest
-    must be made. Kept for the panel when it is not drawn yet (a tab not opened yet): it asks as it loads."""
-    return (f"(on, model, side) => {{ (window.vitvizDeviceWanted ||= {{}})[{tab!r}] = [on, model, side]; "
-            f"window.vitvizDevicePanels?.[{tab!r}]?.want(on, model, side); return []; }}")
+    """The page's side of a device switch (``tab``: a tab with one, ``TabSpec.device``), for an event of the switch,
+    the model, (Attention, Forward pass) the short side and (Forward pass) the colour map: runs in the browser only;
+    the server hears of it only when the manifest must be made. Kept for the panel when it is not drawn yet (a tab
+    not opened yet): it asks as it loads."""
+    return (f"(on, model, side, ...more) => {{ (window.vitvizDeviceWanted ||= {{}})[{tab!r}] = [on, model, side, "
+            f"...more]; window.vitvizDevicePanels?.[{tab!r}]?.want(on, model, side, ...more); return []; }}")
 
 
 def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = None) -> gr.Markdown | None:

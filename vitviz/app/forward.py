@@ -6,9 +6,9 @@ from __future__ import annotations
 import gradio as gr
 
 from vitviz.app import lessons, uploads
-from vitviz.app.components import WEB, Form, download_row, examples, explain, figure
+from vitviz.app.components import WEB, Form, device_panel, device_want, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
-from vitviz.app.tab import Tab, layout, narrow
+from vitviz.app.tab import Tab, by_component, layout, narrow
 from vitviz.specs import views as declared
 from vitviz.views.forward import IMAGE_KEY
 
@@ -24,6 +24,10 @@ def build(gr_tab: gr.Tab) -> Tab:
             model = form.add(F["model"])
             side = form.add(F["resolution"])
             go = gr.Button("Run the forward pass", variant="primary")
+            on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
+                                    elem_id="forward-device-switch")
+            device_view, device_make = device_panel("forward-device-panel", "forward-device-picture",
+                                                    draws=("forward_device.js",))
             gr.Button("Start the guided tour (10 steps)", link=lessons.tour_link(), elem_id="start-tour")
             dl_button, dl_file = download_row("forward-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "forward-photos-note")
@@ -33,21 +37,24 @@ def build(gr_tab: gr.Tab) -> Tab:
                     "its equation and the view that explains it.")
         with gr.Column(scale=2):
             note = gr.Markdown(elem_id="forward-notice")
-            summary = gr.Markdown()
+            summary = gr.Markdown(elem_id="forward-summary")
             stages = gr.HTML(elem_id="forward-diagram", css_template=(WEB / "forward.css").read_text())
+            drawn_here("forward-device-diagram")
     with gr.Accordion("The residual stream: what each block adds", open=True, elem_id="residual-box"):
         with gr.Row():
-            layer = form.add(F["layer"])
+            layer = form.add(F["layer"], elem_id="forward-layer")  # on the device: its own (forward_device.js)
             cmap = form.add(F["cmap"])
+        drawn_here("forward-device-residual")
         residual = figure("forward-residual")
         updates = figure("forward-updates")
     with gr.Accordion("The logit lens: how the answer forms, layer by layer", open=True, elem_id="lens-box"):
-        lens_note = gr.Markdown(elem_classes="explain")
+        lens_note = gr.Markdown(elem_classes="explain", elem_id="forward-lens-note")
+        drawn_here("forward-device-lens")
         lens = figure("forward-lens")
         lens_map = figure("forward-lens-map")
     tab = Tab("forward", form, note, gr_tab, default="cat.png", offline_default=uploads.SCENES[0],
               model_field=F["model"])
-    tab.extras = {"photos_note": photos_note}
+    tab.extras = {"photos_note": photos_note, "forward_device": on_device}
 
     def render(sh):
         return (tab.note_text(sh), sh.texts["text"], sh.data["diagram"], tab.used(F["resolution"], sh),
@@ -62,5 +69,32 @@ def build(gr_tab: gr.Tab) -> Tab:
                   js="(_h, k) => { document.querySelectorAll('#forward-diagram a').forEach((a) => { a.href = "
                      f"a.href.replace({IMAGE_KEY!r}, encodeURIComponent(k || '')); }}); }}")
     tab.download(F, dl_button, dl_file, **MODEL)
+    # compute on this device: the same graph as the Attention tab's, its forward-pass outputs drawn by the panel
+    # (forward_device.js) into the places above that show the server's figures otherwise
+    manifest = by_component([on_device, model, side], _device_manifest, "forward_device_model", progress=True)
+    on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
+    # (the colour map and the layer by their change, which a link's settings fire too: only the drawing follows them)
+    on([on_device.change, model.change, side.release, cmap.change, layer.change], None,
+       [on_device, model, side, cmap, layer], None, js=device_want("forward"))
+    on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
     tab.finish()
     return tab
+
+
+def drawn_here(elem_id: str) -> gr.HTML:
+    """An empty place the device's Forward-pass view draws into (render/web/forward_device.js; shown only while the
+    Forward pass is computed on the device)."""
+    css = (WEB / "forward.css").read_text() + (WEB / "forward_device.css").read_text()
+    return gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template='<div class="vx-fd"></div>',
+                   css_template=css)
+
+
+def _device_manifest(on: bool, model: str, side: float, progress) -> dict | None:
+    """The Forward pass's device manifest when the page could not get it made: nothing while its switch is off;
+    else the model's at the short side asked (with the stages the device's view draws)."""
+    from vitviz.app.manifests import device_manifest
+
+    if not on:
+        return None
+    values = F.check({"model": model, "resolution": side})
+    return device_manifest(values, lambda f, msg: progress(f, desc=msg), tab="forward")

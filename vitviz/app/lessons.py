@@ -19,8 +19,9 @@ from vitviz.app import uploads
 from vitviz.core import owned
 from vitviz.tools import lesson as lessons
 
-KEPT = ("projector", "contrast")
-"""Page modes a lesson keeps from step to step."""
+KEPT = ("projector", "contrast", "device")
+"""Page modes a lesson keeps from step to step (a device page stays one: its steps on the Attention, Classify and
+Forward-pass tabs are computed on the device)."""
 
 
 def decode(value: str) -> lessons.Lesson:

@@ -45,8 +45,9 @@ def page_script() -> str:
     """The page's script (``launch(js=...)``): one function whose body is the library's modules (``render/web/lib``,
     among them the page's state and its address), the tab each link key belongs to (the address shows the open
     tab's settings only, and every tab's again when it is opened), the ranges of :data:`HERE`, what each tab shows
-    once answered (``TabSpec.shows``: a lesson step brings it up) and the other figures a link can name
-    (``TabSpec.figures``, ``show=<name>``), then ``render/web/page.js``."""
+    once answered (``TabSpec.shows``: a lesson step brings it up), the other figures a link can name
+    (``TabSpec.figures``, ``show=<name>``) and the tabs that can compute on the device, then
+    ``render/web/page.js``."""
     from vitviz.render import web
 
     here = {f.link: {"lo": f.lo, "hi": f.hi} for f in HERE}
@@ -55,6 +56,7 @@ def page_script() -> str:
     return (f"() => {{\n{web.library()}\n  const TAB_KEYS = {json.dumps(tab_keys(), sort_keys=True)};\n"
             f"  const SETTINGS = {json.dumps(here)};\n  const SHOWS = {json.dumps(shows, sort_keys=True)};\n"
             f"  const FIGURES = {json.dumps(figures, sort_keys=True)};\n"
+            f"  const DEVICE_TABS = {json.dumps(sorted(DEVICE_TABS))};\n"
             f"{(web.WEB / 'page.js').read_text()}}}\n")
 
 

@@ -9,11 +9,13 @@ import logging
 
 import numpy as np
 
+from vitviz import assets
 from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import budget, device
 from vitviz.models import cache as models
 from vitviz.render import browser
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 from vitviz.views.shown import scene_keys, shapes_only
 
@@ -22,6 +24,10 @@ log = logging.getLogger("vitviz")
 A = declared.ATTENTION
 HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
+SIDED = ("attention", "forward")
+"""The tabs whose device manifest follows the short side asked (Classify's is its classifier's own size)."""
+TABS = tuple(t.id for t in declared_tabs.TABS.values() if t.device)
+"""The tabs that compute on a device (a "compute on this device" switch: ``TabSpec.device``)."""
 
 
 MADE: LRU[dict] = owned.keep("manifests.made", "results", LRU(256), "device manifests made so far")
@@ -30,7 +36,7 @@ answers from without any work (:func:`made_manifest`)."""
 
 
 def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
-    """A manifest already made for ``tab`` ('attention' or 'classify'), ``model`` and (Attention) ``side``, with the
+    """A manifest already made for ``tab`` (one of :data:`TABS`), ``model`` and (:data:`SIDED`) ``side``, with the
     explorer's settings at their defaults (the page puts its own over them); None when it has not been made (the
     page then asks through the queue, which makes it)."""
     made = MADE.get((tab, model, side))
@@ -41,10 +47,10 @@ def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
 
 
 def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict:
-    """What a device downloads to compute ``tab``'s view (Attention, or Classify) itself, for the checked settings
-    ``values`` (model,
-    short side, the explorer's): the graph's file and size, the preprocessing, the labels
-    (:func:`vitviz.models.device.manifest`), the explorer's settings, the server's own forward time and the notice
+    """What a device downloads to compute ``tab``'s view (Attention, Classify or the Forward pass) itself, for the
+    checked settings ``values`` (model, short side, the explorer's): the graph's file and size, the preprocessing,
+    the labels (:func:`vitviz.models.device.manifest`), the explorer's settings, the Forward pass's stages, the
+    server's own forward time and the notice
     when another model stands in; or ``{"error": why}`` when the model cannot run on a device. The graph is made the
     first time (seconds), within the server's memory budget."""
     runner = models.get_model(values["model"], progress)
@@ -59,9 +65,17 @@ def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict
         log.info("no device graph for %s: %s", runner.spec.key, err)
         return {"error": str(err), "model": runner.spec.key}
     warning = shapes_only(runner.spec.key, np.zeros((1, 1, 3), np.uint8))  # what a photo gets from this model
+    # the examples a link may name (image=), where the page fetches them (gradio's file route: the package's
+    # examples are the app's allowed paths): a device page computes the link's picture when none was chosen by hand
+    made["examples"] = {p.stem: f"gradio_api/file={p}" for p in sorted(assets.EXAMPLES.iterdir())
+                        if p.suffix.lower() in (".png", ".jpg", ".jpeg")}
     made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side),
              "side_note": runner.side_reason(values["resolution"]), "shapes_warning": warning.replace("**", ""),
              "scenes": sorted(scene_keys()) if warning else []}
-    MADE.put((tab, str(values["model"]), str(int(values["resolution"])) if tab == "attention" else ""), made)
+    if tab == "forward":  # its stages, their words and links, what the residual view follows, the lens's caveat
+        from vitviz.views.forward import device_plan
+
+        made["forward"] = device_plan(runner, side, made["width"])
+    MADE.put((tab, str(values["model"]), str(int(values["resolution"])) if tab in SIDED else ""), made)
     return made | browser.explorer_template({f.name: values.get(f.name, f.default) for f in HELD},
                                             {f.name: f for f in HELD}, runner.depth)

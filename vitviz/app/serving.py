@@ -151,12 +151,12 @@ def data_routes() -> list:
         return Response(body, media_type="application/octet-stream", headers=IMMUTABLE)
 
     async def manifest(request):  # a device manifest already made: no work here (else the page asks the queue)
-        from vitviz.app.manifests import made_manifest
+        from vitviz.app.manifests import SIDED, TABS, made_manifest
 
         q = request.query_params
         tab, model, side = q.get("tab", "attention"), q.get("model", ""), q.get("side", "")
-        side = side.split(".")[0] if tab == "attention" else ""
-        made = made_manifest(tab, model, side) if tab in ("attention", "classify") else None
+        side = side.split(".")[0] if tab in SIDED else ""
+        made = made_manifest(tab, model, side) if tab in TABS else None
         if made is None:  # not an error (a browser's console would say so): the page asks the queue instead
             return Response(status_code=204, headers={"Cache-Control": "no-store"})
         return JSONResponse(made, headers={"Cache-Control": "no-store"})

@@ -55,7 +55,7 @@ FIRST = "patches"
 
 declare(TabSpec("patches", "Patches", declared.PATCHES, shows="#patch-grid img"))
 declare(TabSpec("forward", "Forward pass", declared.FORWARD, ((declared.FORWARD["model"], "forward"),),
-                shows="#forward-diagram details"))
+                shows="#forward-diagram details", device="forward_device"))
 declare(TabSpec("positions", "Position embeddings", declared.POSITIONS, shows="#pe-mosaic img"))
 declare(TabSpec("attention", "Attention", declared.ATTENTION, ((declared.ATTENTION["model"], "attention"),),
                 shows="#attention-explorer .vx-big canvas", device="device"))

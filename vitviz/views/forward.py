@@ -10,14 +10,16 @@ with a head, the logit lens. All from one forward (:mod:`vitviz.analyses.forward
 from __future__ import annotations
 
 import html
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import numpy as np
 from PIL import Image
 
-from vitviz.analyses.forward import ForwardPass, forward_pass
+from vitviz.analyses.forward import ForwardPass, forward_pass, parts_of, prefix_kinds, stage_plan
 from vitviz.core.images import Fitted
 from vitviz.models import cache as models
+from vitviz.models.runner import Runner
 from vitviz.render import plotting
 from vitviz.render.browser import png_data_url
 from vitviz.specs import registry
@@ -95,10 +97,11 @@ def stage_words(name: str, fp: ForwardPass) -> str:
     }.get(name, "")
 
 
-def explaining_link(stage: str, model: str, side: int) -> str:
+def explaining_link(stage: str, model: str, side: int, device: bool = False) -> str:
     """The link (``?…`` of this page) of the view that explains ``stage`` for this model and picture (``IMAGE_KEY``
     stands for the picture): the patches at the model's own patch size, its own learned filters and position table,
-    the attention of its block, its own classifier."""
+    the attention of its block, its own classifier. ``device``: for a picture that never left the device (no
+    picture in the link; the Attention and Classify tabs computed on the device too)."""
     spec = registry.REGISTRY.get(model)
     if stage in ("image", "patches, flattened"):
         tab, extra = "patches", ({"patch": spec.patch} if spec and spec.patch in declared.PATCH_SIZES else {})
@@ -115,6 +118,8 @@ def explaining_link(stage: str, model: str, side: int) -> str:
         if stage.startswith("block "):
             extra["layer"] = stage.split()[1]
     picture = {} if tab == "positions" else {"image": IMAGE_KEY}  # a position table has no picture
+    if device:
+        picture = {"device": "1"} if tab in ("attention", "classify") else {}
     return "?" + urlencode({"tab": tab} | picture | extra)
 
 
@@ -144,14 +149,45 @@ def diagram(fp: ForwardPass, fitted: Fitted, model: str, side: int, cmap: str, s
             f'width="{size[0]}" height="{size[1]}"></summary>'
             f'<p>{html.escape(axes)}.</p><p>{html.escape(words)}</p>'
             f'<p><a href="{html.escape(link)}">Open the view that explains it</a></p></details></li>')
-    how = ("it was trained without labels (self-supervised, as DINO is): " if self_supervised else
-           "vitviz was given it without a classifier: ")
     end = ("" if fp.probs is not None else
-           f'<li class="vx-stage"><p><strong>No head.</strong> This model has no classification head; {how}'
-           f'its output is the final {fp.tracks} token, {fp.stages[-1].shape[-1]:,} numbers that describe the '
-           "picture (used to find similar pictures or to train a small classifier on top), not classes.</p></li>")
+           f'<li class="vx-stage"><p>{html.escape(_no_head(fp, fp.stages[-1].shape[-1], self_supervised))}</p></li>')
     return (f'<ol class="vx-forward" aria-label="the forward pass of {html.escape(model)}, stage by stage">'
             + "".join(rows) + end + "</ol>")
+
+
+def device_plan(runner: Runner, side: int, width: int) -> dict:
+    """What the Forward-pass view computed on a device (``render/web/forward_device.js``) needs besides its graph's
+    outputs: the stages (:func:`vitviz.analyses.forward.stage_plan`: name, shape with "H", "W", "N", "T" for the
+    picture's sizes, what each axis counts), each with its equation in words and the link to the view that explains
+    it; what the residual view follows; the prefix tokens; the lens's caveat, or why there is no lens. ``width``:
+    the token width D."""
+    p = runner.read(parts_of)
+    prefix = runner.spec.prefix
+    kinds = prefix_kinds(p, prefix)
+    # what the words read of a forward pass: its pooling and prefix tokens, known before any picture
+    known = SimpleNamespace(pool=p.pool, prefix_kinds=kinds, pos_on_prefix=p.pos_on_prefix, tracks=p.tracks)
+    plan = stage_plan(p, prefix, runner.spec.patch, width, len(runner.labels) if runner.labels else None)
+    stages = [{"name": name, "shape": list(shape), "axes": list(axes), "words": stage_words(name, known),
+               "link": explaining_link(name, runner.spec.key, side, device=True)} for name, shape, axes in plan]
+    if runner.labels and p.readout is not None:
+        lens = LENS_WARNING
+    else:
+        why = " (it learned without labels)" if is_self_supervised(runner.spec) else ""
+        lens = (f"{runner.spec.key} has no classification head{why}, so there is nothing for a logit lens to read: "
+                "the residual stream above is what its forward pass shows.")
+    layer = declared.FORWARD["layer"]  # the lens's layer: the device's own control writes the link as this one does
+    return {"stages": stages, "tracks": p.tracks, "prefix_kinds": list(kinds), "lens_note": lens,
+            "layer": {"link": layer.link, "default": layer.default, "label": layer.label},
+            "no_head": None if runner.labels else _no_head(known, width, is_self_supervised(runner.spec))}
+
+
+def _no_head(fp, width: int, self_supervised: bool) -> str:
+    """The diagram's last line for a model without a head (what its output is instead)."""
+    how = ("it was trained without labels (self-supervised, as DINO is): " if self_supervised else
+           "vitviz was given it without a classifier: ")
+    return (f"No head. This model has no classification head; {how}its output is the final {fp.tracks} token, "
+            f"{width:,} numbers that describe the picture (used to find similar pictures or to train a small "
+            "classifier on top), not classes.")
 
 
 def is_self_supervised(spec) -> bool:
@@ -230,14 +266,20 @@ def _short(name: str, n: int = 18) -> str:
     return name if len(name) <= n else name[:n - 1] + "…"
 
 
-def render_lens(fp: ForwardPass, model: str) -> Image.Image:
-    """Layer × class: the lens's probability of each class that is in the top 5 at some layer."""
+def lens_classes(lens: np.ndarray, probs: np.ndarray, k: int = 5, most: int = 10) -> list[int]:
+    """The classes the lens's figure shows: each layer's top ``k`` of the (L, C) ``lens``, then of the model's own
+    (C,) ``probs``, in order of first appearance, at most ``most`` (ties by class index)."""
     chosen: list[int] = []
-    for row in np.vstack([fp.lens, fp.probs[None]]):
-        for i in np.argsort(-row, kind="stable")[:5]:
+    for row in np.vstack([lens, probs[None]]):
+        for i in np.argsort(-row, kind="stable")[:k]:
             if i not in chosen:
                 chosen.append(int(i))
-    chosen = chosen[:10]
+    return chosen[:most]
+
+
+def render_lens(fp: ForwardPass, model: str) -> Image.Image:
+    """Layer × class: the lens's probability of each class that is in the top 5 at some layer."""
+    chosen = lens_classes(fp.lens, fp.probs)
     names = [_short(fp.labels[i]) if fp.labels else str(i) for i in chosen]
     m = fp.lens[:, chosen]
     image = plotting.heatmap(m, f"the logit lens on {_short(fp.tracks, 24)}", "class", "after block",

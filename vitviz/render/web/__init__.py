@@ -1,8 +1,8 @@
 """The scripts and styles of the views drawn in the browser (the app gives them to gr.HTML components).
 
 ``lib/*.mjs`` are ES modules of pure functions, each the twin of a library function (number printing, the mass
-mask, attention rows, one head's arithmetic, Pillow's resampling and the models' input policy); Node's test runner
-checks them against vectors the library writes (``tests/js``). A page script is those modules' text, ``export``
+mask, attention rows, one head's arithmetic, Pillow's resampling and the models' input policy, the forward pass's
+numbers); Node's test runner checks them against vectors the library writes (``tests/js``). A page script is those modules' text, ``export``
 taken off (gr.HTML runs its ``js_on_load`` as one function body, where ES imports cannot be), then its own files.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 WEB = Path(__file__).resolve().parent
-LIB = ("numbers", "maps", "picture", "server", "lessons", "address")
+LIB = ("numbers", "maps", "picture", "server", "lessons", "address", "forward")
 """The modules every page script starts with, in this order (none imports another)."""
 
 

@@ -16,11 +16,19 @@ const SLOWER_MS = 5000;  // a forward here slower than this and than three times
 const PROBE_SIDE = 224;  // a larger side asked of a graph this device has not run yet: measured first at this side
 const $d = (sel) => element.querySelector(sel);
 
-// the Attention tab's panel (its explorer draws what is computed here), not Classify's: known from where this element
-// sits, which holds before its inside is drawn
-const IN_CLASSIFY = element.id === "classify-device-panel" || !!element.closest?.("#classify-device-panel");
-function explorerHere() { return !IN_CLASSIFY; }
-const TAB = IN_CLASSIFY ? "classify" : "attention", ON = IN_CLASSIFY ? "vx-classify-device-on" : "vx-device-on";
+// which tab's panel this is (the Attention tab's explorer draws what is computed here; the Forward pass's own script,
+// forward_device.js, draws its view; Classify shows the top 5): known from where this element sits, which holds
+// before its inside is drawn
+const PANELS = { attention: "device-panel", classify: "classify-device-panel", forward: "forward-device-panel" };
+const TAB = Object.keys(PANELS).find((t) => element.id === PANELS[t] || !!element.closest?.(`#${PANELS[t]}`))
+  || "attention";
+const IN_CLASSIFY = TAB === "classify";
+function explorerHere() { return TAB === "attention"; }
+const ON = { attention: "vx-device-on", classify: "vx-classify-device-on", forward: "vx-forward-device-on" }[TAB];
+const SWITCH = { attention: "#device-switch input", classify: "#classify-device-switch input",
+                 forward: "#forward-device-switch input" }[TAB];
+// the tab's own drawing of what was computed (forward_device.js defines drawOwn, after this file in one body)
+const OWN = typeof drawOwn === "function" ? drawOwn : null;
 
 function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text; }
 
@@ -216,6 +224,7 @@ async function run(file) {
                ms, first: firstMs, prep: prepMs, load: loaded - t0, backend: D.backend, side: used.side,
                asked: m.side, afford };
     if (explorerHere()) window.dispatchEvent(new CustomEvent("vitviz-attention-local", { detail: p }));
+    if (OWN) OWN({ m, out: D.last.out, x: prep.x, rgb: prep.rgb, W: prep.W, H: prep.H, grid, side: used.side });
     // a shapes-only model answering for a photo: its nearest shapes, said as such (as the server says them)
     const photo = !!m.shapes_warning && !(await knownScene(pic, m.scenes));
     const list = $d(".vx-dev-top5");
@@ -258,7 +267,7 @@ async function run(file) {
     D.busy = false;
     D.done = (D.done || 0) + 1;  // on the state too: a fallback hides the panel
     const box = $d(".vx-device");
-    if (box) box.dataset.done = String(D.done);
+    if (box) { box.dataset.done = String(D.done); box.dataset.from = D.from || ""; }  // "hand", or the link's example
   }
 }
 
@@ -271,7 +280,7 @@ async function knownScene(pic, scenes) {
 
 function fallBack(why) {  // the server answers instead: said, and the switch turned off
   say(`${why[0].toUpperCase()}${why.slice(1)}: the server answers instead (upload the picture above).`);
-  const box = document.querySelector(explorerHere() ? "#device-switch input" : "#classify-device-switch input");
+  const box = document.querySelector(SWITCH);
   if (box && box.checked) box.click();
 }
 
@@ -288,8 +297,13 @@ function withHeld(m) {
 }
 
 let asked = 0;
-// the switch, the model or the short side changed (device_want in vitviz/app/components.py)
-async function want(on, model, side) {
+// the switch, the model, the short side or (the Forward pass) its colour map or layer changed (device_want in
+// vitviz/app/components.py): `more`, what only the drawing reads, is redrawn without running the model again
+async function want(on, model, side, ...more) {
+  if (more.length) D.more = more;
+  const wanted = JSON.stringify([!!on, String(model ?? ""), IN_CLASSIFY ? null : side]);
+  if (on && D.m && wanted === D.wanted) { if (OWN) OWN(null); return; }  // only what the drawing reads changed
+  D.wanted = wanted;
   const mine = ++asked;
   // the server's answers beside this panel are of the server's picture, not this one: hidden while it is on
   document.body.classList.toggle(ON, !!on);
@@ -304,7 +318,7 @@ async function want(on, model, side) {
   } catch (e) { /* the queue answers instead */ }
   if (mine !== asked) return;
   say("making the model's file for this device (the first time only)…");
-  window.vitvizDoors?.[`${IN_CLASSIFY ? "classify-device-panel" : "device-panel"}-make`]?.();  // its event makes it
+  window.vitvizDoors?.[`${PANELS[TAB]}-make`]?.();  // its event makes it
 }
 
 function show(m) {
@@ -321,19 +335,64 @@ function show(m) {
   what.textContent = `${m.model}: ${mb(m.bytes)}, downloaded once and kept by this browser. Choose a picture: it ` +
     `is read and computed here and never uploaded.${m.notice ? " " + m.notice.replace(/\*\*/g, "") : ""}`;
   say(D.last ? "" : "no picture yet");
-  if (D.file && !D.busy) run(D.file);  // the model or the side changed: the same picture again
+  runChosen();  // the model or the side changed: the same picture again
 }
+
+// One picture for the page: the one chosen by hand in any device panel of it (it never leaves the device), else the
+// example the page's link names (image=, fetched from this server as any page shows it: a lesson's picture)
+function linkedExample() {
+  const name = new URLSearchParams(window.location.search).get("image");
+  return name && D.m?.examples && Object.hasOwn(D.m.examples, name) ? name : null;
+}
+function chosenPicture() {
+  if (window.vitvizDevicePicture) return Promise.resolve(window.vitvizDevicePicture);
+  const name = linkedExample();
+  if (!name) return Promise.resolve(null);
+  const kept = window.vitvizDeviceExamples || (window.vitvizDeviceExamples = new Map()), path = D.m.examples[name];
+  if (!kept.has(name)) {
+    kept.set(name, fetch(under(path)).then((r) => {
+      if (!r.ok) throw new Error(`the example ${name} is not there (${r.status})`);
+      return r.blob();
+    }).then((b) => new File([b], path.split("/").pop(), { type: b.type })).catch((e) => { kept.delete(name); throw e; }));
+  }
+  return kept.get(name);
+}
+async function runChosen() {
+  const from = window.vitvizDevicePicture ? "hand" : linkedExample();
+  let file = null;
+  try { file = await chosenPicture(); } catch (e) { say(String(e.message || e)); return; }
+  if (!file || !D.m || D.m.error) return;
+  if (D.busy) { D.stale = true; return; }  // run once this one is done
+  D.file = file; D.from = from; D.stale = false;
+  run(file);
+}
+// a picture chosen in another device panel, or a link within the page that names another example: run when this
+// panel is on and in sight (else once it is: checked twice a second, which costs nothing while nothing waits)
+window.addEventListener("vitviz-device-picture", (ev) => { if (ev.detail.from !== TAB) D.stale = true; });
+document.addEventListener("vitviz-settled", () => {
+  if (!window.vitvizDevicePicture && linkedExample() && linkedExample() !== D.from) D.stale = true;
+});
+setInterval(() => {
+  if (!D.stale || D.busy || !D.m || D.m.error || !element.offsetParent) return;
+  D.stale = false;
+  runChosen();
+}, 500);
 
 element.addEventListener("change", (ev) => {  // on the element: its inside may be drawn again
   if (ev.target && ev.target.type === "file") {
     const f = ev.target.files && ev.target.files[0];
-    if (f) { D.file = f; run(f); }
+    if (f) {
+      window.vitvizDevicePicture = f;  // chosen by hand: the page's picture from now on, in every device panel
+      window.dispatchEvent(new CustomEvent("vitviz-device-picture", { detail: { from: TAB } }));
+      if (D.busy) D.stale = true;
+      else { D.file = f; D.from = "hand"; D.stale = false; run(f); }
+    }
     ev.target.value = "";  // the same file chosen again is a new choice
   }
 });
 element.__device = { D, prepare, resample, top5 };
-if (explorerHere()) window.vitvizDevice = D;  // what was computed last (the tests read it)
-else window.vitvizClassifyDevice = D;
+// what was computed last (the tests read it)
+window[{ attention: "vitvizDevice", classify: "vitvizClassifyDevice", forward: "vitvizForwardDevice" }[TAB]] = D;
 (window.vitvizDevicePanels || (window.vitvizDevicePanels = {}))[TAB] = { want };
 watch("value", () => { if (props.value || !D.m) show(props.value); });  // the queue's answer (null: switched off)
 if (props.value) show(props.value);

@@ -1,10 +1,10 @@
 // vitviz page script (given to launch(js=...) as one function's body): the page's one state, its address, and
 // projector mode. The server puts before it the library's modules (lib/address.mjs: the state and its address) and
-// four constants: TAB_KEYS (each setting's link key -> its tab), SETTINGS (the device link's settings set here:
-// link key -> range), SHOWS (what each tab shows once answered, TabSpec.shows: a CSS selector) and FIGURES (each
-// tab's other figures a link can name with show=: name -> CSS selector, TabSpec.figures). Light mode needs
-// no reload: the theme's dark palette is the light one (the theme made light-only on the server), and the class is
-// dropped here too.
+// five constants: TAB_KEYS (each setting's link key -> its tab), SETTINGS (the device link's settings set here:
+// link key -> range), SHOWS (what each tab shows once answered, TabSpec.shows: a CSS selector), FIGURES (each
+// tab's other figures a link can name with show=: name -> CSS selector, TabSpec.figures) and DEVICE_TABS (the tabs
+// with a "compute on this device" switch, TabSpec.device). Light mode needs no reload: the theme's dark palette is
+// the light one (the theme made light-only on the server), and the class is dropped here too.
 //
 // The page's state lives in `state` (lib/address.mjs says what it holds: the tab, each tab's picture, every tab's
 // settings by link key, the open section, the lesson and its step, projector, contrast, device). Every change goes
@@ -184,7 +184,7 @@
   // the link's: a select of another tab than the one being opened counts only when a person's pointer or key on a
   // tab came before it and no select has answered that yet (else the server hears nothing of it: no time window,
   // which a busy page's late select would miss). A tab with a picture then asks the server for its example (its
-  // door `press`), unless it is the Attention tab computed on this device.
+  // door `press`), unless it is a tab computed on this device (DEVICE_TABS).
   let touched = false;
   for (const kind of ["pointerdown", "keydown"]) {
     document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = true; }, true);
@@ -215,7 +215,7 @@
     touched = false;
     link.opening = name;
     link.tab(name);
-    if (press && !(["attention", "classify"].includes(name) && state.device)) window.vitvizDoors?.[press]?.();
+    if (press && !(DEVICE_TABS.includes(name) && state.device)) window.vitvizDoors?.[press]?.();
   };
   const readLink = () => {  // the state, as the address says (the pictures the tabs show now stay theirs)
     const read = readAddress(window.location.search, TAB_KEYS);
