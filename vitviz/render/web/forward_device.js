@@ -269,7 +269,10 @@ function drawLens(r, lut) {
     window.vitvizLink?.setting(f.link, pick.value, String(f.default));
     drawLensMap(r, lut);
   });
-  box.replaceChildren(note, table, row, el("figure", { class: "vx-fd-lensmap" }));
+  // the table scrolls sideways on a narrow screen (its own region, reachable by keyboard), its columns whole
+  const wide = el("div", { class: "vx-fd-scroll", tabindex: "0", role: "region", "aria-label": "the logit lens table" });
+  wide.append(table);
+  box.replaceChildren(note, wide, row, el("figure", { class: "vx-fd-lensmap" }));
   drawLensMap(r, lut);
 }
 
