@@ -196,7 +196,6 @@ DEVICE_TEMPLATE = (
     '<p class="vx-dev-status" role="status" aria-live="polite"></p>'
     '<div class="vx-dev-top5-box" hidden><p>Top 5, computed on this device</p><ol class="vx-dev-top5"></ol></div>'
     '<p class="vx-dev-warning vx-note" hidden></p>'
-    '<div class="vx-dev-view"></div>'
     '</div>')
 
 

@@ -169,16 +169,20 @@ def device_plan(runner: Runner, side: int, width: int) -> dict:
     plan = stage_plan(p, prefix, runner.spec.patch, width, len(runner.labels) if runner.labels else None)
     stages = [{"name": name, "shape": list(shape), "axes": list(axes), "words": stage_words(name, known),
                "link": explaining_link(name, runner.spec.key, side, device=True)} for name, shape, axes in plan]
-    if runner.labels and p.readout is not None:
-        lens = LENS_WARNING
-    else:
-        why = " (it learned without labels)" if is_self_supervised(runner.spec) else ""
-        lens = (f"{runner.spec.key} has no classification head{why}, so there is nothing for a logit lens to read: "
-                "the residual stream above is what its forward pass shows.")
+    lens = lens_note(runner.spec, bool(runner.labels) and p.readout is not None)
     layer = declared.FORWARD["layer"]  # the lens's layer: the device's own control writes the link as this one does
     return {"stages": stages, "tracks": p.tracks, "prefix_kinds": list(kinds), "lens_note": lens,
             "layer": {"link": layer.link, "default": layer.default, "label": layer.label},
             "no_head": None if runner.labels else _no_head(known, width, is_self_supervised(runner.spec))}
+
+
+def lens_note(spec, has_head: bool) -> str:
+    """What the lens section says: the lens's caveat, or why a model without a head has no lens."""
+    if has_head:
+        return LENS_WARNING
+    why = " (it learned without labels)" if is_self_supervised(spec) else ""
+    return (f"{spec.key} has no classification head{why}, so there is nothing for a logit lens to read: the "
+            "residual stream above is what its forward pass shows.")
 
 
 def _no_head(fp, width: int, self_supervised: bool) -> str:
@@ -341,10 +345,6 @@ def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         figures["lens_map"] = render_lens_map(fp, fitted, layer, cmap, key)
         numbers["logit_lens"] = [nearest_shapes(fp.top(row), key, rgb) for row in fp.lens]
         numbers["top5"] = nearest_shapes(fp.top(fp.probs), key, rgb)
-        texts["lens"] = LENS_WARNING
-    else:
-        why = " (it learned without labels)" if is_self_supervised(runner.spec) else ""
-        texts["lens"] = (f"{key} has no classification head{why}, so there is nothing for a logit lens to read: the "
-                         "residual stream above is what its forward pass shows.")
+    texts["lens"] = lens_note(runner.spec, fp.probs is not None)
     data = {"diagram": diagram(fp, fitted, key, side, cmap, self_supervised=is_self_supervised(runner.spec))}
     return Shown(figures, texts, numbers, s, key, runner.notice, data)

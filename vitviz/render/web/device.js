@@ -16,17 +16,22 @@ const SLOWER_MS = 5000;  // a forward here slower than this and than three times
 const PROBE_SIDE = 224;  // a larger side asked of a graph this device has not run yet: measured first at this side
 const $d = (sel) => element.querySelector(sel);
 
-// which tab's panel this is (the Attention tab's explorer draws what is computed here; the Forward pass's own script,
-// forward_device.js, draws its view; Classify shows the top 5): known from where this element sits, which holds
-// before its inside is drawn
-const PANELS = { attention: "device-panel", classify: "classify-device-panel", forward: "forward-device-panel" };
-const TAB = Object.keys(PANELS).find((t) => element.id === PANELS[t] || !!element.closest?.(`#${PANELS[t]}`))
-  || "attention";
-const IN_CLASSIFY = TAB === "classify";
+// Each tab's panel, its switch, the body class while it is on, and the window name the tests read it by. Which one
+// this is (the Attention tab's explorer draws what is computed here; the Forward pass's own script, forward_device.js,
+// draws its view; Classify shows the top 5) is known from where this element sits, which holds before its inside is
+// drawn.
+const ROLES = {
+  attention: { panel: "device-panel", switch: "device-switch", on: "vx-device-on", name: "vitvizDevice" },
+  classify: { panel: "classify-device-panel", switch: "classify-device-switch", on: "vx-classify-device-on",
+              name: "vitvizClassifyDevice" },
+  forward: { panel: "forward-device-panel", switch: "forward-device-switch", on: "vx-forward-device-on",
+             name: "vitvizForwardDevice" },
+};
+const TAB = Object.keys(ROLES).find((t) => element.id === ROLES[t].panel
+  || !!element.closest?.(`#${ROLES[t].panel}`)) || "attention";
+const ROLE = ROLES[TAB], IN_CLASSIFY = TAB === "classify", ON = ROLE.on;
+const SWITCH = `#${ROLE.switch} input`;
 function explorerHere() { return TAB === "attention"; }
-const ON = { attention: "vx-device-on", classify: "vx-classify-device-on", forward: "vx-forward-device-on" }[TAB];
-const SWITCH = { attention: "#device-switch input", classify: "#classify-device-switch input",
-                 forward: "#forward-device-switch input" }[TAB];
 // the tab's own drawing of what was computed (forward_device.js defines drawOwn, after this file in one body)
 const OWN = typeof drawOwn === "function" ? drawOwn : null;
 
@@ -47,12 +52,19 @@ async function readPicture(file) {  // the file's pixels, (h, w, 3) uint8, as de
   return { rgb, w: c.width, h: c.height };
 }
 
-async function pngOf(rgb, W, H) {  // the fitted picture as PNG bytes (the explorer's "image" part)
+function rgbCanvas(rgb, W, H) {  // (H, W, 3) uint8 pixels on a canvas of their own size
   const c = document.createElement("canvas");
   c.width = W; c.height = H;
   const g = c.getContext("2d"), img = g.createImageData(W, H);
-  for (let i = 0, j = 0; j < rgb.length; i += 4, j += 3) { img.data[i] = rgb[j]; img.data[i + 1] = rgb[j + 1]; img.data[i + 2] = rgb[j + 2]; img.data[i + 3] = 255; }
+  for (let i = 0, j = 0; j < rgb.length; i += 4, j += 3) {
+    img.data[i] = rgb[j]; img.data[i + 1] = rgb[j + 1]; img.data[i + 2] = rgb[j + 2]; img.data[i + 3] = 255;
+  }
   g.putImageData(img, 0, 0);
+  return c;
+}
+
+async function pngOf(rgb, W, H) {  // the fitted picture as PNG bytes (the explorer's "image" part)
+  const c = rgbCanvas(rgb, W, H);
   const blob = await new Promise((ok) => c.toBlob(ok, "image/png"));
   return blob.arrayBuffer();
 }
@@ -318,7 +330,7 @@ async function want(on, model, side, ...more) {
   } catch (e) { /* the queue answers instead */ }
   if (mine !== asked) return;
   say("making the model's file for this device (the first time only)…");
-  window.vitvizDoors?.[`${PANELS[TAB]}-make`]?.();  // its event makes it
+  window.vitvizDoors?.[`${ROLE.panel}-make`]?.();  // its event makes it
 }
 
 function show(m) {
@@ -384,15 +396,14 @@ element.addEventListener("change", (ev) => {  // on the element: its inside may 
     if (f) {
       window.vitvizDevicePicture = f;  // chosen by hand: the page's picture from now on, in every device panel
       window.dispatchEvent(new CustomEvent("vitviz-device-picture", { detail: { from: TAB } }));
-      if (D.busy) D.stale = true;
-      else { D.file = f; D.from = "hand"; D.stale = false; run(f); }
+      runChosen();
     }
     ev.target.value = "";  // the same file chosen again is a new choice
   }
 });
 element.__device = { D, prepare, resample, top5 };
 // what was computed last (the tests read it)
-window[{ attention: "vitvizDevice", classify: "vitvizClassifyDevice", forward: "vitvizForwardDevice" }[TAB]] = D;
+window[ROLE.name] = D;
 (window.vitvizDevicePanels || (window.vitvizDevicePanels = {}))[TAB] = { want };
 watch("value", () => { if (props.value || !D.m) show(props.value); });  // the queue's answer (null: switched off)
 if (props.value) show(props.value);

@@ -10,7 +10,6 @@ function place(id) { return document.querySelector(`#${id} .vx-fd`); }
 function cmapOf(m) { const c = D.more?.[0]; return m.colormaps?.[c] ? c : "viridis"; }
 function lutOf(m) { return bytes(m.colormaps[cmapOf(m)]); }
 function layerOf(L) { return Math.max(1, Math.min(L, Math.round(Number(D.more?.[1]) || L))); }
-function pct(v, d = 1) { return percent(v, d); }
 function el(tag, attrs = {}, text = null) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -40,14 +39,8 @@ function mapCanvas(values, gh, gw, lut, px, label) {
 function pictureCanvas(r, px, label, heat = null, lut = null) {
   const c = el("canvas", { role: "img", "aria-label": label }), s = px / Math.max(r.W, r.H);
   c.width = Math.round(r.W * s); c.height = Math.round(r.H * s);
-  const pic = el("canvas"), g0 = pic.getContext("2d"), img = g0.createImageData(r.W, r.H);
-  pic.width = r.W; pic.height = r.H;
-  for (let i = 0, j = 0; j < r.rgb.length; i += 4, j += 3) {
-    img.data[i] = r.rgb[j]; img.data[i + 1] = r.rgb[j + 1]; img.data[i + 2] = r.rgb[j + 2]; img.data[i + 3] = 255;
-  }
-  g0.putImageData(img, 0, 0);
   const g = c.getContext("2d");
-  g.drawImage(pic, 0, 0, c.width, c.height);
+  g.drawImage(rgbCanvas(r.rgb, r.W, r.H), 0, 0, c.width, c.height);  // (device.js)
   if (heat) {
     g.imageSmoothingEnabled = false;
     g.globalAlpha = 0.6;
@@ -254,7 +247,7 @@ function drawLens(r, lut) {
     tr.append(el("th", { scope: "row" }, String(i + 1)));
     for (const c of n.chosen) {
       const o = colourIndex(row[c], 0, top), rgb = [lut[o], lut[o + 1], lut[o + 2]];
-      tr.append(el("td", { style: `background: rgb(${rgb.join(",")}); color: ${inkOn(rgb)}` }, pct(row[c])));
+      tr.append(el("td", { style: `background: rgb(${rgb.join(",")}); color: ${inkOn(rgb)}` }, percent(row[c], 1)));
     }
     table.append(tr);
   });
@@ -284,9 +277,9 @@ function drawLensMap(r, lut) {  // each patch's lens probability of the model's 
   const fig = place("forward-device-lens")?.querySelector(".vx-fd-lensmap");
   if (!fig) return;
   const words = `Lens map after block ${layer}: each patch token's probability of ${name}, mean ` +
-    `${pct(sum / heat.length)}, largest ${pct(hi)}.`;
+    `${percent(sum / heat.length, 1)}, largest ${percent(hi, 1)}.`;
   fig.replaceChildren(pictureCanvas(r, 250, words, heat, lut), el("figcaption", {},
-    `P(${shortName(name, 24)}) read from each patch after block ${layer}: up to ${pct(hi)}`));
+    `P(${shortName(name, 24)}) read from each patch after block ${layer}: up to ${percent(hi, 1)}`));
 }
 
 function drawOwn(r) {  // r: what the graph computed (null: the same again, the colour map or the layer changed)
