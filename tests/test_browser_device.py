@@ -461,6 +461,7 @@ def test_the_forward_pass_is_computed_and_drawn_on_the_device_as_the_server_show
                 [...r.querySelectorAll('td')].map((d) => d.textContent)),
             map: document.querySelector('#forward-device-lens .vx-fd-lensmap canvas').getAttribute('aria-label'),
             server: getComputedStyle(document.querySelector('#forward-residual')).display,
+            download: getComputedStyle(document.querySelector('#forward-bundle-button')).display,
             out: Object.fromEntries(['updates', 'cosine', 'norms'].map((k) =>
                 [k, Array.from(window.vitvizForwardDevice.last.out[k])])),
             done: window.vitvizForwardDevice.done})""")
@@ -481,6 +482,7 @@ def test_the_forward_pass_is_computed_and_drawn_on_the_device_as_the_server_show
     assert drawn["stages"] == [s["name"] for s in shown.numbers["stages"]]
     assert drawn["shapes"] == [" × ".join(f"{n:,}" for n in s["shape"]) for s in shown.numbers["stages"]]
     assert drawn["server"] == "none" and drawn["maps"] == runner.depth + 1
+    assert drawn["download"] == "none"  # it would hold the server's view of another picture
     res = shown.numbers["residual"]
     for got, want in ((drawn["out"]["updates"][:runner.depth], res["attention_update"]),
                       (drawn["out"]["updates"][runner.depth:], res["mlp_update"]),

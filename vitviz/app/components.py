@@ -235,7 +235,9 @@ def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = Non
 
 
 def download_row(elem_id: str) -> tuple[gr.Button, gr.File]:
-    """'Download this view': every figure as PNG and PDF, the numbers, and params.json for ``vitviz bundle``."""
-    button = gr.Button("Download this view (figures as PNG and PDF, numbers, settings)", size="sm")
+    """'Download this view': every figure as PNG and PDF, the numbers, and params.json for ``vitviz bundle``. The
+    button is ``<elem_id>-button`` (a tab computed on the device hides it: theme.css)."""
+    button = gr.Button("Download this view (figures as PNG and PDF, numbers, settings)", size="sm",
+                       elem_id=f"{elem_id}-button")
     files = gr.File(label="this view as files", elem_id=elem_id, visible=False)
     return button, files
