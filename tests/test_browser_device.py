@@ -321,6 +321,38 @@ def test_the_classify_device_link_turns_its_switch_on_and_the_switch_writes_the_
         page.close()
 
 
+def test_on_a_device_page_the_other_device_tabs_compute_the_picture_chosen_there_when_selected(app_url, browser):
+    """A device page's Forward pass and Classify tabs, selected by hand, turn their switches on and compute the
+    picture chosen in the Attention tab: the link keeps device=1, nothing is uploaded or queued. (Their switch clicked
+    by the page as the tab was still being drawn came back unchecked and took device=1 out of the link.)"""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(app_url + "?tab=attention&device=1")
+        page.wait_for_function("() => document.querySelector('#device-panel .vx-dev-what')?.textContent"
+                               ".includes('MB')", timeout=120_000)
+        page.locator("#device-picture").set_input_files(str(EXAMPLES / "cat.png"))
+        page.wait_for_function("() => window.vitvizDevice?.done > 0", timeout=120_000)
+        sent = []
+        page.on("request", lambda r: sent.append((r.url, r.post_data or "")) if "/upload" in r.url or "/queue/join"
+                in r.url else None)
+        seen = {}
+        for name, tab, panel in (("Forward pass", "forward", "vitvizForwardDevice"),
+                                 ("Classify", "classify", "vitvizClassifyDevice")):
+            page.get_by_role("tab", name=name).click()
+            page.wait_for_function(f"() => window.{panel}?.done > 0", timeout=120_000)
+            page.wait_for_timeout(1500)  # a switch turned back off would show by now
+            seen[tab] = page.evaluate(f"""() => [location.search, window.{panel}.from,
+                document.querySelector('#{tab}-device-switch input').checked]""")
+    finally:
+        page.close()
+    assert seen == {"forward": ["?tab=forward&device=1", "hand", True],
+                    "classify": ["?tab=classify&device=1", "hand", True]}, seen
+    # the server may be asked for a tab's graph description (its manifest, made once per model and side), never
+    # the picture
+    assert [u for u, _ in sent if "/upload" in u] == [], sent
+    assert all('"data":["vitviz tiny' in body and "path" not in body for _, body in sent), sent
+
+
 GPU_ARGS = ["--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking", "--disable-component-update"]
 """Chromium with WebGPU on SwiftShader (a CPU Vulkan): an adapter, so the page loads ONNX Runtime's WebGPU build."""
 

@@ -31,6 +31,7 @@ from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, by_component, layout
 from vitviz.models.runner import picture_address
 from vitviz.render import browser
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
 
@@ -58,7 +59,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             side = form.add(A["resolution"])
             go = gr.Button("Show attention", variant="primary")
             on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
-                                    elem_id="device-switch")
+                                    elem_id=declared_tabs.TABS["attention"].device_switch)
             device_view, device_make = device_panel()
             dl_button, dl_file = download_row("attention-bundle")
             photos_note = examples(src, uploads.SCENES + uploads.PHOTOS, "attention-photos-note")

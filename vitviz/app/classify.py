@@ -11,6 +11,7 @@ from vitviz.app.components import (Form, browser_view, device_panel, device_want
                                    figure)
 from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab, by_component, layout
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 
 C = declared.CLASSIFY
@@ -26,7 +27,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             model = form.add(C["model"])  # a list of long names: a dropdown, from the declaration
             go = gr.Button("Classify", variant="primary")
             on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
-                                    elem_id="classify-device-switch")
+                                    elem_id=declared_tabs.TABS["classify"].device_switch)
             device_view, device_make = device_panel("classify-device-panel", "classify-device-picture")
             dl_button, dl_file = download_row("classify-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "classify-photos-note")

@@ -9,6 +9,7 @@ from vitviz.app import lessons, uploads
 from vitviz.app.components import WEB, Form, device_panel, device_want, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab, by_component, layout, narrow
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 from vitviz.views.forward import IMAGE_KEY
 
@@ -25,7 +26,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             side = form.add(F["resolution"])
             go = gr.Button("Run the forward pass", variant="primary")
             on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
-                                    elem_id="forward-device-switch")
+                                    elem_id=declared_tabs.TABS["forward"].device_switch)
             device_view, device_make = device_panel("forward-device-panel", "forward-device-picture",
                                                     draws=("forward_device.js",))
             gr.Button("Start the guided tour (10 steps)", link=lessons.tour_link(), elem_id="start-tour")

@@ -507,10 +507,9 @@ class Tab:
 
         Decided in the browser first (``page.js``, ``vitvizLink.selected``): gradio's own select of the first tab
         as a page mounts (when the link opens another tab), the tab the page selects for a link it opens (the
-        server's opener shows it) and the Attention tab of a device page ask the server nothing; otherwise the
-        tab's door asks the server, which decides again for a tab with a picture (``opened`` is still
-        empty before the page's load event has read the link).
-        """
+        server's opener shows it) and a tab the device computes on a device page (this select turns its switch
+        on) ask the server nothing; otherwise the tab's door asks the server, which decides again for a tab with a
+        picture (``opened`` is still empty before the page's load event has read the link)."""
         press = None
         if self.src is not None:
             press = door(f"{self.name}-open")
@@ -521,8 +520,14 @@ class Tab:
             press = door(f"{self.name}-open")
             on(press.click, fn, inputs, outputs, trigger_mode="always_last")
         target = f"{self.name}-open" if press is not None else None
-        self.gr_tab.select(None, None, None,
-                           js=f"() => window.vitvizLink?.selected({json.dumps(self.name)}, {json.dumps(target)})")
+        call = f"window.vitvizLink?.selected({json.dumps(self.name)}, {json.dumps(target)})"
+        device = declared_tabs.TABS[self.name].device
+        switch = self.extras.get(device) if device else None
+        if switch is None:
+            self.gr_tab.select(None, None, None, js=f"() => {call}")
+        else:  # on a page computed on this device, the tab's switch turned on by this event (gradio sets its
+            # value: a click on the box while the tab is still being drawn is lost)
+            self.gr_tab.select(None, switch, switch, js=f"(on) => {call} ? [true] : [on]")
 
     def open_on_load(self, loaded, opened: gr.State) -> None:
         """A tab without a picture is shown when the page opens on it (its link's tab): the load event's tab switch
@@ -561,7 +566,7 @@ class Tab:
             linked = q.get("tab") or "patches"
             if picture is not None or (opened is None and linked != self.name and self.first):
                 return gr.skip()  # a picture already, or the first tab selected as the page mounts
-            if self.name == "attention" and q.get("device") == "1":
+            if declared_tabs.TABS[self.name].device and q.get("device") == "1":
                 return gr.skip()  # computed on the device: the server computes nothing for this page
             return uploads.example(self.example(models_available()))
         return open_tab

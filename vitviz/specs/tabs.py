@@ -37,6 +37,11 @@ class TabSpec:
     figures: tuple[tuple[str, str], ...] = ()
     device: str | None = None
 
+    @property
+    def device_switch(self) -> str | None:
+        """The element id of its "compute on this device" switch (its page key with dashes, then ``-switch``)."""
+        return f"{self.device.replace('_', '-')}-switch" if self.device else None
+
 
 TABS: dict[str, TabSpec] = {}
 """Every tab, in the page's order."""

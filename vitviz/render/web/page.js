@@ -184,7 +184,8 @@
   // the link's: a select of another tab than the one being opened counts only when a person's pointer or key on a
   // tab came before it and no select has answered that yet (else the server hears nothing of it: no time window,
   // which a busy page's late select would miss). A tab with a picture then asks the server for its example (its
-  // door `press`), unless it is a tab computed on this device (DEVICE_TABS).
+  // door `press`), unless the page computes on this device and the tab can too (DEVICE_TABS): then true is
+  // returned, and the tab's select event (Tab.opens) turns its switch on, so its panel computes the page's picture.
   let touched = false;
   for (const kind of ["pointerdown", "keydown"]) {
     document.addEventListener(kind, (ev) => { if (ev.target?.closest?.("[role=tab]")) touched = true; }, true);
@@ -215,7 +216,9 @@
     touched = false;
     link.opening = name;
     link.tab(name);
-    if (press && !(DEVICE_TABS.includes(name) && state.device)) window.vitvizDoors?.[press]?.();
+    if (state.device && DEVICE_TABS.includes(name)) return true;  // its select event turns its switch on
+    if (press) window.vitvizDoors?.[press]?.();
+    return false;
   };
   const readLink = () => {  // the state, as the address says (the pictures the tabs show now stay theirs)
     const read = readAddress(window.location.search, TAB_KEYS);
