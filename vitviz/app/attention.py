@@ -31,7 +31,6 @@ from vitviz.app.serving import MODEL, endpoint, on
 from vitviz.app.tab import Tab, by_component, layout
 from vitviz.models.runner import picture_address
 from vitviz.render import browser
-from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
 
@@ -58,9 +57,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             model = form.add(A["model"])  # a list of long names: a dropdown, from the declaration
             side = form.add(A["resolution"])
             go = gr.Button("Show attention", variant="primary")
-            on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
-                                    elem_id=declared_tabs.TABS["attention"].device_switch)
-            device_view, device_make = device_panel()
+            on_device, device_view, device_make = device_panel("attention")
             dl_button, dl_file = download_row("attention-bundle")
             photos_note = examples(src, uploads.SCENES + uploads.PHOTOS, "attention-photos-note")
             explain(
@@ -200,7 +197,6 @@ def build(gr_tab: gr.Tab) -> Tab:
     on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
     on([on_device.change, model.change, side.release], None, [on_device, model, side], None,
        js=device_want("attention"))
-    on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
 
     tab.accordion(A, figs_box, [carrier.change], [("heads", heads), ("query", query)], texts=[("table", table)],
                   only=frozenset(("heads", "query")), **MODEL)

@@ -11,7 +11,6 @@ from vitviz.app.components import (Form, browser_view, device_panel, device_want
                                    figure)
 from vitviz.app.serving import MODEL, friendly, on
 from vitviz.app.tab import Tab, by_component, layout
-from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 
 C = declared.CLASSIFY
@@ -26,9 +25,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             src = form.add(declared.IMAGE)
             model = form.add(C["model"])  # a list of long names: a dropdown, from the declaration
             go = gr.Button("Classify", variant="primary")
-            on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
-                                    elem_id=declared_tabs.TABS["classify"].device_switch)
-            device_view, device_make = device_panel("classify-device-panel", "classify-device-picture")
+            on_device, device_view, device_make = device_panel("classify")
             dl_button, dl_file = download_row("classify-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "classify-photos-note")
             explain(
@@ -75,7 +72,6 @@ def build(gr_tab: gr.Tab) -> Tab:
     on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
     on([on_device.change, model.change], None, [on_device, model], None,
        js=device_want("classify"))
-    on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
     tab.accordion(declared.RELEVANCE, rel_box, [rank.change], [("relevance", rel_fig)], ("text", rel_note), **MODEL)
     tab.accordion(declared.SHUFFLE, sh_box, [sh_btn.click], [("shuffled", scrambled)], ("text", sh_md), **MODEL)
     tab.accordion(declared.TRADEOFF, tr_box, [], note=("text", tr_md), **MODEL)

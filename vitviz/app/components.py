@@ -23,6 +23,7 @@ from PIL import Image
 
 from vitviz.app import serving, uploads
 from vitviz.render import plotting, web
+from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import Field, View
 
 WEB = Path(web.__file__).resolve().parent
@@ -199,19 +200,26 @@ DEVICE_TEMPLATE = (
     '</div>')
 
 
-def device_panel(elem_id: str = "device-panel", input_id: str = "device-picture",
-                 draws: tuple[str, ...] = ()) -> tuple[gr.HTML, gr.HTML]:
-    """'Compute on this device' (render/web/device.js): a picture chosen in its file input (``input_id``) runs
-    through the model in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn. The
-    panel shows while its switch is on (:func:`device_want`) and gets the model's manifest (what to download, how to
-    prepare the picture) from ``GET /vitviz/device-manifest``; when it has not been made yet, the panel presses the
-    door returned with it (:func:`door`), whose event (through the queue) makes it and sets it as the panel's value. The
-    Classify tab's is ``classify-device-panel``, the Forward pass's ``forward-device-panel``. ``draws``: the scripts
-    (under render/web) that draw a tab's own view from what the device computed (after device.js, in one body)."""
-    template = DEVICE_TEMPLATE.format(input_id=input_id)
+def device_panel(tab: str, draws: tuple[str, ...] = ()) -> tuple[gr.Checkbox, gr.HTML, gr.HTML]:
+    """'Compute on this device' for the declared tab ``tab`` (its ``TabSpec.device``): its switch, its panel
+    (render/web/device.js) and the panel's door. A picture chosen in the panel's file input runs through the model
+    in the browser, and its top 5 (and, in the Attention tab, the explorer's maps) are drawn. The panel shows while
+    the switch is on (:func:`device_want`), whose change also writes ``device=1`` into the link, and gets the
+    model's manifest (what to download, how to prepare the picture) from ``GET /vitviz/device-manifest``; when it
+    has not been made yet, the panel presses its door (:func:`door`), whose event (through the queue) makes it and
+    sets it as the panel's value. The element ids come from the declaration (``TabSpec.device_id``:
+    ``<key>-switch``, ``<key>-panel``, ``<key>-picture``), and the script is told its tab and key. ``draws``: the
+    scripts (under render/web) that draw a tab's own view from what the device computed (after device.js, in one
+    body)."""
+    spec = declared_tabs.TABS[tab]
+    switch = gr.Checkbox(False, label="Compute on this device (the picture stays here)", elem_id=spec.device_switch)
+    switch.change(None, switch, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
+    elem_id, key = spec.device_id("panel"), spec.device_id("")[:-1]
+    template = DEVICE_TEMPLATE.format(input_id=spec.device_id("picture"))
+    told = f"const TAB = {json.dumps(tab)}, KEY = {json.dumps(key)};\n"
     panel = gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template=template,
-                    css_template=(WEB / "device.css").read_text(), js_on_load=web.script("device.js", *draws))
-    return panel, door(f"{elem_id}-make")
+                    css_template=(WEB / "device.css").read_text(), js_on_load=told + web.script("device.js", *draws))
+    return switch, panel, door(f"{elem_id}-make")
 
 
 def device_want(tab: str) -> str:

@@ -9,7 +9,6 @@ from vitviz.app import lessons, uploads
 from vitviz.app.components import WEB, Form, device_panel, device_want, download_row, examples, explain, figure
 from vitviz.app.serving import MODEL, on
 from vitviz.app.tab import Tab, by_component, layout, narrow
-from vitviz.specs import tabs as declared_tabs
 from vitviz.specs import views as declared
 from vitviz.views.forward import IMAGE_KEY
 
@@ -25,10 +24,7 @@ def build(gr_tab: gr.Tab) -> Tab:
             model = form.add(F["model"])
             side = form.add(F["resolution"])
             go = gr.Button("Run the forward pass", variant="primary")
-            on_device = gr.Checkbox(False, label="Compute on this device (the picture stays here)",
-                                    elem_id=declared_tabs.TABS["forward"].device_switch)
-            device_view, device_make = device_panel("forward-device-panel", "forward-device-picture",
-                                                    draws=("forward_device.js",))
+            on_device, device_view, device_make = device_panel("forward", draws=("forward_device.js",))
             gr.Button("Start the guided tour (10 steps)", link=lessons.tour_link(), elem_id="start-tour")
             dl_button, dl_file = download_row("forward-bundle")
             photos_note = examples(src, uploads.PHOTOS + uploads.SCENES, "forward-photos-note")
@@ -77,7 +73,6 @@ def build(gr_tab: gr.Tab) -> Tab:
     # (the colour map and the layer by their change, which a link's settings fire too: only the drawing follows them)
     on([on_device.change, model.change, side.release, cmap.change, layer.change], None,
        [on_device, model, side, cmap, layer], None, js=device_want("forward"))
-    on_device.change(None, on_device, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
     tab.finish()
     return tab
 

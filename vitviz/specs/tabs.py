@@ -37,10 +37,15 @@ class TabSpec:
     figures: tuple[tuple[str, str], ...] = ()
     device: str | None = None
 
+    def device_id(self, part: str) -> str | None:
+        """The element id of a part of its "compute on this device" controls (``switch``, ``panel``, ``picture``):
+        its page key with dashes, then ``-<part>``; None for a tab without one."""
+        return f"{self.device.replace('_', '-')}-{part}" if self.device else None
+
     @property
     def device_switch(self) -> str | None:
-        """The element id of its "compute on this device" switch (its page key with dashes, then ``-switch``)."""
-        return f"{self.device.replace('_', '-')}-switch" if self.device else None
+        """The element id of its "compute on this device" switch."""
+        return self.device_id("switch")
 
 
 TABS: dict[str, TabSpec] = {}

@@ -16,20 +16,13 @@ const SLOWER_MS = 5000;  // a forward here slower than this and than three times
 const PROBE_SIDE = 224;  // a larger side asked of a graph this device has not run yet: measured first at this side
 const $d = (sel) => element.querySelector(sel);
 
-// Each tab's panel, its switch, the body class while it is on, and the window name the tests read it by. Which one
-// this is (the Attention tab's explorer draws what is computed here; the Forward pass's own script, forward_device.js,
-// draws its view; Classify shows the top 5) is known from where this element sits, which holds before its inside is
-// drawn.
-const ROLES = {
-  attention: { panel: "device-panel", switch: "device-switch", on: "vx-device-on", name: "vitvizDevice" },
-  classify: { panel: "classify-device-panel", switch: "classify-device-switch", on: "vx-classify-device-on",
-              name: "vitvizClassifyDevice" },
-  forward: { panel: "forward-device-panel", switch: "forward-device-switch", on: "vx-forward-device-on",
-             name: "vitvizForwardDevice" },
-};
-const TAB = Object.keys(ROLES).find((t) => element.id === ROLES[t].panel
-  || !!element.closest?.(`#${ROLES[t].panel}`)) || "attention";
-const ROLE = ROLES[TAB], IN_CLASSIFY = TAB === "classify", ON = ROLE.on;
+// Which tab's panel this is (the Attention tab's explorer draws what is computed here; the Forward pass's own
+// script, forward_device.js, draws its view; Classify shows the top 5): TAB and its device key KEY are given before
+// this script (components.device_panel, from TabSpec.device). From the key: the panel's and the switch's element
+// ids, the body class while the switch is on, and the window name the tests read it by.
+const ROLE = { panel: `${KEY}-panel`, switch: `${KEY}-switch`, on: `vx-${KEY}-on`,
+               name: `vitviz${KEY.split("-").map((w) => w[0].toUpperCase() + w.slice(1)).join("")}` };
+const IN_CLASSIFY = TAB === "classify", ON = ROLE.on;
 const SWITCH = `#${ROLE.switch} input`;
 function explorerHere() { return TAB === "attention"; }
 // the tab's own drawing of what was computed (forward_device.js defines drawOwn, after this file in one body)
