@@ -125,3 +125,28 @@ def test_an_open_panel_follows_the_picture_and_its_refresh_sets_it_open(served):
         assert len(flag) == 1 and flag[0]["queue"] is False, flag  # the flag is set first, queue-less
         answer = [d for d in deps.values() if d.get("trigger_after") == flag[0]["id"]]
         assert len(answer) == 1 and answer[0]["backend_fn"] and answer[0]["queue"] is not False, answer  # then asks
+
+
+def test_a_device_tab_is_wired_from_its_declaration_and_its_select_sets_its_own_switch_in_the_page(served):
+    """Each device tab's switch, panel and picture carry the ids its declaration gives (``TabSpec.device_key``),
+    and its select is the page's own event (no server) whose one output is that switch (so a device page turns
+    it on through gradio, tests/test_browser_device.py); a tab without one has an output-less select."""
+    from vitviz.specs import tabs as declared_tabs
+
+    demo, _ = served
+    by_id = {getattr(b, "elem_id", None): b for b in demo.blocks.values()}
+    tab_items = {getattr(b, "id", None): b for b in demo.blocks.values() if type(b).__name__ == "Tab"}
+    seen = {}
+    for spec in declared_tabs.TABS.values():
+        selects = [f for f in demo.fns.values()
+                   if [tuple(t) for t in f.targets] == [(tab_items[spec.id]._id, "select")]]
+        assert len(selects) == 1 and selects[0].fn is None and "vitvizLink?.selected" in selects[0].js
+        outputs = [getattr(o, "elem_id", None) for o in selects[0].outputs]
+        seen[spec.id] = outputs
+        if spec.device_key:
+            key = spec.device_key
+            assert {f"{key}-switch", f"{key}-panel"} <= set(by_id), spec.id
+            assert f'id="{key}-picture"' in by_id[f"{key}-panel"].html_template
+            assert f"KEY = {json.dumps(key)}" in by_id[f"{key}-panel"].js_on_load
+    assert seen == {t: ([f"{s.device_key}-switch"] if s.device_key else []) for t, s in declared_tabs.TABS.items()}
+    assert seen["attention"] == ["device-switch"] and seen["forward"] == ["forward-device-switch"]

@@ -207,15 +207,15 @@ def device_panel(tab: str, draws: tuple[str, ...] = ()) -> tuple[gr.Checkbox, gr
     the switch is on (:func:`device_want`), whose change also writes ``device=1`` into the link, and gets the
     model's manifest (what to download, how to prepare the picture) from ``GET /vitviz/device-manifest``; when it
     has not been made yet, the panel presses its door (:func:`door`), whose event (through the queue) makes it and
-    sets it as the panel's value. The element ids come from the declaration (``TabSpec.device_id``:
+    sets it as the panel's value. The element ids come from the declaration (``TabSpec.device_key``:
     ``<key>-switch``, ``<key>-panel``, ``<key>-picture``), and the script is told its tab and key. ``draws``: the
     scripts (under render/web) that draw a tab's own view from what the device computed (after device.js, in one
     body)."""
-    spec = declared_tabs.TABS[tab]
-    switch = gr.Checkbox(False, label="Compute on this device (the picture stays here)", elem_id=spec.device_switch)
+    key = declared_tabs.TABS[tab].device_key
+    switch = gr.Checkbox(False, label="Compute on this device (the picture stays here)", elem_id=f"{key}-switch")
     switch.change(None, switch, None, js="(on) => window.vitvizLink?.set({ device: on ? '1' : null })")
-    elem_id, key = spec.device_id("panel"), spec.device_id("")[:-1]
-    template = DEVICE_TEMPLATE.format(input_id=spec.device_id("picture"))
+    elem_id = f"{key}-panel"
+    template = DEVICE_TEMPLATE.format(input_id=f"{key}-picture")
     told = f"const TAB = {json.dumps(tab)}, KEY = {json.dumps(key)};\n"
     panel = gr.HTML(None, elem_id=elem_id, apply_default_css=False, html_template=template,
                     css_template=(WEB / "device.css").read_text(), js_on_load=told + web.script("device.js", *draws))

@@ -37,15 +37,12 @@ class TabSpec:
     figures: tuple[tuple[str, str], ...] = ()
     device: str | None = None
 
-    def device_id(self, part: str) -> str | None:
-        """The element id of a part of its "compute on this device" controls (``switch``, ``panel``, ``picture``):
-        its page key with dashes, then ``-<part>``; None for a tab without one."""
-        return f"{self.device.replace('_', '-')}-{part}" if self.device else None
-
     @property
-    def device_switch(self) -> str | None:
-        """The element id of its "compute on this device" switch."""
-        return self.device_id("switch")
+    def device_key(self) -> str | None:
+        """Its "compute on this device" controls' name in the page (``device`` with dashes): the element ids are
+        ``<key>-switch``, ``<key>-panel`` and ``<key>-picture``, and ``vx-<key>-on`` marks the page while the
+        switch is on. None for a tab without one."""
+        return self.device.replace("_", "-") if self.device else None
 
 
 TABS: dict[str, TabSpec] = {}
