@@ -58,3 +58,39 @@ def test_an_endpoint_made_by_typed_has_the_declared_schema_and_gets_its_argument
     assert [p["parameter_name"] for p in params] == ["layer", "cmap"]
     assert params[0]["python_type"]["type"] == "int" and params[0]["parameter_default"] == 3
     assert params[1]["type"].get("enum") == ["viridis", "magma"], params[1]
+
+
+def test_a_new_session_copies_a_blocks_configuration_only_when_gradio_reads_it():
+    """``lazy_session_configs``: a session that calls one endpoint holds copies of that endpoint's blocks only (not
+    of every block, as gradio made them at once), keeps the value it sent and got as before, and still gives a deep
+    link every block's configuration, equal to the copies made at once. Fails when a gradio upgrade makes sessions
+    some other way (the copies then made at once: all of them)."""
+    from conftest import free_port
+    from gradio.state_holder import SessionState
+    from gradio_client import Client
+
+    adapters.lazy_session_configs()
+    with gradio.Blocks() as demo:
+        for i in range(40):
+            gradio.Textbox(f"box {i}", label=f"box {i}")
+        src, out = gradio.Textbox(label="in"), gradio.Textbox(label="out")
+        gradio.Button().click(lambda s: s.upper(), src, out, api_name="upper")
+    eager = {k: demo.default_config.config_for_block(k, [], v) for k, v in demo.blocks.items()}
+    fresh = SessionState(demo)
+    assert dict.__len__(fresh.config_values) == 0  # nothing copied yet
+    assert [c["id"] for c in fresh.components] == list(eager) and list(fresh.components) == list(eager.values())
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        assert client.predict("abc", api_name="/upper") == "ABC"
+        state = demo.state_holder.session_data[client.session_hash]
+        made = dict.__len__(state.config_values)
+        assert 1 <= made <= 4 < len(demo.blocks), made  # the event's input and output (and its trigger)
+        assert state.config_values[out._id]["props"]["value"] == "ABC"  # what gradio keeps per session, as before
+        assert state.config_values[src._id]["props"]["value"] == "abc"
+        whole = {c["id"]: c for c in state.components}  # a deep link: every block
+        assert set(whole) == set(eager)
+        assert all(whole[k] == eager[k] for k in eager if k not in (src._id, out._id))
+    finally:
+        demo.close()

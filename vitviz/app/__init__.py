@@ -48,6 +48,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         except ValueError as err:  # the file itself: the app starts with vitviz's own models
             log.error("%s The app starts with vitviz's own models only.", err)
     serving.return_freed_memory()
+    adapters.lazy_session_configs()  # a new session no longer copies every block's configuration at once
     plotting.gate_drawing(budget.reserve)  # the server's figures share its memory budget (a notebook's do not)
     # gradio removes the files it made for this app 10 minutes after their last use, every 5 minutes; a picture an
     # open page uses is kept alive (vitviz.app.files), and this server's own outputs are swept by it.

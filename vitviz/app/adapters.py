@@ -9,6 +9,14 @@ data: URL, refused or not, stayed in memory for as long as the server ran. :func
 each endpoint right after it has read its inputs, and the answers every minute. The upstream change that would
 remove this adapter: gradio not keeping the values of ``gr.api`` endpoints (they have no page to link to).
 
+**A session's copy of the page's configuration, made as it is read.** gradio gives every new session (a page
+opened, each API call without a session, each MCP call) its own copy of every block's configuration, for its deep
+links, at once: for this app's ~700 blocks that was 0.12 s of the event loop and 0.6 MB per session, about a third
+of a DINO ViT-S/8 forward at 224 px for each student's first request. :func:`lazy_session_configs` makes each
+block's copy when gradio first reads it (an input or answer it keeps, a deep link): the same values, from the
+blocks as they were when the session began. The upstream change that would remove it: gradio making a session's
+configuration copies on demand.
+
 **The files gradio made for the app, when the server stops.** gradio removes them in its server's shutdown, which
 its Ctrl-C path cuts short (it stops waiting for the server after 5 s and the process ends): :func:`remove_app_files`
 runs gradio's own cleanup once more after the server has stopped. The upstream change that would remove it: gradio
@@ -56,6 +64,78 @@ def _api_ids(blocks: Any) -> set[int]:
     return {i for i, b in blocks.blocks.items() if isinstance(b, Api)}
 
 
+class _Configs(dict):
+    """One session's configuration copies (gradio's ``SessionState.config_values``): ``make(id)`` for each block id in
+    ``ids``, made when first read. Reading, ``in``, ``get`` and iterating behave as for the whole dict made at
+    once; ``dict.get(configs, id)`` reads only what has been made."""
+
+    def __init__(self, make: Callable[[int], dict], ids: Any) -> None:
+        super().__init__()
+        self._make, self._ids = make, ids
+
+    def __missing__(self, key: int) -> dict:
+        if key not in self._ids:
+            raise KeyError(key)
+        value = self[key] = self._make(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self._ids
+
+    def get(self, key: int, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def _whole(self) -> dict:
+        for key in self._ids:
+            if not dict.__contains__(self, key):
+                self[key]
+        return self
+
+    def items(self):
+        return dict.items(self._whole())
+
+    def keys(self):
+        return dict.keys(self._whole())
+
+    def values(self):
+        return dict.values(self._whole())
+
+    def __iter__(self):
+        return dict.__iter__(self._whole())
+
+    def __len__(self) -> int:
+        return dict.__len__(self._whole())
+
+
+def lazy_session_configs() -> None:
+    """Make gradio's sessions copy a block's configuration when it is first read, not every block's when the
+    session begins (this module's docstring says why). Process-wide and idempotent; the values are the same. A
+    gradio whose sessions read more of the Blocks than this knows makes them its own way (tests/test_adapters.py
+    then fails)."""
+    from gradio.state_holder import SessionState
+
+    if getattr(SessionState.__init__, "_vitviz_lazy", False):
+        return
+    made_at_once = SessionState.__init__
+
+    class _Bare:  # the Blocks as the copy sees it: its configuration, none of its blocks to copy yet
+        def __init__(self, blocks: Any) -> None:
+            self.default_config, self.blocks = blocks.default_config, {}
+
+    def made_when_read(state: Any, blocks: Any) -> None:
+        try:
+            made_at_once(state, _Bare(blocks))
+        except AttributeError:  # gradio reads more of the Blocks than this knows: its own way, whole
+            made_at_once(state, blocks)
+            return
+        config = state.blocks_config
+        then = {k: v for k, v in config.blocks.items() if k in blocks.blocks}  # the blocks as the session began
+        state.config_values = _Configs(lambda k: config.config_for_block(k, [], then[k]), then)
+
+    made_when_read._vitviz_lazy = True
+    SessionState.__init__ = made_when_read
+
+
 def forget_api_values(blocks: Any, session: str | None = None) -> int:
     """Drop the values gradio keeps for the API's inputs and outputs: of one session, or of all (None). Returns
     how many were dropped."""
@@ -69,8 +149,8 @@ def forget_api_values(blocks: Any, session: str | None = None) -> int:
         state = holder.session_data.get(name)
         if state is None:
             continue
-        for i in ids:
-            props = (state.config_values.get(i) or {}).get("props")
+        for i in ids:  # only the copies made (dict.get: reading one would make it)
+            props = (dict.get(state.config_values, i) or {}).get("props")
             if props is not None and props.get("value") is not None:
                 props["value"] = None
                 dropped += 1
