@@ -55,7 +55,6 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
     """
     gh, gw = x.shape[-2] // patch, x.shape[-1] // patch
     t = gh * gw + prefix
-    layers = len(hooks.attention_modules(model))
     cls_rows: dict[int, torch.Tensor] = {}
     keys: dict[int, LayerKeys] = {}
     precision = _PRECISION.setdefault(model, {})
@@ -72,7 +71,7 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
             err = packed.error if packed.q.dtype == np.float16 else math.inf
             precision[layer] = err if err <= F16_TOLERANCE / 4 else math.inf
 
-    with hooks.record_keys(model, on_qk):
+    with hooks.record_keys(model, on_qk) as layers:
         logits, tokens = forward(x)
     if len(keys) != layers:
         raise RuntimeError(f"recorded {len(keys)} of {layers} attention layers")

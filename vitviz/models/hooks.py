@@ -170,9 +170,11 @@ class AttentionParts:
         return x.reshape(b, t, self.heads, self.head_dim).transpose(1, 2)
 
 
-def attention_parts(model: torch.nn.Module, layer: int) -> AttentionParts:
-    """The parts of attention layer ``layer`` (0-based) of a timm or transformers ViT."""
-    mods = attention_modules(model)
+def attention_parts(model: torch.nn.Module, layer: int,
+                    mods: list[torch.nn.Module] | None = None) -> AttentionParts:
+    """The parts of attention layer ``layer`` (0-based) of a timm or transformers ViT (``mods``: its
+    :func:`attention_modules`, when the caller has them: finding them walks every module)."""
+    mods = attention_modules(model) if mods is None else mods
     if not 0 <= layer < len(mods):
         raise ValueError(f"This model has attention layers 1 to {len(mods)}; there is no layer {layer + 1}.")
     mod = mods[layer]
@@ -199,10 +201,11 @@ def record_keys(model: torch.nn.Module,
     Yields the number of layers; every hook is removed on exit, also when the body raises.
     """
     handles: list[torch.utils.hooks.RemovableHandle] = []
-    layers = len(attention_modules(model))
+    mods = attention_modules(model)
+    layers = len(mods)
     try:
         for layer in range(layers):
-            parts = attention_parts(model, layer)
+            parts = attention_parts(model, layer, mods)
             if parts.joint_qkv:
                 def joint(_m, _inp, out, layer=layer, parts=parts):
                     q, k, _ = parts.split_batch({"qkv": out})
