@@ -20,15 +20,17 @@ Bytes are counted as transferred (the runtime and the graph gzip-compressed, as 
 For each case: every student's time from sending the picture to the answer (the first map the page would show:
 the same analysis), p50 / p95 / last (one student: five requests one after another), and the server's CPU-seconds
 per answer (/proc: user + system of the app's
-process over the case). The yardstick is the same model's fused forward, timed in this process in the same run
-(median of 5 after a warm-up, at each side): its wall time for the answers, its CPU-seconds (both cores' threads)
-for the server's CPU. Each case starts with a warm-up request on a picture of its own
+process over the case). The yardstick is the same model's fused forward, timed in this process just before and just after
+each case (median of 3 + 3 after a warm-up, the server idle; :class:`Yardstick`): its wall time for the answers, its
+CPU-seconds (both cores' threads) for the server's CPU. Each case runs through both doors (gradio_client, and HTTP
+as a page speaks it), and says how much CPU its students (threads of this process, on the server's two cores) used. Each case starts with a warm-up request on a picture of its own
 (model loaded, first-call costs paid): start-up and warm-up are excluded, as the goals ask.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import subprocess
@@ -38,6 +40,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -99,26 +102,49 @@ def serve(hf_home: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the app did not start")
 
 
-def fused_forward(checkpoint: Path, side: int) -> dict:
-    """The model's own fused forward at ``side`` (square), through vitviz's loader and Runner: median seconds of 5
-    (``wall``) and its CPU-seconds (``cpu``: both cores' threads, what a server's CPU per student compares with)."""
-    import torch
+class Yardstick:
+    """The model's own fused forward (square pictures), through vitviz's loader and Runner, in this process (the
+    server idle meanwhile): ``wall`` seconds and ``cpu`` seconds (both cores' threads, what a server's CPU per
+    student compares with), each the median of the runs. Measured again around every case (:meth:`around`): this
+    kind of machine's speed drifts by a third over minutes (a neighbour's load), and a ratio means something only
+    when both sides ran at the same time."""
 
-    from vitviz.models import loaders
-    from vitviz.models.runner import Call
-    from vitviz.specs import registry
+    def __init__(self, checkpoint: Path) -> None:
+        from vitviz.models import loaders
+        from vitviz.models.runner import Call
+        from vitviz.specs import registry
 
-    runner = loaders.load_hf(checkpoint, spec=registry.REGISTRY["DINO ViT-S/8"])
-    x = torch.randn(1, 3, side, side)
-    call = Call(lambda model, x, forward: forward(x))
-    runner.run(call, x)
-    wall, cpu = [], []
-    for _ in range(5):
-        t0, c0 = time.perf_counter(), time.process_time()
-        runner.run(call, x)
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return {"wall": statistics.median(wall), "cpu": statistics.median(cpu)}
+        self.runner = loaders.load_hf(checkpoint, spec=registry.REGISTRY["DINO ViT-S/8"])
+        self.call = Call(lambda model, x, forward: forward(x))
+        self.warm: set[int] = set()
+
+    def runs(self, side: int, n: int) -> list[tuple[float, float]]:
+        import torch
+
+        x = torch.randn(1, 3, side, side)
+        if side not in self.warm:
+            self.runner.run(self.call, x)
+            self.warm.add(side)
+        out = []
+        for _ in range(n):
+            t0, c0 = time.perf_counter(), time.process_time()
+            self.runner.run(self.call, x)
+            out.append((time.perf_counter() - t0, time.process_time() - c0))
+        return out
+
+    @staticmethod
+    def summary(runs: list[tuple[float, float]]) -> dict:
+        return {"wall": statistics.median(w for w, _ in runs), "cpu": statistics.median(c for _, c in runs)}
+
+    def measure(self, side: int, n: int = 5) -> dict:
+        return self.summary(self.runs(side, n))
+
+    def around(self, side: int, work: Callable[[], dict], n: int = 3) -> dict:
+        """``work()``'s result with ``forward``: the yardstick's median over ``n`` runs just before it and ``n``
+        just after."""
+        before = self.runs(side, n)
+        result = work()
+        return result | {"forward": self.summary(before + self.runs(side, n))}
 
 
 def batched_forward(checkpoint: Path, side: int, batch: int = 4) -> dict:
@@ -219,14 +245,14 @@ def case(url: str, pid: int, students: int, side: int, folder: Path, seed: int, 
             times[i * repeats + k] = time.perf_counter() - t0
             assert answer["model"] == "DINO ViT-S/8", answer.get("model")
 
-    cpu0 = cpu_seconds(pid)
+    cpu0, mine0 = cpu_seconds(pid), time.process_time()
     with ThreadPoolExecutor(students) as pool:
         list(pool.map(student, range(students)))
-    cpu = cpu_seconds(pid) - cpu0
+    cpu, mine = cpu_seconds(pid) - cpu0, time.process_time() - mine0
     times.sort()
     return {"students": students, "side": side, "p50": statistics.median(times), "api": api, "door": door,
             "p95": times[min(len(times) - 1, int(round(0.95 * len(times))) - 1)], "last": times[-1],
-            "cpu": cpu / len(times), "best": times[0]}
+            "cpu": cpu / len(times), "best": times[0], "clients": mine}
 
 
 DEVICE_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
@@ -531,7 +557,7 @@ def main(argv: list[str] | None = None) -> None:
     plan = [] if args.device_only else [
         (n, s, api, door) for s in args.sides for api in args.endpoints
         for n in (args.students or ([1, 30, 100] if s == 224 else [1, 30]))
-        for door in (DOORS if n == 1 else ["gradio_client"])  # one student: through both doors
+        for door in DOORS
         if api == "/explorer" or n == 1]  # the API with figures: one request
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -545,13 +571,15 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"| {s} | {b['apart'] * 1000:,.0f} ms | {b['together'] * 1000:,.0f} ms | "
                       f"{1 - b['together'] / b['apart']:.0%} |")
             return
-        forward = {s: fused_forward(checkpoint, s) for s in args.sides}
+        yard = Yardstick(checkpoint)
+        forward = {s: yard.measure(s) for s in args.sides}
         proc, url = serve(tmp / "hf")
         try:
             rows = []
             for i, (n, s, api, door) in enumerate(plan):
                 (tmp / f"case{i}").mkdir()
-                rows.append(case(url, proc.pid, n, s, tmp / f"case{i}", seed=i, api=api, door=door))
+                rows.append(yard.around(s, functools.partial(case, url, proc.pid, n, s, tmp / f"case{i}", seed=i,
+                                                             api=api, door=door)))
                 print(f"… {n} students at {s} px ({api}, {door}): p95 {rows[-1]['p95']:.2f} s", file=sys.stderr)
             if args.device or args.device_only:
                 (tmp / "device").mkdir()
@@ -561,24 +589,29 @@ def main(argv: list[str] | None = None) -> None:
             proc.wait(timeout=60)
     if not rows:
         return
-    print("Fused forward of DINO ViT-S/8's shape here (median of 5): "
+    print("Fused forward of DINO ViT-S/8's shape here at the start (median of 5): "
           + ", ".join(f"{s} px {forward[s]['wall'] * 1000:,.0f} ms ({forward[s]['cpu'] * 1000:,.0f} ms of CPU)"
                       for s in args.sides))
     print()
     print("; ".join(f"`{k}`: {v}" for k, v in ENDPOINTS.items() if k in args.endpoints) + ". One student: five "
           "requests one after another (median, slowest), through gradio_client and through the HTTP API as a page "
-          "speaks it (gradio_client polls its event stream every 50 ms); the CPU is compared with the forward's own "
-          "CPU-seconds.")
+          "speaks it (gradio_client polls its event stream every 50 ms). Each row's yardstick is the fused forward "
+          "measured just before and just after it (three runs each, the server idle): its wall time for the "
+          "answers, its CPU-seconds for the server's CPU. The students are threads of this process, on the same two "
+          "cores as the server: their CPU-seconds over the case are the last column (part of a class's wait here, "
+          "none of it on a real class's server).")
     print()
-    print("| request | client | students | short side | answer p50 | p95 | last | ÷ fused forward (one: p50; class: "
-          "p95 ÷ students) | server CPU per answer | ÷ the forward's CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| request | client | students | short side | fused forward (its CPU) | answer p50 | p95 | last | ÷ fused "
+          "forward (one: p50; class: p95 ÷ students) | server CPU per answer | ÷ the forward's CPU | the students' "
+          "CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f = forward[r["side"]]
+        f = r["forward"]
         one = r["students"] == 1
         ratio = r["p50"] / f["wall"] if one else r["p95"] / (r["students"] * f["wall"])
-        print(f"| `{r['api']}` | {r['door']} | {r['students']} | {r['side']} | {r['p50']:.2f} s | {r['p95']:.2f} s | "
-              f"{r['last']:.2f} s | {ratio:.2f}× | {r['cpu']:.2f} s | {r['cpu'] / f['cpu']:.2f}× |")
+        print(f"| `{r['api']}` | {r['door']} | {r['students']} | {r['side']} | {f['wall'] * 1000:,.0f} ms "
+              f"({f['cpu'] * 1000:,.0f} ms) | {r['p50']:.2f} s | {r['p95']:.2f} s | {r['last']:.2f} s | {ratio:.2f}× | "
+              f"{r['cpu']:.2f} s | {r['cpu'] / f['cpu']:.2f}× | {r['clients']:.1f} s |")
 
 
 if __name__ == "__main__":
