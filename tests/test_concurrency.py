@@ -2,12 +2,16 @@
 
 Before the per-model lock, two threads capturing attention on one model got each
 other's class-token maps (hooks on a shared model), and a plain forward during a
-capture fed the capture's hooks; these tests fail that way without the lock.
+capture fed the capture's hooks; these tests fail that way without the lock. Since
+2026-11-28 forwards that only record (their hooks see their own thread) share the
+model: the tests below also fail if a hook sees another thread's forward, or if
+a forward that switches the model to eager attention runs beside any other.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,7 +25,7 @@ from vitviz.core import attention as att
 from vitviz.core import images
 from vitviz.embedded import scenes
 from vitviz.models import hooks, loaders
-from vitviz.models.runner import Runner
+from vitviz.models.runner import ModelLock, Runner
 from vitviz.render import plotting
 
 THREADS = 8
@@ -129,13 +133,112 @@ def test_hf_model_from_threads_equals_sequential(dino_s8_dir):
     assert all(not m._forward_hooks for m in module_of(loaded).modules())
 
 
+def test_a_hook_sees_only_the_forwards_of_the_thread_that_put_it_on():
+    loaded = loaders.load_embedded()
+    model, x = module_of(loaded), loaded.normalise(_inputs()[0])
+    first = hooks.blocks(model)[0]
+    calls: list[int] = []
+    with torch.inference_mode(), hooks.capture({"b0": (first, "output"), "b0 in": (first, "input")}) as seen, \
+            hooks.record_keys(model, lambda layer, q, k, scale: calls.append(layer)) as layers:
+        other = threading.Thread(target=lambda: model(x))  # another request's forward while these hooks are on
+        other.start()
+        other.join()
+        assert seen == {} and calls == []
+        model(x)
+        assert set(seen) == {"b0", "b0 in"} and calls == list(range(layers))
+    _no_hooks_and_flags(model, [True] * layers)
+
+
+class _Watch:
+    """A probe that notes who else is inside the model while it runs (and, given a barrier, waits at it there)."""
+
+    grad, own_size, key = False, False, ("watch",)
+
+    def __init__(self, shares: bool, inside: list, seen: list, barrier: threading.Barrier | None = None) -> None:
+        self.shares, self.inside, self.seen, self.barrier = shares, inside, seen, barrier
+
+    def estimate(self, spec, tokens: int) -> int:
+        return 0
+
+    def nbytes(self, result) -> int:
+        return 0
+
+    def __call__(self, model, x, forward):
+        self.inside.append(self)
+        if self.barrier is not None:
+            self.barrier.wait()
+        out = forward(x)
+        time.sleep(0.01)
+        self.seen.append((self.shares, len(self.inside)))
+        self.inside.remove(self)
+        return out
+
+
+def test_recording_forwards_run_side_by_side_and_an_eager_one_runs_alone():
+    loaded = loaders.load_embedded()
+    x = loaded.normalise(_inputs()[0])
+    inside, seen = [], []
+    both = threading.Barrier(2, timeout=10)  # with every forward alone, the first would wait here for ever
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda _: loaded.run(_Watch(True, inside, seen, both), x), range(2)))
+    assert sorted(seen) == [(True, 1), (True, 2)]
+    seen.clear()
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(lambda i: loaded.run(_Watch(i % 3 != 0, inside, seen), x), range(4 * THREADS)))
+    assert all(count == 1 for shares, count in seen if not shares)  # nobody beside a probe that runs alone
+    assert any(count > 1 for shares, count in seen if shares)  # recording forwards did overlap
+    assert analysis.AttentionProbe(8, 1).shares and not heads_probe_shares()
+
+
+def heads_probe_shares() -> bool:
+    from vitviz.analyses import heads
+    return getattr(heads.LayerProbe(0, 0, 8), "shares", False)
+
+
+def test_a_thread_waiting_to_be_alone_goes_before_new_sharers():
+    lock, order = ModelLock(), []
+    first_in, let_go = threading.Event(), threading.Event()
+
+    def sharer(name: str, hold: bool = False):
+        with lock.shared():
+            order.append(name)
+            if hold:
+                first_in.set()
+                let_go.wait(10)
+
+    def alone():
+        with lock.alone():
+            order.append("alone")
+
+    threads = [threading.Thread(target=sharer, args=("first", True))]
+    threads[0].start()
+    first_in.wait(10)
+    threads.append(threading.Thread(target=alone))
+    threads[1].start()
+    while not lock._waiting:
+        time.sleep(0.005)
+    threads.append(threading.Thread(target=sharer, args=("later",)))
+    threads[2].start()
+    time.sleep(0.2)
+    assert order == ["first"]  # neither the one waiting to be alone nor a new sharer is in yet
+    let_go.set()
+    for t in threads:
+        t.join(10)
+    assert order == ["first", "alone", "later"] and lock.idle
+    with lock.shared(), pytest.raises(RuntimeError, match="cannot also ask"):
+        with lock.alone():
+            pass
+    with lock.alone(), lock.alone(), lock.shared():  # the thread alone may take it again, either way
+        assert lock.sharing == 1
+    assert lock.idle
+
+
 def test_a_failing_forward_releases_the_lock_and_the_hooks():
     loaded = loaders.load_embedded()
     wrong = np.zeros((64, 64, 3), np.uint8)
     with pytest.raises(RuntimeError, match="expected"):
         loaded.run(analysis.AttentionProbe(16, 1), loaded.normalise(wrong))  # a probe that expects other tokens
-    assert loaded._lock.acquire(blocking=False)
-    loaded._lock.release()
+    assert loaded._lock.idle
     model = module_of(loaded)
     _no_hooks_and_flags(model, [m.fused_attn for m in hooks.attention_modules(model)])
     assert all(m.fused_attn for m in hooks.attention_modules(model))  # timm's default, restored

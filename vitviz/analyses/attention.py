@@ -96,6 +96,7 @@ class AttentionProbe:
     prefix: int
     own_size: bool = False
     grad: bool = False
+    shares: bool = True  # its hooks see its own thread only and it changes nothing on the module
 
     @property
     def key(self) -> tuple:

@@ -28,6 +28,7 @@ class ClassTokenProbe:
     prefix: int
     grad: bool = False
     own_size: bool = False
+    shares: bool = True  # its hooks see its own thread only and it changes nothing on the module
     key: tuple = ("class-token rows",)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:

@@ -29,6 +29,7 @@ class TokensProbe:
 
     grad: bool = False
     own_size: bool = False
+    shares: bool = True  # its hooks see its own thread only and it changes nothing on the module
     key: tuple = ("tokens",)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:

@@ -113,6 +113,7 @@ class ForwardProbe:
     labels: tuple[str, ...] | None = None
     grad: bool = False
     own_size: bool = False
+    shares: bool = True  # its hooks see its own thread only and it changes nothing on the module
 
     @property
     def key(self) -> tuple:

@@ -9,14 +9,17 @@ backward through them, the model's own row to check ours against) pay for it. ``
 inputs or outputs. ``attention_parts`` names the pieces of one attention layer of a timm or transformers ViT
 (projections, head count, scale) and ``blocks`` lists the transformer blocks.
 
-Every hook lives in a context manager that removes it on exit, also when the forward raises. A hook sees every
-forward that runs while it is in place, so these run only inside :meth:`vitviz.models.runner.Runner.run`, under
-the model's lock.
+Every hook lives in a context manager that removes it on exit, also when the forward raises. Every hook is put on
+through :func:`on_output` or :func:`on_input`, which call it only for forwards of the thread that put it on: two
+requests' forwards may run on one model side by side (:class:`vitviz.models.runner.ModelLock`), and each sees its
+own numbers alone. What changes a module for everyone (:func:`eager_attention`) runs only with the model alone.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +28,26 @@ import torch
 
 _TIMM_ATTN = re.compile(r"(^|\.)blocks\.\d+\.attn$")
 _HF_ATTN = re.compile(r"(^|\.)(encoder\.layer|layers)\.\d+\.attention$")
+
+
+def _own_thread(hook: Callable) -> Callable:
+    """``hook``, called only from the thread that made it: another thread's forward on the same module passes by."""
+    owner = threading.get_ident()
+
+    @functools.wraps(hook)
+    def mine(*args, **kwargs):
+        return hook(*args, **kwargs) if threading.get_ident() == owner else None
+    return mine
+
+
+def on_output(module: torch.nn.Module, hook: Callable) -> torch.utils.hooks.RemovableHandle:
+    """``hook(module, args, output)`` after each forward of ``module`` by this thread (never another's)."""
+    return module.register_forward_hook(_own_thread(hook))
+
+
+def on_input(module: torch.nn.Module, hook: Callable) -> torch.utils.hooks.RemovableHandle:
+    """``hook(module, args, kwargs)`` before each forward of ``module`` by this thread (never another's)."""
+    return module.register_forward_pre_hook(_own_thread(hook), with_kwargs=True)
 
 
 def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -82,10 +105,9 @@ def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.
         try:
             for layer, mod in enumerate(attention_modules(model)):
                 if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm: the softmax enters attn_drop
-                    handles.append(mod.attn_drop.register_forward_hook(
-                        lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
+                    handles.append(on_output(mod.attn_drop, lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
                 else:  # transformers: forward returns (output, attention weights)
-                    handles.append(mod.register_forward_hook(hf_hook(layer)))
+                    handles.append(on_output(mod, hf_hook(layer)))
             yield len(handles)
         finally:
             for h in handles:
@@ -118,9 +140,9 @@ def capture(targets: dict[str, tuple[torch.nn.Module, str]]) -> Iterator[dict[st
     try:
         for name, (module, where) in targets.items():
             if where == "output":
-                handles.append(module.register_forward_hook(output(name)))
+                handles.append(on_output(module, output(name)))
             elif where == "input":
-                handles.append(module.register_forward_pre_hook(entering(name), with_kwargs=True))
+                handles.append(on_input(module, entering(name)))
             else:
                 raise ValueError(f"capture {name!r}: 'input' or 'output', not {where!r}")
         yield seen
@@ -210,7 +232,7 @@ def record_keys(model: torch.nn.Module,
                 def joint(_m, _inp, out, layer=layer, parts=parts):
                     q, k, _ = parts.split_batch({"qkv": out})
                     on_qk(layer, q, k, parts.scale)
-                handles.append(parts.targets["qkv"][0].register_forward_hook(joint))
+                handles.append(on_output(parts.targets["qkv"][0], joint))
                 continue
             seen: dict[str, torch.Tensor] = {}
 
@@ -221,7 +243,7 @@ def record_keys(model: torch.nn.Module,
                         on_qk(layer, seen.pop("q"), seen.pop("k"), parts.scale)
                 return hook
             for name in ("q", "k"):
-                handles.append(parts.targets[name][0].register_forward_hook(one(name)))
+                handles.append(on_output(parts.targets[name][0], one(name)))
         yield layers
     finally:
         for handle in handles:

@@ -87,8 +87,7 @@ def _hf_forward(model: torch.nn.Module) -> Callable:
     def forward(x: torch.Tensor):
         kw = {"interpolate_pos_encoding": True} if takes_interp else {}
         seen: list[torch.Tensor] = []
-        handle = last_layer.register_forward_hook(
-            lambda _m, _i, out: seen.append(out[0] if isinstance(out, tuple) else out))
+        handle = hooks.on_output(last_layer, lambda _m, _i, out: seen.append(out[0] if isinstance(out, tuple) else out))
         try:  # a hook, not output_hidden_states: that path costs ~10% of the forward
             out = model(pixel_values=x, **kw)
         finally:

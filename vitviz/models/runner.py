@@ -1,10 +1,11 @@
 """A loaded model and the only way to run it.
 
 Gradio answers requests in threads, so two requests can reach one model at the same moment. Recording what a
-model computes puts hooks on it (and switches timm's fused attention off) for the length of one forward; another
-request's forward meanwhile would feed its numbers into the first request's hooks. So a :class:`Runner` owns its
-model outright: the module and its forward function are private, and there are three ways in, all under the
-model's lock (shared by every runner that wraps the same module):
+model computes puts hooks on it (each called only for its own thread's forwards: :func:`vitviz.models.hooks.on_output`);
+some views also switch a model to eager attention for one forward (timm's ``fused_attn``, transformers'
+implementation), which every other forward running meanwhile would see. So a :class:`Runner` owns its model
+outright: the module and its forward function are private, and there are three ways in, all under the model's
+:class:`ModelLock` (shared by every runner that wraps the same module):
 
 - :meth:`Runner.analyse`: fit the picture, check the budget, take the lock, run a :class:`Probe` (its hooks on
   for this forward only), keep the result in the one cache of results. Every analysis of a picture goes here.
@@ -12,8 +13,12 @@ model's lock (shared by every runner that wraps the same module):
   preprocessing), without fitting or keeping.
 - :meth:`Runner.read`: read weights (position tables, patch filters), never a forward.
 
-Why a lock rather than lock-free capture: on two cores one forward already keeps both busy (torch's intra-op
-threads), so two forwards side by side are no faster than one after the other (``benchmarks/load.py --forwards``).
+A probe that changes nothing on the module but puts its own thread's hooks (``shares = True``: the fused forward
+that records queries and keys, the Forward pass's stream) runs beside others of its kind; any other probe runs
+with the model alone. Two forwards side by side do more in a second than one after the other, even on two cores
+where one forward's intra-op threads already use both (the cores idle between its operators):
+``python -m benchmarks.load --forwards`` measured 1.7 forwards a second one after the other against 2.4 side by
+side (DINO ViT-S/8, 224 px, 2026-11-28), and a class's requests share the model this way.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import itertools
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -45,7 +51,9 @@ class Probe(Protocol[T]):
 
     ``key`` names what it records (with the model, picture and resolution it makes the cache key); ``grad`` asks
     for a forward with autograd on (relevance); ``own_size`` runs it at the checkpoint's own size whatever side
-    was asked (Classify: its prediction is the checkpoint's). The picture is fitted by the model's one input policy
+    was asked (Classify: its prediction is the checkpoint's). A probe may say ``shares = True`` when it changes
+    nothing on the module but puts on hooks through :mod:`vitviz.models.hooks` (which see their own thread only):
+    it then runs beside other such forwards (:class:`ModelLock`); without it, with the model alone. The picture is fitted by the model's one input policy
     (:attr:`Runner.input_policy`), whatever the probe.
     ``__call__`` runs inside the lock with the model in eval mode; any hooks it puts on must come off before it
     returns (context managers), also when it raises.
@@ -139,6 +147,74 @@ def find(token: str) -> Run | None:
     return run
 
 
+class ModelLock:
+    """Who may use one model at a time: any number of forwards that change nothing on it (:meth:`shared`), or one
+    thread alone (:meth:`alone`: a switch to eager attention, a weight read, a trace). A thread waiting to be alone
+    goes before new sharers, so a class's steady stream of forwards cannot keep it out. The thread that holds the
+    model alone may take it again either way; a sharer may share again, but not ask to be alone (it would wait for
+    itself: that raises)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._sharers: dict[int, int] = {}  # thread -> how deep it holds the lock shared
+        self._owner: int | None = None
+        self._depth = 0
+        self._waiting = 0  # threads waiting to be alone
+
+    @property
+    def idle(self) -> bool:
+        """Nobody holds the lock."""
+        with self._cond:
+            return self._owner is None and not self._sharers
+
+    @property
+    def sharing(self) -> int:
+        """How many threads hold the lock shared now."""
+        with self._cond:
+            return len(self._sharers)
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner != me and me not in self._sharers:
+                while self._owner is not None or self._waiting:
+                    self._cond.wait()
+            self._sharers[me] = self._sharers.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                left = self._sharers.pop(me) - 1
+                if left:
+                    self._sharers[me] = left
+                self._cond.notify_all()
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._owner != me:
+                if me in self._sharers:
+                    raise RuntimeError("a thread that shares a model cannot also ask for it alone")
+                self._waiting += 1
+                try:
+                    while self._owner is not None or self._sharers:
+                        self._cond.wait()
+                finally:
+                    self._waiting -= 1
+                self._owner = me
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if not self._depth:
+                    self._owner = None
+                self._cond.notify_all()
+
+
 class Runner:
     """A model ready to run, and the only way to run it (see the module's text).
 
@@ -147,11 +223,11 @@ class Runner:
 
     def __init__(self, spec: ModelSpec, module: torch.nn.Module, forward: Forward, *, mean: tuple[float, ...],
                  std: tuple[float, ...], resolution: int, origin: str, labels: list[str] | None = None,
-                 data_config: dict | None = None, notice: str = "", lock: threading.RLock | None = None) -> None:
+                 data_config: dict | None = None, notice: str = "", lock: ModelLock | None = None) -> None:
         self.spec, self.mean, self.std, self.resolution = spec, tuple(mean), tuple(std), int(resolution)
         self.origin, self.labels, self.data_config, self.notice = origin, labels, dict(data_config or {}), notice
         self._module, self._forward = module.eval(), forward
-        self._lock = lock or threading.RLock()
+        self._lock = lock or ModelLock()
         self.depth = spec.depth if spec.task == "cnn" else len(hooks.attention_modules(module))
         """Number of attention layers (a CNN's: its stages)."""
         self.params = sum(p.numel() for p in module.parameters())
@@ -308,9 +384,11 @@ class Runner:
         return min(probe.estimate(self.spec, tokens) * x.shape[0], budget.SERVER.total)
 
     def run(self, probe: Probe[T], x: torch.Tensor) -> T:
-        """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock, with its
-        estimate reserved from the server-wide budget while it runs."""
-        with self._lock, budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
+        """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock (shared when
+        the probe says it ``shares``, else alone), with its estimate reserved from the server-wide budget while it
+        runs."""
+        held = self._lock.shared() if getattr(probe, "shares", False) else self._lock.alone()
+        with held, budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
             self._module.eval()
             if probe.grad:
                 with torch.inference_mode(False), torch.enable_grad():
@@ -349,12 +427,13 @@ class Runner:
     def trace(self, fn: Callable[[torch.nn.Module, Forward], T]) -> T:
         """``fn(module, forward)`` under the lock and without gradients, outside inference mode: for tracing the
         model's forward into a graph (:mod:`vitviz.models.device`), never for a request's forward."""
-        with self._lock, torch.no_grad():
+        with self._lock.alone(), torch.no_grad():
             return fn(self._module, self._forward)
 
     def read(self, fn: Callable[[torch.nn.Module], T]) -> T:
-        """``fn(module)`` under the lock, for reading weights (never for a forward: that is :meth:`run`)."""
-        with self._lock, torch.inference_mode():
+        """``fn(module)`` with the lock shared, for reading weights (never for a forward, that is :meth:`run`; ``fn``
+        changes nothing on the module)."""
+        with self._lock.shared(), torch.inference_mode():
             return fn(self._module)
 
 @dataclass(frozen=True)
