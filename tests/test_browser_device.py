@@ -279,6 +279,49 @@ def test_a_model_without_classes_sees_the_whole_picture_on_the_device_as_on_the_
         cache.forget(WHOLE)
 
 
+def test_a_link_within_the_page_that_changes_only_the_side_computes_the_devices_picture_again(app_url, browser):
+    """A link opened within the page (a lesson step, Back, a pasted link) sets the short side by a script, which
+    fires no slider release: the device's own event has a door the page opens then (``Tab.by_hand``), so the
+    picture is computed again at the side the link says (it was not: the panel kept the old side's maps). No
+    reload, and nothing uploaded."""
+    import torch
+    from transformers import ViTConfig, ViTModel
+
+    from vitviz.views import use_model
+
+    torch.manual_seed(0)
+    module = ViTModel(ViTConfig(image_size=112, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                                num_attention_heads=4, intermediate_size=128), add_pooling_layer=False).eval()
+    use_model(module, WHOLE, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), resolution=112)
+    try:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(app_url + f"?tab=attention&device=1&side=96&model={quote(WHOLE)}")
+        page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what')?.textContent"
+                               ".startsWith(m)", arg=WHOLE, timeout=120_000)
+        done = "(n) => Number(document.querySelector('#device-panel .vx-device').dataset.done) >= n"
+        page.locator("#device-picture").set_input_files(str(EXAMPLES / "cat.png"))  # 451×300
+        page.wait_for_function(done, arg=1, timeout=120_000)
+        idle(page)
+        state = """() => { const D = window.vitvizDevice, s = document.querySelector('#attention-explorer .vx').__vx;
+            return {side: D.last.side, grid: s.p.grid, done: Number(document.querySelector('#device-panel .vx-device').dataset.done),
+                    marker: window.__stay === 1, link: window.location.search}; }"""
+        first = page.evaluate(state)
+        assert first["side"] == 96 and first["grid"] == [12, 18], first
+        sent = []
+        page.on("request", lambda r: sent.append(r.url) if "/upload" in r.url else None)
+        page.evaluate("() => { window.__stay = 1; }")
+        page.evaluate("(q) => window.vitvizLink.go(q)", f"?tab=attention&device=1&side=128&model={quote(WHOLE)}")
+        page.wait_for_function(done, arg=2, timeout=120_000)
+        page.wait_for_timeout(1000)  # a run that would follow (none should)
+        second = page.evaluate(state)
+        page.close()
+        assert second["side"] == 128 and second["grid"] == [16, 24] and second["done"] == 2, second
+        assert second["marker"] and "side=128" in second["link"] and not sent, (second, sent)
+    finally:
+        listing.remove(WHOLE)
+        cache.forget(WHOLE)
+
+
 def test_the_shapes_model_answering_a_photo_on_the_device_says_so_as_the_server_does(app_url, browser):
     """The offline model on a photo: its top 5 are its nearest shapes, said so, with the server's warning; the side
     asked (224) is not the side it runs at (64), said so; a shape scene gets plain labels."""

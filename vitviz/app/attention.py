@@ -195,7 +195,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     manifest = by_component([on_device] + inputs, lambda *args: _device_manifest(form, *args), "attention_device_model",
                             progress=True)
     on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
-    on([on_device.change, model.change, side.release], None, [on_device, model, side], None,
+    # the side by a hand's release, and by a link within the page that changes it (Tab.by_hand: a script's value
+    # fires no release), so the device's picture is computed again at the side the link says
+    on(Tab.by_hand([on_device.change, model.change, side.release]), None, [on_device, model, side], None,
        js=device_want("attention"))
 
     tab.accordion(A, figs_box, [carrier.change], [("heads", heads), ("query", query)], texts=[("table", table)],

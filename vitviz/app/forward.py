@@ -70,8 +70,9 @@ def build(gr_tab: gr.Tab) -> Tab:
     # (forward_device.js) into the places above that show the server's figures otherwise
     manifest = by_component([on_device, model, side], _device_manifest, "forward_device_model", progress=True)
     on(device_make.click, manifest, manifest.inputs, device_view, trigger_mode="always_last", **MODEL)
-    # (the colour map and the layer by their change, which a link's settings fire too: only the drawing follows them)
-    on([on_device.change, model.change, side.release, cmap.change, layer.change], None,
+    # (the colour map and the layer by their change, which a link's settings fire too: only the drawing follows them;
+    # the side by a hand's release and by a link within the page that changes it, Tab.by_hand)
+    on(Tab.by_hand([on_device.change, model.change, side.release, cmap.change, layer.change]), None,
        [on_device, model, side, cmap, layer], None, js=device_want("forward"))
     tab.finish()
     return tab
