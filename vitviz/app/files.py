@@ -187,25 +187,44 @@ def compressed(path: Path) -> bytes:
         return _zipped[path]
 
 
+_zipping: dict[str, threading.Lock] = owned.keep("files.zipping", "gates", {}, "one lock per graph being compressed")
+_zipping_lock = threading.Lock()
+
+
 def compressed_file(path: Path) -> Path:
     """A gzip-compressed copy of a model's graph (``<name>.gz`` in the device graphs' folder, made once, whole or
-    not at all, and again when the graph is newer than it: a package's graph rewritten under its name; removed with
-    its graph when the folder is pruned)."""
-    import gzip
-
+    not at all, and again when the graph's content is newer than it: a package's graph rewritten under its name;
+    removed with its graph when the folder is pruned). A class's first visits ask for it at the same moment: one
+    request compresses it (a 43 MB graph: about two seconds of CPU) and the others wait for that copy."""
     from vitviz.models import device
 
     target = device.DEVICE_DIR / (path.name + ".gz")
-    if not target.is_file() or target.stat().st_mtime < path.stat().st_mtime:
-        device.DEVICE_DIR.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
-        try:
-            with path.open("rb") as src, gzip.GzipFile(part, "wb", compresslevel=6, mtime=0) as dst:
-                shutil.copyfileobj(src, dst, 2**20)
-            os.replace(part, target)
-        finally:
-            part.unlink(missing_ok=True)
+
+    def fresh() -> bool:
+        return target.is_file() and target.stat().st_mtime >= path.stat().st_mtime
+
+    if fresh():
+        return target
+    with _zipping_lock:
+        lock = _zipping.setdefault(target.name, threading.Lock())
+    with lock:
+        if not fresh():
+            _compress(path, target)
     return target
+
+
+def _compress(path: Path, target: Path) -> None:
+    """``path`` gzip-compressed into ``target``, whole or not at all."""
+    import gzip
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    try:
+        with path.open("rb") as src, gzip.GzipFile(part, "wb", compresslevel=6, mtime=0) as dst:
+            shutil.copyfileobj(src, dst, 2**20)
+        os.replace(part, target)
+    finally:
+        part.unlink(missing_ok=True)
 
 
 def sweep_once(outputs: Outputs, pictures: Pictures) -> None:

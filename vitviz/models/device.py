@@ -409,9 +409,12 @@ def _read_precision(path: Path) -> tuple[str, float]:
 
 
 def _touch(path: Path) -> None:
-    """Mark a graph as used now (the pruning removes the least recently used first)."""
+    """Mark a graph as used now, in its access time (the pruning removes the least recently used first). Its
+    modification time stays the time its content was written: its compressed copy is made again only when the
+    graph is newer than it (:func:`vitviz.app.files.compressed_file`), never because it was served."""
     try:
-        os.utime(path)
+        st = path.stat()
+        os.utime(path, ns=(time.time_ns(), st.st_mtime_ns))
     except OSError:
         pass
 
@@ -427,7 +430,8 @@ def prune(limit: int | None = None, keep: Path | None = None) -> list[Path]:
         except OSError:
             continue
         zipped = path.with_name(path.name + ".gz")  # its compressed copy goes with it
-        files.append((st.st_mtime, st.st_size + (zipped.stat().st_size if zipped.is_file() else 0), path))
+        used = max(st.st_atime, st.st_mtime)  # served (:func:`_touch`) or written, whichever was later
+        files.append((used, st.st_size + (zipped.stat().st_size if zipped.is_file() else 0), path))
     total, gone = sum(size for _, size, _ in files), []
     for _, size, path in sorted(files):
         if total <= limit:
