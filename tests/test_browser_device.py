@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 from pathlib import Path
 from urllib.parse import quote
@@ -234,15 +235,12 @@ def test_classify_computes_its_top5_on_the_device_as_the_server_does(app_url, br
 WHOLE = "a DINO-shaped ViT (no classes)"
 
 
-def test_a_model_without_classes_sees_the_whole_picture_on_the_device_as_on_the_server(app_url, browser):
-    """One input per model: a model without classes sees the whole picture (short side at the side asked, aspect
-    kept, whole patches) in every view, the device included. The device's input equals the server's to the bit
-    (Pillow's bicubic redone in the browser), its grid is the server's 14×21, and its maps agree with the server's
-    within the agreement the manifest states."""
+@contextlib.contextmanager
+def _whole_model():
+    """A small DINO-shaped ViT (no classes, 8-px patches, 112 px) offered as :data:`WHOLE` while the block runs."""
     import torch
     from transformers import ViTConfig, ViTModel
 
-    from vitviz.analyses.attention import analyse
     from vitviz.views import use_model
 
     torch.manual_seed(0)
@@ -250,6 +248,35 @@ def test_a_model_without_classes_sees_the_whole_picture_on_the_device_as_on_the_
                                 num_attention_heads=4, intermediate_size=128), add_pooling_layer=False).eval()
     use_model(module, WHOLE, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), resolution=112)
     try:
+        yield
+    finally:
+        listing.remove(WHOLE)
+        cache.forget(WHOLE)
+
+
+DONE = "(n) => Number(document.querySelector('#device-panel .vx-device').dataset.done) >= n"
+"""The device panel has computed at least n pictures."""
+
+
+def _whole_page(browser, app_url: str, side: int):
+    """The Attention tab on the device with :data:`WHOLE` at ``side``, the cat (451×300) chosen and computed once."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(app_url + f"?tab=attention&device=1&side={side}&model={quote(WHOLE)}")
+    page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what')?.textContent"
+                           ".startsWith(m)", arg=WHOLE, timeout=120_000)
+    page.locator("#device-picture").set_input_files(str(EXAMPLES / "cat.png"))
+    page.wait_for_function(DONE, arg=1, timeout=120_000)
+    return page
+
+
+def test_a_model_without_classes_sees_the_whole_picture_on_the_device_as_on_the_server(app_url, browser):
+    """One input per model: a model without classes sees the whole picture (short side at the side asked, aspect
+    kept, whole patches) in every view, the device included. The device's input equals the server's to the bit
+    (Pillow's bicubic redone in the browser), its grid is the server's 14×21, and its maps agree with the server's
+    within the agreement the manifest states."""
+    from vitviz.analyses.attention import analyse
+
+    with _whole_model():
         picture = EXAMPLES / "cat.png"  # 451×300: not square
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(app_url + f"?tab=attention&device=1&side=112&model={quote(WHOLE)}")
@@ -274,9 +301,6 @@ def test_a_model_without_classes_sees_the_whole_picture_on_the_device_as_on_the_
         cls = np.array(got["cls"], np.float32).reshape(a.maps.cls.shape)
         assert (np.abs(cls - a.maps.cls).max(-1) / a.maps.cls.max(-1)).max() <= device.AGREEMENT
         assert "168×112 px" in got["status"]
-    finally:
-        listing.remove(WHOLE)
-        cache.forget(WHOLE)
 
 
 def test_a_link_within_the_page_that_changes_only_the_side_computes_the_devices_picture_again(app_url, browser):
@@ -284,23 +308,8 @@ def test_a_link_within_the_page_that_changes_only_the_side_computes_the_devices_
     fires no slider release: the device's own event has a door the page opens then (``Tab.by_hand``), so the
     picture is computed again at the side the link says (it was not: the panel kept the old side's maps). No
     reload, and nothing uploaded."""
-    import torch
-    from transformers import ViTConfig, ViTModel
-
-    from vitviz.views import use_model
-
-    torch.manual_seed(0)
-    module = ViTModel(ViTConfig(image_size=112, patch_size=8, hidden_size=64, num_hidden_layers=2,
-                                num_attention_heads=4, intermediate_size=128), add_pooling_layer=False).eval()
-    use_model(module, WHOLE, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), resolution=112)
-    try:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(app_url + f"?tab=attention&device=1&side=96&model={quote(WHOLE)}")
-        page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what')?.textContent"
-                               ".startsWith(m)", arg=WHOLE, timeout=120_000)
-        done = "(n) => Number(document.querySelector('#device-panel .vx-device').dataset.done) >= n"
-        page.locator("#device-picture").set_input_files(str(EXAMPLES / "cat.png"))  # 451×300
-        page.wait_for_function(done, arg=1, timeout=120_000)
+    with _whole_model():
+        page = _whole_page(browser, app_url, 96)
         idle(page)
         state = """() => { const D = window.vitvizDevice, s = document.querySelector('#attention-explorer .vx').__vx;
             return {side: D.last.side, grid: s.p.grid, done: Number(document.querySelector('#device-panel .vx-device').dataset.done),
@@ -311,15 +320,12 @@ def test_a_link_within_the_page_that_changes_only_the_side_computes_the_devices_
         page.on("request", lambda r: sent.append(r.url) if "/upload" in r.url else None)
         page.evaluate("() => { window.__stay = 1; }")
         page.evaluate("(q) => window.vitvizLink.go(q)", f"?tab=attention&device=1&side=128&model={quote(WHOLE)}")
-        page.wait_for_function(done, arg=2, timeout=120_000)
+        page.wait_for_function(DONE, arg=2, timeout=120_000)
         page.wait_for_timeout(1000)  # a run that would follow (none should)
         second = page.evaluate(state)
         page.close()
         assert second["side"] == 128 and second["grid"] == [16, 24] and second["done"] == 2, second
         assert second["marker"] and "side=128" in second["link"] and not sent, (second, sent)
-    finally:
-        listing.remove(WHOLE)
-        cache.forget(WHOLE)
 
 
 def test_the_shapes_model_answering_a_photo_on_the_device_says_so_as_the_server_does(app_url, browser):
@@ -340,7 +346,7 @@ def test_the_shapes_model_answering_a_photo_on_the_device_says_so_as_the_server_
         sync_api.expect(warning).to_contain_text("trained only on generated shape scenes")
         sync_api.expect(page.locator("#device-panel .vx-dev-status")).to_contain_text("runs at 64 px only")
         page.locator("#device-picture").set_input_files(str(EXAMPLES / "scene_ring.png"))
-        page.wait_for_function(done, arg=2, timeout=120_000)
+        page.wait_for_function(DONE, arg=2, timeout=120_000)
         labels = page.locator("#device-panel .vx-dev-top5 li").evaluate_all("els => els.map((e) => e.dataset.label)")
         assert labels[0] == "ring" and not any(label.startswith("nearest") for label in labels), labels
         sync_api.expect(warning).to_be_hidden()
@@ -438,23 +444,8 @@ def test_a_side_the_device_cannot_afford_runs_at_the_largest_it_can_and_says_so(
     picture, and runs the side asked when it affords it. Made ten times slower than allowed at 320 px, the next
     picture runs at the largest whole-patch side it affords (the page's largestSide, tested under Node), and the
     panel says which side and why; the explorer's grid is that side's."""
-    import torch
-    from transformers import ViTConfig, ViTModel
-
-    from vitviz.views import use_model
-
-    torch.manual_seed(0)
-    module = ViTModel(ViTConfig(image_size=112, patch_size=8, hidden_size=64, num_hidden_layers=2,
-                                num_attention_heads=4, intermediate_size=128), add_pooling_layer=False).eval()
-    use_model(module, WHOLE, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), resolution=112)
-    try:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.goto(app_url + f"?tab=attention&device=1&side=320&model={quote(WHOLE)}")
-        page.wait_for_function("(m) => document.querySelector('#device-panel .vx-dev-what')?.textContent"
-                               ".startsWith(m)", arg=WHOLE, timeout=120_000)
-        done = "(n) => Number(document.querySelector('#device-panel .vx-device').dataset.done) >= n"
-        page.locator("#device-picture").set_input_files(str(EXAMPLES / "cat.png"))  # 451×300
-        page.wait_for_function(done, arg=1, timeout=120_000)
+    with _whole_model():
+        page = _whole_page(browser, app_url, 320)
         first = page.evaluate("""() => { const D = window.vitvizDevice;
             return {probed: D.probed, side: D.last.side, asked: D.last.asked, speed: D.speed.get(D.m.file),
                     status: document.querySelector('#device-panel .vx-dev-status').textContent}; }""")
@@ -467,7 +458,7 @@ def test_a_side_the_device_cannot_afford_runs_at_the_largest_it_can_and_says_so(
             D.speed.set(m.file, 10 * 5000 / macs); }""")
         speed = page.evaluate("() => window.vitvizDevice.speed.get(window.vitvizDevice.m.file)")  # the run remeasures
         page.locator("#device-picture").set_input_files(str(EXAMPLES / "scene_star.png"))
-        page.wait_for_function(done, arg=2, timeout=120_000)
+        page.wait_for_function(DONE, arg=2, timeout=120_000)
         second = page.evaluate("""() => { const D = window.vitvizDevice, s = document.querySelector('#attention-explorer .vx').__vx;
             return {side: D.last.side, asked: D.last.asked, afford: D.last.afford, grid: s.p.grid, m: D.m,
                     panel: document.querySelector('#device-panel .vx-device').dataset.side,
@@ -497,9 +488,6 @@ def test_a_side_the_device_cannot_afford_runs_at_the_largest_it_can_and_says_so(
         ms = speed * macs(320)  # said as device.js's seconds() says it
         said = f"{ms / 1000:.1f} s" if ms < 10_000 else f"{int(ms / 1000 + 0.5)} s"
         assert f"at 320 px it would take about {said}, so upload the picture above" in status, status
-    finally:
-        listing.remove(WHOLE)
-        cache.forget(WHOLE)
 
 
 def test_the_forward_pass_is_computed_and_drawn_on_the_device_as_the_server_shows_it(app_url, browser):
