@@ -312,7 +312,8 @@ def test_a_link_within_the_page_that_changes_only_the_side_computes_the_devices_
         page = _whole_page(browser, app_url, 96)
         idle(page)
         state = """() => { const D = window.vitvizDevice, s = document.querySelector('#attention-explorer .vx').__vx;
-            return {side: D.last.side, grid: s.p.grid, done: Number(document.querySelector('#device-panel .vx-device').dataset.done),
+            return {side: D.last.side, grid: s.p.grid,
+                    done: Number(document.querySelector('#device-panel .vx-device').dataset.done),
                     marker: window.__stay === 1, link: window.location.search}; }"""
         first = page.evaluate(state)
         assert first["side"] == 96 and first["grid"] == [12, 18], first

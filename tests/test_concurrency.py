@@ -20,7 +20,7 @@ import torch
 from conftest import EXAMPLES, module_of
 
 from vitviz.analyses import attention as analysis
-from vitviz.analyses import classify
+from vitviz.analyses import classify, heads
 from vitviz.core import attention as att
 from vitviz.core import images
 from vitviz.embedded import scenes
@@ -106,7 +106,6 @@ def test_plain_forwards_during_captures_do_not_leak_into_them():
 
 def test_hf_model_from_threads_equals_sequential(dino_s8_dir):
     """The transformers path (hooks on the attention modules and on the last layer) under threads."""
-    from vitviz.analyses import heads
 
     loaded = loaders.load_hf(dino_s8_dir)
     rng = np.random.default_rng(0)
@@ -185,14 +184,9 @@ def test_recording_forwards_run_side_by_side_and_an_eager_one_runs_alone():
     seen.clear()
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(lambda i: loaded.run(_Watch(i % 3 != 0, inside, seen), x), range(4 * THREADS)))
-    assert all(count == 1 for shares, count in seen if not shares)  # nobody beside a probe that runs alone
-    assert any(count > 1 for shares, count in seen if shares)  # recording forwards did overlap
-    assert analysis.AttentionProbe(8, 1).shares and not heads_probe_shares()
-
-
-def heads_probe_shares() -> bool:
-    from vitviz.analyses import heads
-    return getattr(heads.LayerProbe(0, 0, 8), "shares", False)
+    assert len(seen) == 4 * THREADS and all(count == 1 for shares, count in seen if not shares)  # never company
+    # the recording probe shares; the one that switches the model to eager attention does not
+    assert analysis.AttentionProbe(8, 1).shares and not getattr(heads.LayerProbe(0, 0, 8), "shares", False)
 
 
 def test_a_thread_waiting_to_be_alone_goes_before_new_sharers():

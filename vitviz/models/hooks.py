@@ -105,7 +105,8 @@ def record_attention(model: torch.nn.Module, on_attention: Callable[[int, torch.
         try:
             for layer, mod in enumerate(attention_modules(model)):
                 if hasattr(mod, "fused_attn") and hasattr(mod, "attn_drop"):  # timm: the softmax enters attn_drop
-                    handles.append(on_output(mod.attn_drop, lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
+                    handles.append(on_output(mod.attn_drop,
+                                             lambda _m, inp, _out, layer=layer: on_attention(layer, inp[0])))
                 else:  # transformers: forward returns (output, attention weights)
                     handles.append(on_output(mod, hf_hook(layer)))
             yield len(handles)

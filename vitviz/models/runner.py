@@ -53,8 +53,8 @@ class Probe(Protocol[T]):
     for a forward with autograd on (relevance); ``own_size`` runs it at the checkpoint's own size whatever side
     was asked (Classify: its prediction is the checkpoint's). A probe may say ``shares = True`` when it changes
     nothing on the module but puts on hooks through :mod:`vitviz.models.hooks` (which see their own thread only):
-    it then runs beside other such forwards (:class:`ModelLock`); without it, with the model alone. The picture is fitted by the model's one input policy
-    (:attr:`Runner.input_policy`), whatever the probe.
+    it then runs beside other such forwards (:class:`ModelLock`); without it, with the model alone. The picture is
+    fitted by the model's one input policy (:attr:`Runner.input_policy`), whatever the probe.
     ``__call__`` runs inside the lock with the model in eval mode; any hooks it puts on must come off before it
     returns (context managers), also when it raises.
     """
@@ -149,7 +149,7 @@ def find(token: str) -> Run | None:
 
 class ModelLock:
     """Who may use one model at a time: any number of forwards that change nothing on it (:meth:`shared`), or one
-    thread alone (:meth:`alone`: a switch to eager attention, a weight read, a trace). A thread waiting to be alone
+    thread alone (:meth:`alone`: a switch to eager attention, an experiment, a trace). A thread waiting to be alone
     goes before new sharers, so a class's steady stream of forwards cannot keep it out. The thread that holds the
     model alone may take it again either way; a sharer may share again, but not ask to be alone (it would wait for
     itself: that raises)."""
