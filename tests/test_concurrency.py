@@ -106,7 +106,6 @@ def test_plain_forwards_during_captures_do_not_leak_into_them():
 
 def test_hf_model_from_threads_equals_sequential(dino_s8_dir):
     """The transformers path (hooks on the attention modules and on the last layer) under threads."""
-
     loaded = loaders.load_hf(dino_s8_dir)
     rng = np.random.default_rng(0)
     pics = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(32, 32), (32, 48), (48, 32), (40, 40)] * 2]
