@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--port", type=int, default=7871)
-    ap.add_argument("--events", action="store_true", help="also list the events each step sends (the last walk)")
+    ap.add_argument("--events", action="store_true", help="also list the events each step sends in the last walk, each with when it was sent "
+                    "(seconds after Next)")
     args = ap.parse_args(argv)
     steps = len(lesson.tour().steps)
     proc = serve(args.port)
@@ -101,8 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     drawn: dict[int, list[float]] = {k: [] for k in range(2, steps + 1)}
     cold: dict[int, float] = {}
     loads: list[float] = []
-    sent: dict[int, list[list[str]]] = {k: [] for k in range(2, steps + 1)}
-    joins: list[str] = []
+    sent: dict[int, list[list[tuple[str, float]]]] = {k: [] for k in range(2, steps + 1)}
+    took: dict[int, list[float]] = {k: [] for k in range(2, steps + 1)}
+    joins: list[tuple[str, float]] = []
     reloaded = 0
     try:
         with sync_playwright() as p:
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
                     import json
 
                     fn = json.loads(request.post_data or "{}").get("fn_index")
-                    joins.append(names.get(fn, str(fn)))
+                    joins.append((names.get(fn, str(fn)), time.perf_counter()))
 
             page.on("request", joined)
             cpu = 0.0
@@ -139,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
                     t0 = page.evaluate("(sel) => { window.__vx.sel = sel; window.__vx.last = 0; "
                                        "return performance.now(); }", sel)
                     joins.clear()
+                    clicked = time.perf_counter()
                     page.locator("#lesson-bar a", has_text="Next").click()
                     shown = page.evaluate(f"""() => new Promise((ok) => {{ const t = () => document.querySelector(
                         '#lesson-bar')?.innerText.includes('step {k} of') ? ok(performance.now()) : setTimeout(t, 20);
@@ -147,7 +150,9 @@ def main(argv: list[str] | None = None) -> None:
                     calm = page.evaluate(QUIET)
                     page.wait_for_function(DRAWN, arg=sel, timeout=60_000)
                     last = page.evaluate(DRAWN, sel)
-                    sent[k].append(list(joins))
+                    sent[k].append([(name, at - clicked) for name, at in joins])
+                    if round_:
+                        took[k].append(max(last - t0, shown - t0) / 1000)
                     if not round_:  # the first walk makes each step's analyses (the page loaded once)
                         cold[k] = max(last - t0, shown - t0) / 1000
                     if round_:  # the others are what is measured
@@ -187,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.events:
         print()
         for k in range(2, steps + 1):
-            print(f"step {k}: {', '.join(sent[k][-1])}")
+            print(f"step {k} (drawn {took[k][-1]:.2f} s): "
+                  + ", ".join(f"{name} +{at:.2f} s" for name, at in sent[k][-1]))
 
 
 if __name__ == "__main__":

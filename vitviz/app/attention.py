@@ -187,7 +187,7 @@ def build(gr_tab: gr.Tab) -> Tab:
     # settings at once): its success draws them, once
     asking = "Number(document.getElementById('attention-explorer')?.dataset.asking || 0)"
     tab.relay("attention-screen-refresh", [carrier.change], screen, screen.inputs, screen.outputs,
-              when=f"!{asking} || performance.now() - {asking} > 30000", delay=50, after_link=True,
+              when=f"!{asking} || performance.now() - {asking} > 30000", delay=50, after_link=True, tab=tab.name,
               trigger_mode="always_last", **MODEL)
     tab.download(A, dl_button, dl_file, **MODEL)
     # compute on this device: the manifest of the chosen model (its graph made on first use, through the queue like

@@ -71,6 +71,16 @@ def by_component(inputs: list, fn: Callable[..., Any], name: str, progress: bool
     return made
 
 
+def opening(event: Callable, is_open: gr.State) -> Callable:
+    """``event`` (made by :meth:`Tab.event` with ``gate=is_open``) for its panel's opening: it answers as open and
+    sets the flag (its first output) in the same event."""
+    def call(values: dict, request: gr.Request, progress=gr.Progress()):
+        return (True, *event({**values, is_open: True}, request, progress))
+
+    call.__name__ = call.__qualname__ = event.__name__
+    return call
+
+
 _HAND_DOORS = itertools.count()  # names the doors of Tab.by_hand
 _told: dict[str, tuple[str, float]] = {}
 _told_lock = threading.Lock()
@@ -297,8 +307,10 @@ class Tab:
             follows.append(self.form[self.model_field].change)
         triggers = [*triggers, *(t for t in follows if t not in triggers)]  # (bound events compare equal)
         kwargs.setdefault("trigger_mode", "always_last")
-        box.expand(lambda: True, None, is_open, queue=False, api_visibility="private").then(
-            event, event.inputs, event.outputs, api_visibility="private", preprocess=False, **kwargs)
+        # opening it marks it open and answers in one event (each event costs the page in proportion to its
+        # components: a flag set first, then the answer asked, was two)
+        box.expand(opening(event, is_open), event.inputs, [is_open, *event.outputs], api_visibility="private",
+                   preprocess=False, **kwargs)
         box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
         if triggers:
             self.while_open(box.elem_id, triggers, event, event.inputs, event.outputs, opened=is_open, **kwargs)
@@ -316,19 +328,24 @@ class Tab:
 
     @staticmethod
     def relay(name: str, triggers: list, fn: Callable, inputs: Any, outputs: Any, when: str, delay: int = 0,
-              opened: gr.State | None = None, after_link: bool = False, **kwargs: Any) -> None:
+              opened: gr.State | None = None, after_link: bool = False, tab: str | None = None,
+              **kwargs: Any) -> None:
         """``fn`` asked of the server when one of ``triggers`` fires and the page's JavaScript expression ``when``
         holds (read ``delay`` ms later): a script-only event, which costs the page nothing, opens a door (id
         ``name``: :func:`~vitviz.app.components.door`) whose event asks. A trigger is a component's event, or an
         event's ``.success``/``.then``. ``after_link``: while a link is being opened (the server's opener asked,
         its settings not yet put into the controls: ``vitvizLink.settling``), ``when`` is read only ``delay`` ms
         after they are, so it sees what the link's settings asked (on a busy page that can take longer than any
-        fixed delay)."""
+        fixed delay). ``tab``: the door opens only while that tab is shown, else when it is next shown
+        (``vitvizLink.whenShown``: a link within the page that changes an unseen tab's settings costs nothing now)."""
         trigger = door(name).click
         if opened is not None:  # (:meth:`while_open`)
             trigger = trigger(lambda: True, None, opened, queue=False, api_visibility="private").then
         on(trigger, fn, inputs, outputs, **kwargs)
         press = f"if ({when}) {open_door(name)};"
+        if tab is not None:
+            press = (f"if ({when}) {{ if (window.vitvizLink) window.vitvizLink.whenShown({json.dumps(tab)}, "
+                     f"{json.dumps(name)}); else {open_door(name)}; }}")
         later = press if not delay else f"setTimeout(() => {{ {press} }}, {delay});"
         if after_link:
             later = (f"const go = () => {{ if (window.vitvizLink?.settling?.()) return setTimeout(go, 20); {later} }}; "

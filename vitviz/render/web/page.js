@@ -36,6 +36,7 @@
   const MODES = ["projector", "contrast", "device"];
   const asked = {};  // when each tab's answer was last asked (performance.now(); its event's script says so)
   const hands = new Set();  // the link keys a hand set since the last link's settings were put in
+  const waiting = {};  // by tab: the doors its work waits behind until it is shown (link.whenShown)
   const opening = { asked: 0, settled: 0 };  // when the server's opener was last asked, and its settings last put in
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
@@ -76,7 +77,18 @@
       change({ settings });
     },
     image(tab, key) { change({ images: { ...state.images, [tab]: key || null } }); },  // "cat", "upload-<hash>"
-    tab(name) { state = withTab(state, name); write(); },  // its picture and settings shown; a section left closes
+    tab(name) {  // its picture and settings shown; a section left closes; what waited for it is asked now
+      state = withTab(state, name);
+      write();
+      const doors = waiting[name] || [];
+      delete waiting[name];
+      for (const door of doors) window.vitvizDoors?.[door]?.();
+    },
+    whenShown(tab, door) {  // a door of tab `tab`'s work: opened now while the tab is shown, else when it is next
+      // (a link within the page sets every tab's settings: the tabs out of sight ask nothing until opened)
+      if ((state.tab || FIRST_TAB) === tab) window.vitvizDoors?.[door]?.();
+      else if (!(waiting[tab] ||= []).includes(door)) waiting[tab].push(door);
+    },
     bring(find, open, drawnOf = mainFigure) {  // keep what find() gives (once it is there) just under a lesson's
       // bar (which stays on screen), else at the top of the screen, while what is above it is still being drawn
       // (figures arriving move it down), until the page settles (15 s after its main figure, drawnOf(it), is
