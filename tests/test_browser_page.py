@@ -182,8 +182,8 @@ def test_a_tab_without_a_picture_opened_by_its_link_is_answered_once(browser, ap
         page = ctx.new_page()
         try:
             sent: list[int] = []
-            page.on("request", lambda r: sent.append(json.loads(r.post_data or "{}").get("fn_index"))
-                    if r.method == "POST" and "/queue/join" in r.url else None)
+            page.on("request", lambda r: sent.append(json.loads(r.post_data or "{}").get("fn_index"))  # queued, or not
+                    if r.method == "POST" and ("/queue/join" in r.url or "/run/predict" in r.url) else None)
             page.goto(f"{app_url}?{query}")
             page.locator("#pe-mosaic img").wait_for(state="visible", timeout=120_000)
             idle(page)

@@ -306,3 +306,34 @@ def test_a_link_within_the_page_that_changes_what_a_hand_sets_asks_it_once(brows
         assert page.evaluate("() => window.__stayed") == "this page"
     finally:
         ctx.close()
+
+
+def test_a_link_that_changes_an_unseen_tabs_settings_asks_its_figures_only_when_that_tab_is_shown(browser, app_url):
+    """Within the page, a link onto the Forward pass sets the Attention tab's settings back too (layer 4 -> the
+    default): its heads figure is asked for only once the Attention tab is shown again, and then once."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        model = "vitviz+tiny+%28shapes+only%29"
+        page.goto(f"{app_url}?tab=attention&image=scene_star&model={model}&layer=4")
+        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        page.wait_for_timeout(500)
+        names = dict(page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name])"))
+        sent: list[str] = []
+        page.on("request", lambda r: sent.append(names.get(json.loads(r.post_data or "{}").get("fn_index")))
+                if r.method == "POST" and ("/queue/join" in r.url or "/run/predict" in r.url) else None)
+        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=forward&image=scene_star&fp_model={model}")
+        page.locator("#forward-stages img, #forward-stages canvas, .tabitem:visible img").first.wait_for(
+            state="visible", timeout=120_000)
+        page.wait_for_timeout(1500)
+        idle(page)
+        assert "answer_attention_1" not in sent and "answer_attention" not in sent, sent  # the tab out of sight
+        page.locator("[role=tab][data-tab-id=attention]").click()  # as a person would
+        page.wait_for_function("() => document.querySelector('#attn-box img')?.complete", timeout=60_000)
+        page.wait_for_timeout(1500)
+        idle(page)
+        assert sent.count("answer_attention_1") == 1, sent  # asked once, when shown
+        assert sent.index("answer_attention_1") > sent.index("open_tab_2"), sent
+    finally:
+        ctx.close()

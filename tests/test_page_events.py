@@ -96,6 +96,9 @@ def test_the_opener_sends_a_picture_once_and_names_it_at_once(served, tab):
     named = {k.elem_id: v for k, v in first.items() if getattr(k, "elem_id", "") == f"{tab}-image-key"}
     assert len(pictures) == 1 and str(pictures[0]).endswith("scene_star.png")
     assert named == {f"{tab}-image-key": "scene_star"}  # the tab's answer starts from the name, not after a check
+    # and it is the tab's last good picture (a refused upload later brings it back): the page checks it no more
+    kept = [v for k, v in first.items() if type(k).__name__ == "State" and isinstance(v, dict) and "path" in v]
+    assert [str(v["path"]).endswith("scene_star.png") for v in kept] == [True], kept
     # the same link opened again within the page, the tab showing that picture: no picture, no name sent again
     again = _open(opener, query, {tab: "scene_star"}, f"page-{tab}", demo)
     assert not [k for k in again if type(k).__name__ == "Image" or getattr(k, "elem_id", "") == f"{tab}-image-key"]
@@ -150,3 +153,22 @@ def test_a_device_tab_is_wired_from_its_declaration_and_its_select_sets_its_own_
             assert f"KEY = {json.dumps(key)}" in by_id[f"{key}-panel"].js_on_load
     assert seen == {t: ([f"{s.device_key}-switch"] if s.device_key else []) for t, s in declared_tabs.TABS.items()}
     assert seen["attention"] == ["device-switch"] and seen["forward"] == ["forward-device-switch"]
+
+
+def test_opening_a_section_marks_it_open_and_answers_in_one_event(served):
+    """A section's opening (its accordion's expand) is one event that sets the server's flag (its first output) and
+    asks the answer: no queue-less flag event before it (each event costs the page)."""
+    demo, _ = served
+    config = demo.get_config_file()
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    types_ = {c["id"]: c["type"] for c in config["components"]}
+    for box in ("inside_head-box", "patch_filters-box", "rollout-box", "deletion-box"):
+        acc = next(i for i, e in ids.items() if e == box)
+        opened = [d for d in config["dependencies"] if [tuple(t) for t in d["targets"]] == [(acc, "expand")]]
+        assert len(opened) == 1 and opened[0]["backend_fn"] and opened[0]["queue"] is not False, (box, opened)
+        assert types_[opened[0]["outputs"][0]] == "state" and len(opened[0]["outputs"]) > 1, box
+        assert not [d for d in config["dependencies"] if d.get("trigger_after") == opened[0]["id"]
+                    and d.get("backend_fn")], box  # nothing asked after it
+    fn = next(b for b in demo.fns.values() if b.name == "answer_inside_head" and b.targets
+              and ids.get(b.targets[0][0]) == "inside_head-box")
+    assert fn.outputs and type(fn.outputs[0]).__name__ == "State"

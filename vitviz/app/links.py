@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from vitviz.app import lessons, uploads
+from vitviz.app import files, lessons, uploads
 from vitviz.app.components import folded
 from vitviz.app.tab import Tab
 from vitviz.core.lru import LRU
@@ -203,8 +203,11 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
             if on_screen and name == on_screen:
                 del out[picture]  # the tab shows this picture already
             else:  # an example or a picture this server holds (checked when it came): its name given at once
-                # starts the tab's answer now, not after the picture's check (one event less on the way)
-                out[tabs[tab].key] = name
+                # starts the tab's answer now, and it is the page's last good picture (no check on the way: the
+                # page's picture check passes over a picture this names, vitvizLink.named)
+                out[tabs[tab].key], out[tabs[tab].kept] = name, {"path": out[picture]}
+                if session and name.startswith("upload-"):
+                    files.PICTURES.hold(session, out[picture])
         if said:
             out[page["notice"]] = gr.Markdown(folded("\n\n".join(said)), visible=True)
         if q.get("lesson"):
@@ -248,7 +251,7 @@ def outputs(tabs: dict[str, Tab], page: dict[str, Any]) -> list:
                                *DEVICE_TABS.values(), "opened", "settle")]
     for tab in tabs.values():
         comps += [tab.extras["photos_note"]] if "photos_note" in tab.extras else []
-        comps += [tab.src] if tab.src is not None else []
+        comps += [tab.src, tab.kept] if tab.src is not None else []
         comps += [tab.form[field] for n, field, _ in MODEL_LISTS if n == tab.name]
         comps += [tab.form.carrier] if tab.form.carrier is not None else []
     return list(dict.fromkeys(comps))

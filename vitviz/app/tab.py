@@ -134,9 +134,16 @@ class Tab:
         self.accepted = None
         if self.src is not None:  # a picture vitviz cannot use is refused with one warning; the last good one stays
             self.kept = gr.State(None)
-            # gradio's image box reports a new value twice in a row (the same picture): one check, one warning
-            self.accepted = on(self.src.change, self.accept, [self.src, self.kept], [self.src, self.key, self.kept],
+            # gradio's image box reports a new value twice in a row (the same picture): one check, one warning.
+            # Every new picture is checked but one a link's opener set and named (an example, or a picture this
+            # server holds: checked when it came; the opener keeps it as the last good one): the page tells
+            # (vitvizLink.named, once the link's settings, its name among them, are in): one event less
+            check = door(f"{name}-picture-check")
+            self.accepted = on(check.click, self.accept, [self.src, self.kept], [self.src, self.key, self.kept],
                                trigger_mode="once", **DECODE)
+            self.src.change(None, self.src, None, js=f"(p) => {{ const L = window.vitvizLink; "
+                            f"if (!L?.settling()) {open_door(check.elem_id)}; else L.named(p, {self.key.elem_id!r})"
+                            f".then((named) => named || {open_door(check.elem_id)}); return []; }}")
             self.key.change(None, self.key, None, js=f"(k) => window.vitvizLink?.image({name!r}, k)")
 
     def event(self, view: View, render: Callable[[Shown], tuple], outputs: list,

@@ -84,6 +84,19 @@
       delete waiting[name];
       for (const door of doors) window.vitvizDoors?.[door]?.();
     },
+    named(picture, keyBox) {  // whether a tab's new picture, set while a link opens, is the example the link's
+      // opener named (its hidden box `keyBox`, among the link's settings): then it needs no check. A promise, kept
+      // once the settings are in (an upload, or a picture the opener did not name, is checked)
+      return new Promise((ok) => {
+        const read = () => {
+          if (link.settling()) return setTimeout(read, 20);
+          const key = document.querySelector(`#${keyBox} textarea, #${keyBox} input`)?.value || "";
+          const file = picture && (picture.orig_name || picture.path || picture.url || "");
+          ok(!!key && !!file && !key.startsWith("upload-") && file.split("/").pop().replace(/\.[^.]*$/, "") === key);
+        };
+        read();
+      });
+    },
     whenShown(tab, door) {  // a door of tab `tab`'s work: opened now while the tab is shown, else when it is next
       // (a link within the page sets every tab's settings: the tabs out of sight ask nothing until opened)
       if ((state.tab || FIRST_TAB) === tab) window.vitvizDoors?.[door]?.();
