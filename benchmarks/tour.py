@@ -92,8 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--port", type=int, default=7871)
-    ap.add_argument("--events", action="store_true", help="also list the events each step sends in the last walk, each with when it was sent "
-                    "(seconds after Next)")
+    ap.add_argument("--events", action="store_true",
+                    help="also list the events each step sends in the last walk, each with when it was sent "
+                         "(seconds after Next)")
     args = ap.parse_args(argv)
     steps = len(lesson.tour().steps)
     proc = serve(args.port)

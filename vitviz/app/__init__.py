@@ -105,7 +105,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         open_here = door("page-open")
         loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
-                                 api_visibility="private", queue=False)  # last: a link opened while the page still opens
+                                 api_visibility="private", queue=False)  # (last: a link opened while the page
+        # still opens; UI only, no model: outside the queue, it costs the page two status messages, not four)
         put = links.settled(tabs)  # set by the page itself, in one event: they take part in no answered event
         # (the controls' values now: the page compares them with the link's to open the doors a hand would)
         settle.change(None, [settle, *put], put,
