@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from vitviz.app import files, lessons, uploads
+from vitviz.app import lessons, uploads
 from vitviz.app.components import folded
 from vitviz.app.tab import Tab
 from vitviz.core.lru import LRU
@@ -206,8 +206,6 @@ def opener(tabs: dict[str, Tab], page: dict[str, Any], relabel: Callable[[], dic
                 # starts the tab's answer now, and it is the page's last good picture (no check on the way: the
                 # page's picture check passes over a picture this names, vitvizLink.named)
                 out[tabs[tab].key], out[tabs[tab].kept] = name, {"path": out[picture]}
-                if session and name.startswith("upload-"):
-                    files.PICTURES.hold(session, out[picture])
         if said:
             out[page["notice"]] = gr.Markdown(folded("\n\n".join(said)), visible=True)
         if q.get("lesson"):
