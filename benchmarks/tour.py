@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> None:
     cold: dict[int, float] = {}
     loads: list[float] = []
     sent: dict[int, list[list[tuple[str, float]]]] = {k: [] for k in range(2, steps + 1)}
-    took: dict[int, list[float]] = {k: [] for k in range(2, steps + 1)}
     joins: list[tuple[str, float]] = []
     reloaded = 0
     try:
@@ -152,8 +151,6 @@ def main(argv: list[str] | None = None) -> None:
                     page.wait_for_function(DRAWN, arg=sel, timeout=60_000)
                     last = page.evaluate(DRAWN, sel)
                     sent[k].append([(name, at - clicked) for name, at in joins])
-                    if round_:
-                        took[k].append(max(last - t0, shown - t0) / 1000)
                     if not round_:  # the first walk makes each step's analyses (the page loaded once)
                         cold[k] = max(last - t0, shown - t0) / 1000
                     if round_:  # the others are what is measured
@@ -193,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.events:
         print()
         for k in range(2, steps + 1):
-            print(f"step {k} (drawn {took[k][-1]:.2f} s): "
+            print(f"step {k} (drawn {drawn[k][-1]:.2f} s): "
                   + ", ".join(f"{name} +{at:.2f} s" for name, at in sent[k][-1]))
 
 
