@@ -8,6 +8,7 @@ DINO's rule draws on the true attention."""
 
 from __future__ import annotations
 
+import base64
 import re
 
 import numpy as np
@@ -114,6 +115,13 @@ def test_the_embedded_models_keys_give_its_attention_in_every_layer(rgb_cat):
     payload = browser.attention_payload(a, declared.ATTENTION.check({}), FIELDS)
     assert payload["first"] == list(range(a.maps.layers))  # all of them come with the first answer
     assert payload["parts"]["keys"] == [f"keys-{i}.f4" for i in range(a.maps.layers)]
+    # and in it: the page's explorer asks the server for nothing more (the bytes the parts' route serves)
+    assert payload["bytes"] <= browser.INLINE_BYTES
+    data = payload["data"]
+    assert sorted(data) == sorted(["cls.f4", "image.png", *payload["parts"]["keys"]])
+    for name in ("cls.f4", *payload["parts"]["keys"]):
+        assert base64.b64decode(data[name]) == browser.part(a, name), name
+    assert base64.b64decode(data["image.png"].removeprefix("data:image/png;base64,")) == browser.part(a, "image.png")
 
 
 def test_random_weights_travel_as_float16_within_the_stated_tolerance(dino_s8_dir, rgb_cat):
@@ -193,6 +201,7 @@ def test_dino_at_224_px_sends_one_layer_first_within_4_mib(dino_s8_dir, rgb_cat)
     a = analysis.analyse(runner, rgb_cat, 224)
     p = browser.attention_payload(a, declared.ATTENTION.check({"layer": 5}), FIELDS)
     assert p["first"] == [4] and p["tokens"] == 1 + 28 * 42 and p["head_dim"] == 64
+    assert "data" not in p  # over INLINE_BYTES: fetched by name, kept by the browser's cache
     per_layer = 2 * 6 * 1177 * 64 * 2  # q and k, float16 (random weights: near-even rows)
     cls = 12 * 7 * 1176 * 4
     assert p["bytes"] == cls + len(browser.part(a, "image.png")) + per_layer

@@ -224,12 +224,14 @@ def test_parts_the_server_does_not_hold_are_none(analysed):
     assert browser.explorer_part(analysed.token, "keys-1.f4") is not None
 
 
-def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(gate, analysed):
+def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(gate, analysed, monkeypatch):
     from vitviz.specs import views as declared
 
     fields = {n: declared.ATTENTION[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query")}
     values = declared.ATTENTION.check({"model": registry.OFFLINE_KEY})
-    browser.attention_payload(analysed, values, fields)
+    with monkeypatch.context() as m:
+        m.setattr(browser, "INLINE_BYTES", 0)  # a first map over the page's inline limit: the parts' names only
+        browser.attention_payload(analysed, values, fields)
     from contextlib import nullcontext
 
     from vitviz.render import plotting
@@ -249,3 +251,5 @@ def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(
     browser.attention_payload(analysed, values, fields, inline=True)  # the API's answer holds every layer's keys
     packed = [n for what, n in gate.seen if what == "packing the explorer's data"][-1]
     assert packed == browser.payload_bytes(analysed, analysed.maps.layers) > 3 * analysed.fitted.image.nbytes
+    browser.attention_payload(analysed, values, fields)  # the page's, small enough to hold its data: as much
+    assert [n for what, n in gate.seen if what == "packing the explorer's data"][-1] == packed

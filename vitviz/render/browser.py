@@ -17,7 +17,8 @@ at a patch or moving a slider needs no server call. What it receives for one ana
 - the head-mean rollout, (N,) float32, only when asked for (it needs every row of every layer: computed from the
   kept queries and keys when its part is first fetched).
 
-The JSON answer is small: names of these parts, served by :func:`explorer_part` under ``/vitviz/explorer/<token>/``
+The JSON answer is small (but for a first map within :data:`INLINE_BYTES`, which it holds): names of these parts,
+served by :func:`explorer_part` under ``/vitviz/explorer/<token>/``
 with a long-lived cache (the token names the model's weights, the picture and the short side, keyed with the
 server's secret: a part never changes under its name, so the same example in 30 browsers is computed once and each
 browser fetches it once).
@@ -50,6 +51,10 @@ FIRST_KEYS_BYTES = 4 * 2**20
 """Every layer's queries and keys come with the first answer when together they are under this many bytes (the
 embedded model on the cat: 0.28 MiB for its 4 layers); otherwise the first answer has the layer on screen and the
 others follow when first looked at (DINO ViT-S/8 on the cat at 224 px: 1.7 MiB per layer)."""
+INLINE_BYTES = 256 * 2**10
+"""A first map this small (its class-token maps, picture and first keys together: the embedded model's, about
+210 kB) comes in the page's answer itself, as the API's always does: the explorer draws it without asking the
+server for anything more (the parts' fetches after the answer were most of a tour step's wait)."""
 ROUTE = "vitviz/explorer"
 """Where the explorer's parts are served, under the app's root: ``ROUTE/<token>/<part>``."""
 PART = re.compile(r"^(cls\.f4|rollout\.f4|image\.png|keys-(\d{1,3})\.f[24])$")
@@ -122,15 +127,24 @@ def attention_payload(a: Analysis, values: dict, fields: dict, inline: bool = Fa
     served (``ROUTE/<token>/``); ``state`` (the settings the explorer holds: layer counted from 1, head with -1 for
     the mean, keep, alpha, cmap, query as [row, col] or None); ``fields`` (for each of them its link key, and for
     numbers their range and step: the declaration, so the browser offers the same range as everything else);
-    colormaps; ``bytes``: what the first map needs, in bytes. With ``inline`` (the API's answer) ``data`` also
-    holds those parts (the class token's maps, the picture and the first layers' keys), base64 (the image as a
-    data URL), so the answer stands alone.
+    colormaps; ``bytes``: what the first map needs, in bytes (:func:`first_bytes`). With ``inline`` (the API's
+    answer), or when they are within :data:`INLINE_BYTES`, ``data`` also holds those parts (the class token's
+    maps, the picture and the first layers' keys), base64 (the image as a data URL), so the answer stands alone.
     """
     maps = a.maps
     start = int(np.clip(int(values["layer"]), 1, maps.layers)) - 1
     first = first_layers(a, start)
+    inline = inline or first_bytes(a, first) <= INLINE_BYTES
     with budget.reserve(payload_bytes(a, len(first) if inline else 0), "packing the explorer's data"):
         return _payload(a, values, fields, start, first, inline)
+
+
+def first_bytes(a: Analysis, first: list[int]) -> int:
+    """Bytes of what the first map needs: the class token's maps with the head mean, the picture's PNG and the
+    ``first`` layers' queries and keys."""
+    maps = a.maps
+    return (maps.layers * (maps.heads + 1) * maps.cls.shape[-1] * 4 + len(_png(a.token, a.fitted.image))
+            + sum(layer_bytes(a, i) for i in first))
 
 
 def payload_bytes(a: Analysis, inline_layers: int) -> int:
@@ -169,9 +183,7 @@ def _payload(a: Analysis, values: dict, fields: dict, start: int, first: list[in
         "first": first, "base": f"{ROUTE}/{a.token}/",
         **explorer_template({**values, "layer": start + 1}, fields),
     }
-    n = maps.cls.shape[-1]
-    out["bytes"] = (maps.layers * (maps.heads + 1) * n * 4 + len(_png(a.token, a.fitted.image))
-                    + sum(layer_bytes(a, i) for i in first))
+    out["bytes"] = first_bytes(a, first)
     if inline:
         data = {"cls.f4": b64(np.frombuffer(part(a, "cls.f4"), np.uint8))}
         data |= {key_parts(a)[i]: b64(np.frombuffer(part(a, key_parts(a)[i]), np.uint8)) for i in first}
