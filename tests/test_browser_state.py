@@ -337,3 +337,37 @@ def test_a_link_that_changes_an_unseen_tabs_settings_asks_its_figures_only_when_
         assert sent.index("answer_attention_1") > sent.index("open_tab_2"), sent
     finally:
         ctx.close()
+
+
+def test_a_link_that_shows_a_tab_with_a_new_answer_asks_the_figures_beside_it_once(browser, app_url):
+    """A link onto the Forward pass leaves the Attention tab's figures waiting for that tab; a link that then shows
+    the Attention tab with another picture asks its answer, which draws those figures after it: they are asked
+    once, not also by the wait (tour step 6 drew them twice)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        model = "vitviz+tiny+%28shapes+only%29"
+        page.goto(f"{app_url}?tab=attention&image=scene_star&model={model}&layer=4")
+        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+        idle(page)
+        page.wait_for_timeout(500)
+        names = dict(page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name])"))
+        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=forward&image=scene_star&fp_model={model}")
+        page.locator("#forward-stages img, #forward-stages canvas, .tabitem:visible img").first.wait_for(
+            state="visible", timeout=120_000)
+        page.wait_for_timeout(1500)
+        idle(page)
+        sent: list[str] = []
+        page.on("request", lambda r: sent.append(names.get(json.loads(r.post_data or "{}").get("fn_index")))
+                if r.method == "POST" and ("/queue/join" in r.url or "/run/predict" in r.url) else None)
+        before = page.evaluate("() => document.querySelector('#attn-box img')?.src || ''")
+        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=attention&image=scene_ring&model={model}&layer=4")
+        page.wait_for_function("(b) => { const i = document.querySelector('#attn-box img'); "
+                               "return i && i.complete && i.src !== b; }", arg=before, timeout=60_000)
+        page.wait_for_timeout(1500)
+        idle(page)
+        assert sent.count("answer_explorer") == 1, sent
+        assert sent.count("answer_attention") + sent.count("answer_attention_1") == 1, sent  # the figures beside
+        assert sent.index("answer_explorer") < sent.index("answer_attention"), sent  # drawn after the answer
+    finally:
+        ctx.close()

@@ -171,7 +171,8 @@ def build(gr_tab: gr.Tab) -> Tab:
     shown = on(tab.answer_triggers([go.click, model.change, side.release]), first, first.inputs, first.outputs,
                trigger_mode="always_last", **MODEL,
                js="(...a) => { const e = document.getElementById('attention-explorer'); "
-                  "if (e) e.dataset.asking = String(performance.now()); return a; }")
+                  "if (e) e.dataset.asking = String(performance.now()); window.vitvizLink?.asked('attention'); "
+                  "return a; }")
     on(shown.success, screen, screen.inputs, screen.outputs, **MODEL)
     shown.then(None, None, None, js="() => { const e = document.getElementById('attention-explorer'); "
                                     "if (e) delete e.dataset.asking; (" + tab.reveal("#attention-notice") + ")(); }")

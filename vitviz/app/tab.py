@@ -343,8 +343,11 @@ class Tab:
         event's ``.success``/``.then``. ``after_link``: while a link is being opened (the server's opener asked,
         its settings not yet put into the controls: ``vitvizLink.settling``), ``when`` is read only ``delay`` ms
         after they are, so it sees what the link's settings asked (on a busy page that can take longer than any
-        fixed delay). ``tab``: the door opens only while that tab is shown, else when it is next shown
-        (``vitvizLink.whenShown``: a link within the page that changes an unseen tab's settings costs nothing now)."""
+        fixed delay). ``tab``: the door opens only while that tab is shown, else when it is next shown and ``when``
+        still holds then, read once a link that shows it has put its settings in (``vitvizLink.whenShown``: a link
+        within the page that changes an unseen tab's settings costs nothing now, and a link that shows the tab with
+        a new answer, which draws the same figures, asks them once: never after the tab's answer was asked since
+        the trigger, or since the link that fired it began to open)."""
         trigger = door(name).click
         if opened is not None:  # (:meth:`while_open`)
             trigger = trigger(lambda: True, None, opened, queue=False, api_visibility="private").then
@@ -352,12 +355,16 @@ class Tab:
         press = f"if ({when}) {open_door(name)};"
         if tab is not None:
             press = (f"if ({when}) {{ if (window.vitvizLink) window.vitvizLink.whenShown({json.dumps(tab)}, "
-                     f"{json.dumps(name)}); else {open_door(name)}; }}")
+                     f"{json.dumps(name)}, () => ({when}), since); else {open_door(name)}; }}")
         later = press if not delay else f"setTimeout(() => {{ {press} }}, {delay});"
         if after_link:
             later = (f"const go = () => {{ if (window.vitvizLink?.settling?.()) return setTimeout(go, 20); {later} }}; "
                      "go();")
-        js = f"() => {{ {later} return []; }}"
+        # since: when this was asked (a link's own start while one is being opened: an answer the link asks
+        # after it draws what this would)
+        since = ("const since = window.vitvizLink?.settling?.() ? window.vitvizLink.openedAt() : performance.now(); "
+                 if tab is not None else "")
+        js = f"() => {{ {since}{later} return []; }}"
         events = [t for t in triggers if hasattr(t, "has_trigger")]
         if events:
             on(events, None, None, None, api_visibility="private", js=js)

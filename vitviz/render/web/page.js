@@ -36,7 +36,8 @@
   const MODES = ["projector", "contrast", "device"];
   const asked = {};  // when each tab's answer was last asked (performance.now(); its event's script says so)
   const hands = new Set();  // the link keys a hand set since the last link's settings were put in
-  const waiting = {};  // by tab: the doors its work waits behind until it is shown (link.whenShown)
+  const waiting = {};  // by tab: the doors its work waits behind until it is shown, each with its
+  // condition (link.whenShown)
   const opening = { asked: 0, settled: 0 };  // when the server's opener was last asked, and its settings last put in
   const link = {
     get: (key) => new URL(window.location.href).searchParams.get(key),
@@ -82,7 +83,15 @@
       write();
       const doors = waiting[name] || [];
       delete waiting[name];
-      for (const door of doors) window.vitvizDoors?.[door]?.();
+      for (const w of doors) link.askWaiting(w);
+    },
+    askWaiting(w) {  // a door that waited for its tab, once a link that shows the tab has put its settings in
+      // (the tab's own answer is asked then): opened if its condition still holds and the tab's answer was not
+      // asked since the door began to wait (that answer draws the same figures after it: not asked twice)
+      if (link.settling()) return setTimeout(() => link.askWaiting(w), 20);
+      setTimeout(() => {
+        if ((!w.when || w.when()) && link.askedAt(w.tab) < w.since) window.vitvizDoors?.[w.door]?.();
+      }, 50);
     },
     named(picture, keyBox) {  // whether a tab's new picture, set while a link opens, is the example the link's
       // opener named (its hidden box `keyBox`, among the link's settings): then it needs no check. A promise, kept
@@ -97,11 +106,15 @@
         read();
       });
     },
-    whenShown(tab, door) {  // a door of tab `tab`'s work: opened now while the tab is shown, else when it is next
-      // (a link within the page sets every tab's settings: the tabs out of sight ask nothing until opened)
-      if ((state.tab || FIRST_TAB) === tab) window.vitvizDoors?.[door]?.();
-      else if (!(waiting[tab] ||= []).includes(door)) waiting[tab].push(door);
+    whenShown(tab, door, when, since = performance.now()) {  // a door of tab `tab`'s work, asked at `since`:
+      // opened now while the tab is shown, else when it is next, if `when()` (read again then) still holds (a link
+      // within the page sets every tab's settings: the tabs out of sight ask nothing until opened); never when
+      // the tab's answer was asked since (it draws the same figures after it)
+      if ((state.tab || FIRST_TAB) !== tab) {
+        if (!(waiting[tab] ||= []).some((w) => w.door === door)) waiting[tab].push({ tab, door, when, since });
+      } else if (link.askedAt(tab) < since) window.vitvizDoors?.[door]?.();
     },
+    openedAt: () => opening.asked,  // when the link being opened (or the last one) was asked
     bring(find, open, drawnOf = mainFigure) {  // keep what find() gives (once it is there) just under a lesson's
       // bar (which stays on screen), else at the top of the screen, while what is above it is still being drawn
       // (figures arriving move it down), until the page settles (15 s after its main figure, drawnOf(it), is
