@@ -308,26 +308,36 @@ def test_a_link_within_the_page_that_changes_what_a_hand_sets_asks_it_once(brows
         ctx.close()
 
 
+def _attention_then_forward(page, app_url: str) -> list[str]:
+    """The Attention tab opened on the shapes model at layer 4, then a link within the page onto the Forward pass
+    (which sets the Attention tab's settings back, out of sight): the events sent from the Attention tab's first
+    answer on, by name, as a list that goes on filling."""
+    page.goto(f"{app_url}?tab=attention&image=scene_star&model={TINY}&layer=4")
+    page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    page.wait_for_timeout(500)
+    names = dict(page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name])"))
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(names.get(json.loads(r.post_data or "{}").get("fn_index")))
+            if r.method == "POST" and ("/queue/join" in r.url or "/run/predict" in r.url) else None)
+    page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=forward&image=scene_star&fp_model={TINY}")
+    page.locator("#forward-stages img, #forward-stages canvas, .tabitem:visible img").first.wait_for(
+        state="visible", timeout=120_000)
+    page.wait_for_timeout(1500)
+    idle(page)
+    return sent
+
+
+TINY = "vitviz+tiny+%28shapes+only%29"
+
+
 def test_a_link_that_changes_an_unseen_tabs_settings_asks_its_figures_only_when_that_tab_is_shown(browser, app_url):
     """Within the page, a link onto the Forward pass sets the Attention tab's settings back too (layer 4 -> the
     default): its heads figure is asked for only once the Attention tab is shown again, and then once."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     page = ctx.new_page()
     try:
-        model = "vitviz+tiny+%28shapes+only%29"
-        page.goto(f"{app_url}?tab=attention&image=scene_star&model={model}&layer=4")
-        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
-        idle(page)
-        page.wait_for_timeout(500)
-        names = dict(page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name])"))
-        sent: list[str] = []
-        page.on("request", lambda r: sent.append(names.get(json.loads(r.post_data or "{}").get("fn_index")))
-                if r.method == "POST" and ("/queue/join" in r.url or "/run/predict" in r.url) else None)
-        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=forward&image=scene_star&fp_model={model}")
-        page.locator("#forward-stages img, #forward-stages canvas, .tabitem:visible img").first.wait_for(
-            state="visible", timeout=120_000)
-        page.wait_for_timeout(1500)
-        idle(page)
+        sent = _attention_then_forward(page, app_url)
         assert "answer_attention_1" not in sent and "answer_attention" not in sent, sent  # the tab out of sight
         page.locator("[role=tab][data-tab-id=attention]").click()  # as a person would
         page.wait_for_function("() => document.querySelector('#attn-box img')?.complete", timeout=60_000)
@@ -346,22 +356,10 @@ def test_a_link_that_shows_a_tab_with_a_new_answer_asks_the_figures_beside_it_on
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     page = ctx.new_page()
     try:
-        model = "vitviz+tiny+%28shapes+only%29"
-        page.goto(f"{app_url}?tab=attention&image=scene_star&model={model}&layer=4")
-        page.locator(f"{EXPLORER} .vx-big canvas").wait_for(state="visible", timeout=120_000)
-        idle(page)
-        page.wait_for_timeout(500)
-        names = dict(page.evaluate("() => window.gradio_config.dependencies.map((d) => [d.id, d.api_name])"))
-        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=forward&image=scene_star&fp_model={model}")
-        page.locator("#forward-stages img, #forward-stages canvas, .tabitem:visible img").first.wait_for(
-            state="visible", timeout=120_000)
-        page.wait_for_timeout(1500)
-        idle(page)
-        sent: list[str] = []
-        page.on("request", lambda r: sent.append(names.get(json.loads(r.post_data or "{}").get("fn_index")))
-                if r.method == "POST" and ("/queue/join" in r.url or "/run/predict" in r.url) else None)
+        sent = _attention_then_forward(page, app_url)
+        sent.clear()
         before = page.evaluate("() => document.querySelector('#attn-box img')?.src || ''")
-        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=attention&image=scene_ring&model={model}&layer=4")
+        page.evaluate("(u) => window.vitvizLink.go(u)", f"?tab=attention&image=scene_ring&model={TINY}&layer=4")
         page.wait_for_function("(b) => { const i = document.querySelector('#attn-box img'); "
                                "return i && i.complete && i.src !== b; }", arg=before, timeout=60_000)
         page.wait_for_timeout(1500)
