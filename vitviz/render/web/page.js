@@ -110,8 +110,8 @@
       // opened now while the tab is shown, else when it is next, if `when()` (read again then) still holds (a link
       // within the page sets every tab's settings: the tabs out of sight ask nothing until opened); never when
       // the tab's answer was asked since (it draws the same figures after it)
-      if ((state.tab || FIRST_TAB) !== tab) {
-        if (!(waiting[tab] ||= []).some((w) => w.door === door)) waiting[tab].push({ tab, door, when, since });
+      if ((state.tab || FIRST_TAB) !== tab) {  // one wait per door, since its latest trigger
+        waiting[tab] = [...(waiting[tab] || []).filter((w) => w.door !== door), { tab, door, when, since }];
       } else if (link.askedAt(tab) < since) window.vitvizDoors?.[door]?.();
     },
     openedAt: () => opening.asked,  // when the link being opened (or the last one) was asked
