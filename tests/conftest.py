@@ -36,6 +36,16 @@ def module_of(runner) -> torch.nn.Module:
     return runner._module
 
 
+def local_client(url: str, **kwargs):
+    """A gradio_client Client of an app on 127.0.0.1 (plain HTTP). It opens a new httpx connection for every request
+    (upload, queue, event stream, each file), and httpx builds an SSL context for each, loading certifi's bundle:
+    about 27 ms a request here, 15 s of tests/test_app_client.py. Plain HTTP has no certificate to check
+    (``ssl_verify=False``: an empty context, 0.2 ms)."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, ssl_verify=False, **kwargs)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -150,8 +160,12 @@ def final_event(stream: str) -> str:
 def served():
     """The real app, launched on 127.0.0.1 for the whole session: (its Blocks, its URL)."""
     from vitviz import app
+    from vitviz.app import serving
 
     demo = app.build_demo()
+    # as `python -m vitviz.app` does: the server's memory watcher collects what requests made, not this whole test
+    # process (each full collection here cost 0.3-0.5 s and held every thread: 13 s of tests/test_app_client.py)
+    serving.freeze_what_lasts()
     port = free_port()
     kwargs = app.launch_kwargs()
     kwargs.update(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)

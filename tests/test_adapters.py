@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 
 import gradio
+from conftest import local_client
 
 from vitviz.app import adapters
 
@@ -17,7 +18,6 @@ def test_the_files_gradio_made_for_an_app_are_removed_by_its_own_cleanup(tmp_pat
     import shutil
 
     from conftest import EXAMPLES, free_port
-    from gradio_client import Client
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(cache))
@@ -29,7 +29,7 @@ def test_the_files_gradio_made_for_an_app_are_removed_by_its_own_cleanup(tmp_pat
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False).predict(api_name="/picture")
+        local_client(f"http://127.0.0.1:{port}/", download_files=False).predict(api_name="/picture")
         copies = [f for f in cache.rglob("mine.png")]
         assert copies  # gradio copied the answer's picture into its cache
         adapters.remove_app_files(demo)
@@ -67,7 +67,6 @@ def test_a_new_session_copies_a_blocks_configuration_only_when_gradio_reads_it()
     some other way (the copies then made at once: all of them)."""
     from conftest import free_port
     from gradio.state_holder import SessionState
-    from gradio_client import Client
 
     adapters.lazy_session_configs()
     with gradio.Blocks() as demo:
@@ -82,7 +81,7 @@ def test_a_new_session_copies_a_blocks_configuration_only_when_gradio_reads_it()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = local_client(f"http://127.0.0.1:{port}/")
         assert client.predict("abc", api_name="/upper") == "ABC"
         state = demo.state_holder.session_data[client.session_hash]
         made = dict.__len__(state.config_values)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import EXAMPLES, ROOT
-from gradio_client import Client, handle_file
+from conftest import EXAMPLES, ROOT, local_client
+from gradio_client import handle_file
 from PIL import Image
 
 from vitviz import assets
@@ -21,7 +21,7 @@ from vitviz.views import RECORDS, VIEWS
 
 @pytest.fixture(scope="module")
 def client(app_url):
-    return Client(app_url, verbose=False)
+    return local_client(app_url)
 
 
 def picture(name: str):
@@ -229,7 +229,7 @@ def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]
     assert 'api_name="/patches"' in code and 'api_name="/attention"' in code
     monkeypatch.chdir(ROOT)
-    shared = Client(app_url, verbose=False)
+    shared = local_client(app_url)
     monkeypatch.setattr(gradio_client, "Client", lambda *args, **kwargs: shared)
     answers = []
     for _ in range(2):

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
-from gradio_client import Client, handle_file
+from conftest import EXAMPLES, local_client
+from gradio_client import handle_file
 from PIL import Image
 
 from vitviz.core import owned
@@ -72,7 +72,7 @@ def _digest(value) -> object:
 
 def test_sixteen_clients_get_the_sequential_answers(app_url, pictures):
     plan = [[_request(i, j, pictures) for j in range(PER_CLIENT)] for i in range(CLIENTS)]
-    one = Client(app_url, verbose=False)
+    one = local_client(app_url)
     alone = {}
     for requests in plan:
         for api, args in requests:
@@ -82,7 +82,7 @@ def test_sixteen_clients_get_the_sequential_answers(app_url, pictures):
     assert len({k[0] for k in alone}) == 4 and len(alone) >= 50
 
     owned.reset("results")  # the class at once draws (and analyses) its answers itself, not from one client's
-    clients = [Client(app_url, verbose=False) for _ in range(CLIENTS)]
+    clients = [local_client(app_url) for _ in range(CLIENTS)]
     barrier = threading.Barrier(CLIENTS)
     errors: list[str] = []
 
@@ -125,7 +125,7 @@ def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_p
         with open("/proc/self/statm") as f:  # the app runs in this process
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-    clients = [Client(app_url, verbose=False) for _ in range(12)]
+    clients = [local_client(app_url) for _ in range(12)]
     ask = lambda c: c.predict(handle_file(str(path)), 16, 224, "crop", "ViT-B", api_name="/patches")  # noqa: E731
     summary = ask(clients[0])["texts"]["summary"]  # warm
     assert "6320×6320 picture, read at 703×703 → 224×224" in summary  # decoded at 1/9 scale, its size still said
@@ -158,7 +158,7 @@ def test_a_huge_upload_costs_bounded_memory_and_memory_comes_back(app_url, tmp_p
 def test_the_ten_to_one_picture_at_the_largest_side_gets_the_budget_message(app_url, dino_in_cache, tmp_path):
     path = tmp_path / "long.png"
     Image.new("RGB", (600, 60), (200, 100, 50)).save(path)
-    client = Client(app_url, verbose=False)
+    client = local_client(app_url)
     with pytest.raises(Exception) as err:
         client.predict(handle_file(str(path)), "DINO ViT-S/8", 512, api_name="/attention")
     assert "64×640 = 40,960 patches for DINO ViT-S/8" in str(err.value) and "smaller short side" in str(err.value)
@@ -179,7 +179,7 @@ def test_a_full_queue_says_try_again_and_the_app_keeps_serving(monkeypatch):
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         url = f"http://127.0.0.1:{port}/"
-        clients = [Client(url, verbose=False) for _ in range(8)]
+        clients = [local_client(url) for _ in range(8)]
         cat = str(EXAMPLES / "cat.png")
 
         def ask(client) -> str:

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from conftest import EXAMPLES, raw_call
+from conftest import EXAMPLES, local_client, raw_call
 
 from vitviz.app import serving
 from vitviz.specs import registry
@@ -47,9 +47,7 @@ def bad_values(param: dict) -> list:
 
 
 def test_every_wrong_value_in_every_parameter_of_every_endpoint_gets_a_message(app_url, star):
-    from gradio_client import Client
-
-    api = Client(app_url, verbose=False).view_api(return_format="dict", print_info=False)["named_endpoints"]
+    api = local_client(app_url).view_api(return_format="dict", print_info=False)["named_endpoints"]
     calls = []
     for name, info in api.items():
         params = info["parameters"]

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from browser_support import idle, sync_api
-from conftest import free_port
+from conftest import free_port, local_client
 from test_added_models import LAB, XRAY, build_checkpoints
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -51,12 +51,12 @@ def operator_server(tmp_path_factory):
 
 
 def test_the_server_reports_the_broken_entries_and_serves_the_added_models_through_the_api(operator_server):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     url, read_log = operator_server
     text = read_log()
     assert "2 model(s) added, 3 left out" in text and "left out Pickled: weights:" in text, text[-3000:]
-    client = Client(url, verbose=False)
+    client = local_client(url)
     schema = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     enum = next(p for p in schema["/attention"]["parameters"] if p["parameter_name"] == "model")["type"]["enum"]
     assert enum[-2:] == [LAB, XRAY]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, local_client
 from PIL import Image
 
 from vitviz.core import patches
@@ -143,7 +143,7 @@ def test_a_missing_file_is_named_in_command_line_words(tmp_path):
 
 
 def test_attention_files_hold_the_apps_numbers_and_the_settings_used(app_url, tmp_path):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     star = EXAMPLES / "scene_star.png"
     out = run("attention", str(star), "--layer", "3", "--threshold", "0.7", "--resolution", "512", "--out",
@@ -156,7 +156,7 @@ def test_attention_files_hold_the_apps_numbers_and_the_settings_used(app_url, tm
     assert record["model"] == registry.OFFLINE_KEY and record["layer"] == 3 and record["threshold"] == 0.7
     assert record["settings"]["resolution"] == 64  # what was used, not the 512 asked for, and why
     assert record["adjusted"]["resolution"]["asked"] == 512 and "64 px only" in record["adjusted"]["resolution"]["why"]
-    answer = Client(app_url, verbose=False).predict(handle_file(str(star)), "DINO ViT-S/8", 224, 3, -1, 0.7,
+    answer = local_client(app_url).predict(handle_file(str(star)), "DINO ViT-S/8", 224, 3, -1, 0.7,
                                                     api_name="/attention")
     rows = re.findall(r"\| (head \d|head mean) \| ([\d.]+)% \| ([\d.]+)% \| (\d+) \|", answer["texts"]["table"])
     assert len(rows) == len(record["maps"]) == 4 and answer["numbers"]["maps"] == record["maps"]
@@ -264,11 +264,11 @@ def test_every_flag_is_a_declared_setting_with_its_range():
     ("/bundle_classify", ("star", registry.OFFLINE_KEY)),
 ])
 def test_a_downloaded_view_is_made_again_by_the_command_pixel_for_pixel(app_url, tmp_path, api, args):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     pictures = {"star": EXAMPLES / "scene_star.png", "cat": EXAMPLES / "cat.png"}
     sent = tuple(handle_file(str(pictures[a])) if a in pictures else a for a in args)
-    path = Client(app_url, verbose=False).predict(*sent, api_name=api)
+    path = local_client(app_url).predict(*sent, api_name=api)
     assert Path(path).name.startswith("vitviz_" + api.split("_", 1)[1]) and path.endswith(".zip")
     unpacked = tmp_path / "bundle"
     with zipfile.ZipFile(path) as z:
@@ -294,9 +294,9 @@ def test_a_downloaded_view_is_made_again_by_the_command_pixel_for_pixel(app_url,
 def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
     """The same settings through /attention (what the page shows) and /bundle_attention: the same figures, pixel
     for pixel."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
-    client = Client(app_url, verbose=False)
+    client = local_client(app_url)
     args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 1, 0.55, 0.7, "cividis", "4,4",
             "max", 0.2)
     shown = client.predict(*args, api_name="/attention")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import EXAMPLES, free_port
+from conftest import EXAMPLES, free_port, local_client
 
 from vitviz.app import adapters, files, serving
 
@@ -141,10 +141,10 @@ def test_a_refusal_carries_no_traceback_of_the_request():
 
 
 def test_the_answers_gradio_keeps_per_session_are_dropped(served, app_url):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     demo, _ = served
-    client = Client(app_url, verbose=False)
+    client = local_client(app_url)
     client.predict(handle_file(str(EXAMPLES / "scene_star.png")), api_name="/explorer")
     state = demo.state_holder.session_data[client.session_hash]
     api = adapters._api_ids(demo)
@@ -358,10 +358,10 @@ def test_the_servers_memory_comes_back_after_large_refused_requests(server):
 
 @pytest.mark.slow
 def test_sigterm_stops_the_server_and_leaves_no_file(server):
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
 
     url, proc, temp = server
-    client = Client(url, verbose=False)
+    client = local_client(url)
     answer = client.predict(handle_file(str(EXAMPLES / "scene_star.png")), api_name="/attention")
     client.predict(handle_file(str(EXAMPLES / "scene_star.png")), api_name="/bundle_attention")
     assert Path(answer["figures"]["heads"]).is_file()  # downloaded by the client
@@ -377,7 +377,6 @@ def test_sigterm_stops_the_server_and_leaves_no_file(server):
 def test_thirty_two_clients_starting_at_once_all_connect(server):
     """Every gradio_client asks for /config first (859 KB, 0.67 s to build): 32 at once took 11–15 s, past the
     client's 5 s, and with its retries nobody got through for minutes. Served from the page cache, all connect."""
-    from gradio_client import Client
 
     url, _, _ = server
     first = httpx.get(url + "config", timeout=30).content
@@ -385,7 +384,7 @@ def test_thirty_two_clients_starting_at_once_all_connect(server):
 
     def connect(_i: int) -> str:
         try:
-            return Client(url, verbose=False).view_api(return_format="dict", print_info=False) and "ok"
+            return local_client(url).view_api(return_format="dict", print_info=False) and "ok"
         except Exception as err:  # noqa: BLE001 - counted
             errors.append(repr(err)[:200])
             return "failed"
