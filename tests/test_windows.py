@@ -178,13 +178,11 @@ def _timm_groups(side: int, m: int, shift: int) -> np.ndarray:
     padded = torch.nn.functional.pad(rolled, (0, 0, 0, pw, 0, ph))
     wins = window_partition(padded, (wh, ww)).view(-1, wh * ww).long()  # (nW, M²) patch ids per window
     mask = block.get_attn_mask(padded) if any(block.shift_size) else torch.zeros(wins.shape[0], wh * ww, wh * ww)
+    ids = wins.numpy()
+    ok = (mask.reshape(-1, wh * ww, wh * ww) == 0).numpy() & (ids[:, :, None] > 0) & (ids[:, None, :] > 0)
+    w, i, j = np.nonzero(ok)  # (window, query, key) of every pair of real patches the mask lets through
     allowed = np.zeros((side * side, side * side), bool)
-    for w in range(wins.shape[0]):
-        for i in range(wh * ww):
-            for j in range(wh * ww):
-                a, b = int(wins[w, i]), int(wins[w, j])
-                if a and b and mask[w, i, j] == 0:
-                    allowed[a - 1, b - 1] = True
+    allowed[ids[w, i] - 1, ids[w, j] - 1] = True
     return allowed
 
 
