@@ -30,6 +30,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import EngFormatter
+from matplotlib.transforms import Bbox
 from PIL import Image, ImageDraw, ImageFont
 
 
@@ -179,9 +180,11 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     w, h = fig.get_size_inches() * dpi
     st = style()
     with _drawing_gate(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
-        fit_tight_box(fig, st.max_width / DPI, st.max_height / DPI)
+        box = fit_tight_box(fig, st.max_width / DPI, st.max_height / DPI)
+        if box is None or dpi != DPI or fig.get_layout_engine() is not None:
+            box = "tight"  # measured again by savefig, after the layout engine has placed the axes
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches=box, facecolor="white")
         buf.seek(0)
         image = Image.open(buf).convert("RGB")
         image.info.clear()
@@ -193,19 +196,22 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     return described(fit_image(image, None if text is None else text * dpi / DPI), words_of(fig))
 
 
-def fit_tight_box(fig: Figure, max_w: float, max_h: float, pad: float = 0.1) -> None:
+def fit_tight_box(fig: Figure, max_w: float, max_h: float, pad: float = 0.1) -> Bbox | None:
     """Shrink ``fig`` until its tight bounding box (what ``savefig(bbox_inches="tight")`` keeps, ``pad`` inches
     around it) fits ``max_w`` × ``max_h`` inches: labels spilling past the axes can make it wider than the figure,
-    and scaling the picture down afterwards would shrink its text. Measured, not rendered to PNG."""
+    and scaling the picture down afterwards would shrink its text. Measured, not rendered to PNG. Returns the box
+    that fits, padded, in inches (``savefig(bbox_inches=box)`` then keeps it without measuring it again), or None
+    when six shrinks did not make it fit."""
     renderer = FigureCanvasAgg(fig).get_renderer()
     for _ in range(6):
         box = fig.get_tightbbox(renderer)
         over_w, over_h = box.width + 2 * pad - max_w, box.height + 2 * pad - max_h
         if over_w <= 0 and over_h <= 0:
-            return
+            return box.padded(pad)
         fw, fh = fig.get_size_inches()  # narrower (or shorter) axes, the text unchanged
         fig.set_size_inches(max(1.0, fw - max(0.0, over_w + 0.04) * 1.5),
                             max(1.0, fh - max(0.0, over_h + 0.04) * 1.5))
+    return None
 
 
 def words_of(fig: Figure, limit: int = 600) -> str:
