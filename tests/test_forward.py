@@ -198,6 +198,7 @@ def test_the_probes_hooks_are_gone_after_a_forward_and_after_an_error():
     assert hooks_left() == 0
 
 
+@pytest.mark.slow  # six whole views with their figures (6-7 s); the fast set's threads tests are test_concurrency's
 def test_threads_at_once_get_the_sequential_answers(rgb_cat):
     """The view from several threads at once (one model, its lock, the shared result store) equals one by one."""
     from concurrent.futures import ThreadPoolExecutor
