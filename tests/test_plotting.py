@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from PIL import Image
 
 from vitviz.render import plotting
@@ -99,3 +100,29 @@ def test_a_tall_resampled_table_stays_within_a_projector_screen():
 
     v = view.render(posembed.sincos_2d(14, 14, 64).reshape(14, 14, 64), "2D sinusoidal", resample_to=(30, 12))
     assert v.resampled.height <= 720 and v.mosaic.height <= 720
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["fits", "shrunk"])
+def test_a_figure_is_cut_to_the_box_savefig_would_measure(wide):
+    """to_image hands savefig the box fit_tight_box measured last, instead of "tight" (a second measurement after a
+    dry draw): the picture is pixel for pixel what "tight" gives, also for a figure its labels made too wide."""
+    def make():
+        fig = Figure(figsize=(12.0 if wide else 6.0, 4.0), dpi=plotting.DPI, facecolor="white")
+        ax = fig.subplots()
+        ax.plot(np.arange(10), np.arange(10) ** 2, "o-")
+        ax.set_title("a title " + "that runs on " * (3 if wide else 1))
+        ax.set_xlabel("block")
+        ax.set_ylabel("a long label on the left")
+        ax.legend(["squares"], loc="upper left")
+        return fig
+
+    fig = make()
+    got = plotting.to_image(fig)
+    ref = make()
+    plotting.projector_style(ref)
+    st = plotting.style()
+    assert plotting.fit_tight_box(ref, st.max_width / plotting.DPI, st.max_height / plotting.DPI) is not None
+    buf = io.BytesIO()
+    ref.savefig(buf, format="png", dpi=plotting.DPI, bbox_inches="tight", facecolor="white")
+    want = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+    assert got.size == want.size and np.array_equal(np.asarray(got), np.asarray(want))
