@@ -1,0 +1,72 @@
+"""What drawing costs: every view's figures on this machine, the offline model, each view's default settings.
+
+    python -m benchmarks.figures            # median of 3 draws per view (after one that makes its analyses)
+    python -m benchmarks.figures --rounds 5
+
+For each view: the time ``views.show`` takes once its analysis is held (the library caches analyses, not figures:
+what is left is mostly matplotlib), and the part of it spent in ``plotting.to_image`` (matplotlib's figures: their
+layout measured, drawn, cut and encoded). Views drawn in the browser or with PIL alone spend little there. A
+picture-less view is shown without one; the others get the cat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+PICTURELESS = {"toy", "patch_filters", "position_embeddings", "rotary", "relative_bias", "registers",
+               "patch_size_tradeoff"}
+GIVEN = {"predict": {"patches": "3,3;4,4;5,5"}}  # a view with nothing to show by default
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    from vitviz import assets, views
+    from vitviz.core import images
+    from vitviz.render import plotting
+    from vitviz.views import VIEWS
+
+    spent = [0.0]
+    inner = plotting.to_image
+
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return inner(*a, **k)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    plotting.to_image = timed  # the views call it through the module
+    rgb = images.load_rgb(assets.example("cat"))
+    rows = []
+    for name in sorted(VIEWS):
+        v = VIEWS[name]
+        values = v.check(v.defaults() | GIVEN.get(name, {}))
+        picture = None if name in PICTURELESS else rgb
+        views.show(name, picture, values)  # its model loaded, its analyses made
+        walls, drawing = [], []
+        for _ in range(args.rounds):
+            spent[0] = 0.0
+            t = time.perf_counter()
+            shown = views.show(name, picture, values)
+            walls.append(time.perf_counter() - t)
+            drawing.append(spent[0])
+        rows.append((name, len(shown.figures), statistics.median(walls), statistics.median(drawing)))
+    print(f"Every view shown again with its analysis held (median of {args.rounds}), on {os.cpu_count()} CPUs.\n")
+    print("| view | figures | shown | of which matplotlib's figures (to_image) |")
+    print("|---|---|---|---|")
+    for name, n, wall, draw in rows:
+        print(f"| `{name}` | {n} | {wall * 1000:,.0f} ms | {draw * 1000:,.0f} ms |")
+    print(f"| all | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows):.2f} s | {sum(r[3] for r in rows):.2f} s |")
+
+
+if __name__ == "__main__":
+    main()
