@@ -5,8 +5,8 @@
 
 For each view: the time ``views.show`` takes once its analysis is held (the library caches analyses, not figures:
 what is left is mostly matplotlib), and the part of it spent in ``plotting.to_image`` (matplotlib's figures: their
-layout measured, drawn, cut and encoded). Views drawn in the browser or with PIL alone spend little there. A
-picture-less view is shown without one; the others get the cat.
+layout measured, drawn, cut and encoded). Views drawn in the browser or with PIL alone spend little there. A view
+whose settings hold a picture gets the cat; the others are shown without one.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import time
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-PICTURELESS = {"toy", "patch_filters", "position_embeddings", "rotary", "relative_bias", "registers",
-               "patch_size_tradeoff"}
 GIVEN = {"predict": {"patches": "3,3;4,4;5,5"}}  # a view with nothing to show by default
 
 
@@ -32,7 +30,7 @@ def main() -> None:
     from vitviz import assets, views
     from vitviz.core import images
     from vitviz.render import plotting
-    from vitviz.views import VIEWS
+    from vitviz.views import RECORDS, VIEWS
 
     spent = [0.0]
     inner = plotting.to_image
@@ -50,7 +48,7 @@ def main() -> None:
     for name in sorted(VIEWS):
         v = VIEWS[name]
         values = v.check(v.defaults() | GIVEN.get(name, {}))
-        picture = None if name in PICTURELESS else rgb
+        picture = rgb if RECORDS[name].needs_picture else None  # as its declaration says
         views.show(name, picture, values)  # its model loaded, its analyses made
         walls, drawing = [], []
         for _ in range(args.rounds):
