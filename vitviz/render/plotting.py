@@ -182,7 +182,9 @@ def to_image(fig: Figure, dpi: int = DPI) -> Image.Image:
     with _drawing_gate(int(w * h) * 4 * 4, "drawing a figure"):  # the canvas, its PNG, the decoded copy, RGB
         box = fit_tight_box(fig, st.max_width / DPI, st.max_height / DPI)
         if box is None or dpi != DPI or fig.get_layout_engine() is not None:
-            box = "tight"  # measured again by savefig, after the layout engine has placed the axes
+            # savefig measures it: a box that never fitted, text measured at another dpi, or axes a layout engine
+            # places only as the figure is drawn
+            box = "tight"
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, bbox_inches=box, facecolor="white")
         buf.seek(0)
