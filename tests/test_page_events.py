@@ -38,6 +38,58 @@ def test_no_event_that_reaches_the_server_has_a_container_among_its_outputs(serv
     assert children[tabs] >= 6
 
 
+def test_an_events_progress_is_shown_only_on_what_a_person_sees_being_made(served):
+    """gradio's page keeps a status for each component an event's progress was ever shown on and sets every one
+    again, each found by a walk through the whole layout, at every status message of every later event. So each
+    event the page sends to the server shows its progress on its figures, views, texts and files only
+    (serving.progress_on), never on its controls, states or hidden carriers; the opener, a few ms, on none."""
+    from vitviz.app import serving
+
+    demo, _ = served
+    config = demo.get_config_file()
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    shown, unset = set(), []
+    for fn in demo.fns.values():
+        if fn.fn is None or not [o for o in fn.outputs if kinds.get(o._id) != "api"]:
+            continue  # the page's own events, and the API's (the page never sends those)
+        if fn.name == "load_example":  # gr.Examples' own event (Position embeddings' examples: its four controls)
+            continue
+        if fn.show_progress_on is None:
+            unset.append(fn.name)
+            continue
+        assert set(fn.show_progress_on) <= set(serving.progress_on(fn.outputs)), fn.name
+        shown |= {o._id for o in fn.show_progress_on}
+    assert unset == []
+    assert {kinds[i] for i in shown} <= {"image", "html", "markdown", "plot", "gallery", "dataframe", "file",
+                                         "label", "json"}
+    everything = {o._id for fn in demo.fns.values() if fn.fn is not None for o in fn.outputs
+                  if kinds.get(o._id) != "api"}
+    assert len(shown) <= 120 < len(everything), (len(shown), len(everything))  # 106 of 290 here
+    assert _opener(demo).show_progress_on == []
+    # a section's answer shows it on its figure, not on its open flag or its sliders
+    inside = next(fn for fn in demo.fns.values() if fn.name == "answer_inside_head"
+                  and any(getattr(demo.blocks.get(t[0]), "elem_id", None) == "inside_head-box" for t in fn.targets))
+    ids = {getattr(o, "elem_id", None) for o in inside.show_progress_on}
+    assert "inside-head" in ids and "inside-layer" not in ids, ids
+
+
+def test_the_settle_event_reads_only_the_controls_it_compares(served):
+    """The page-only event that puts a link's settings in sets every tab's controls, but reads (each found by a walk
+    through the layout) only those a hand's events ask with, which it compares with the link's values."""
+    from vitviz.app import links
+
+    demo, _ = served
+    settle, put = _settled(demo)
+    event = next(f for f in demo.fns.values() if [tuple(t) for t in f.targets] == [(settle._id, "change")])
+    read = event.inputs[1:]
+    assert event.inputs[0] is settle and 0 < len(read) < len(put)
+    index = {id(c): i for i, c in enumerate(put)}
+    assert [index[id(c)] for c in read] == sorted(index[id(c)] for c in read)
+    sliders = {id(c) for c in read if type(c).__name__ == "Slider"}
+    assert len(sliders) >= len(read) // 2  # a slider's release is what only a hand fires
+    assert links.watched([{"user": [[5, "k", 1]], "change": [2, 5]}]) == [2, 5]
+
+
 def _opener(demo):
     fns = [f for f in demo.fns.values() if getattr(f, "name", "") == "on_load"]
     assert len(fns) == 1

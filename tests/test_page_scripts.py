@@ -87,19 +87,22 @@ def test_the_settle_script_puts_the_openers_values_where_they_go_and_leaves_the_
     assert out["told"] == 3
 
 
-def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_those():
+@pytest.mark.parametrize("shift", [0, 2])
+def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_those(shift):
     """A link within the page that changes a control only a hand asks for (a slider's release) opens that event's
     door, once the values are in: not when one of the event's change triggers changed too (that asks it anyway),
     not when the value is the one shown (a number equal to its text counts as the same), not when its condition
     (a section open) does not hold as the values go in (a section opened later asks itself), and not when the
     screen shows what the answer used for the value the link asks again (the shapes model's 64 px for 224), unless
-    a hand set it since."""
+    a hand set it since. With ``shift``, the controls compared are not the first ones set: the event reads only
+    those (links.watched), and their values are matched to them, not to the first indices."""
     import json
 
-    from vitviz.app.links import settle_script
+    from vitviz.app.links import settle_script, watched
 
-    table = [{"door": "main", "when": None, "user": [[1, "res", 224]], "change": [0]},
-             {"door": "section", "when": "globalThis.open", "user": [[2, "ih_layer", 1]], "change": [0]}]
+    table = [{"door": "main", "when": None, "user": [[1 + shift, "res", 224]], "change": [shift]},
+             {"door": "section", "when": "globalThis.open", "user": [[2 + shift, "ih_layer", 1]], "change": [shift]}]
+    assert watched(table) == [shift, 1 + shift, 2 + shift]
     steps = [  # (values now, the link's, section open, a hand set res since) -> doors opened; one page, in order
         ([["cat", 224, 1], {"1": 320}, False, False], ["main"]),
         ([["cat", 320, 1], {"1": 480, "0": "dog"}, False, False], []),  # a new picture: its answer reads 480
@@ -109,7 +112,9 @@ def test_the_settle_script_opens_the_doors_a_hand_would_have_opened_and_only_tho
         ([["dog", 64, 3], {"1": 224}, False, False], []),  # 64 shown for 224 asked: the same answer
         ([["dog", 64, 3], {"1": 224}, False, True], ["main"]),  # a hand moved it meanwhile (its answer shows 64)
     ]
-    program = (f"const f = {settle_script(3, table)};\n"
+    steps = [([now, {str(int(k) + shift): v for k, v in link.items()}, *rest], doors)
+             for (now, link, *rest), doors in steps]
+    program = (f"const f = {settle_script(3 + shift, table, watched(table))};\n"
                f"const steps = {json.dumps([c for c, _ in steps])};\n"
                "globalThis.window = globalThis; const out = []; let hand = false;\n"
                "globalThis.vitvizLink = { putIn: {}, touched: (k) => k === 'res' && hand,\n"

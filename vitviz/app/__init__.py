@@ -105,12 +105,14 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         open_here = door("page-open")
         loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
-                                 api_visibility="private", queue=False)  # (last: a link opened while the page
-        # still opens; UI only, no model: outside the queue, it costs the page two status messages, not four)
+                                 api_visibility="private", queue=False,  # (last: a link opened while the page
+                                 show_progress_on=[])  # still opens; UI only, no model: outside the queue, it
+        # costs the page two status messages, not four; a few ms: its progress is shown on none, serving.progress_on)
         put = links.settled(tabs)  # set by the page itself, in one event: they take part in no answered event
-        # (the controls' values now: the page compares them with the link's to open the doors a hand would)
-        settle.change(None, [settle, *put], put,
-                      js=links.settle_script(len(put), links.by_hand_table(tabs, put, by_hand)))
+        # (the values now of the controls only a hand asks with: compared with the link's, to open its doors)
+        table = links.by_hand_table(tabs, put, by_hand)
+        read = links.watched(table)
+        settle.change(None, [settle, *(put[i] for i in read)], put, js=links.settle_script(len(put), table, read))
         tabs["positions"].open_on_load(loaded, opened)
         for tab in tabs.values():
             tab.opens(models.available_now, opened)

@@ -138,11 +138,11 @@ def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: 
         return sh.data["picker"], tab.note_text(sh) + sh.texts["text"], sh.figures["choice"]
 
     event = tab.event(view, render, [picker, note, fig], gate=is_open)
-    opened = box.expand(lambda: True, None, is_open, queue=False, api_visibility="private")
-    box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
+    opened = on(box.expand, lambda: True, None, is_open, queue=False)
+    on(box.collapse, lambda: False, None, is_open, queue=False)
     tab.while_open("predict-box", [tab.key.change, form[view["model"]].change], friendly(grid), inputs + [is_open],
                    picker, name="grid", opened=is_open, **MODEL)
-    opened.then(friendly(grid), inputs + [is_open], picker, api_visibility="private", preprocess=False, **MODEL)
+    on(opened.then, friendly(grid), inputs + [is_open], picker, **MODEL)
     on(tab.by_hand([carrier.change] + triggers), event, event.inputs, event.outputs, trigger_mode="always_last",
        **MODEL)
 
@@ -156,7 +156,7 @@ def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: 
             return tuple(gr.skip() for _ in event.outputs)
         return event(values, request, progress)
 
-    opened.then(when_marked, event.inputs, event.outputs, api_visibility="private", preprocess=False, **MODEL)
+    on(opened.then, when_marked, event.inputs, event.outputs, **MODEL)
 
 
 def _device_manifest(on: bool, model: str, progress) -> dict | None:

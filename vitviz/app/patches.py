@@ -119,8 +119,8 @@ def build(gr_tab: gr.Tab) -> Tab:
         return tab.follow(draw, main, declared.PATCHES)(last)
 
     on(grid.select, friendly(click), main.last, [grid, vectors, clicked])
-    on(vec_box.expand, lambda: True, None, vec_open, queue=False).then(
-        show_clicked, [main.last, clicked, vec_open], vectors, api_visibility="private", preprocess=False)
+    on(on(vec_box.expand, lambda: True, None, vec_open, queue=False).then, show_clicked,
+       [main.last, clicked, vec_open], vectors)
     on(vec_box.collapse, lambda: False, None, vec_open, queue=False)
     tab.download(declared.PATCHES, dl_button, dl_file)
     tab.accordion(declared.TOY, toy_box, [toy_step.change], [("toy", toy)], ("caption", toy_caption))

@@ -316,9 +316,8 @@ class Tab:
         kwargs.setdefault("trigger_mode", "always_last")
         # opening it marks it open and answers in one event (each event costs the page in proportion to its
         # components: a flag set first, then the answer asked, was two)
-        box.expand(opening(event, is_open), event.inputs, [is_open, *event.outputs], api_visibility="private",
-                   preprocess=False, **kwargs)
-        box.collapse(lambda: False, None, is_open, queue=False, api_visibility="private")
+        on(box.expand, opening(event, is_open), event.inputs, [is_open, *event.outputs], **kwargs)
+        on(box.collapse, lambda: False, None, is_open, queue=False)
         if triggers:
             self.while_open(box.elem_id, triggers, event, event.inputs, event.outputs, opened=is_open, **kwargs)
 
@@ -350,7 +349,7 @@ class Tab:
         the trigger, or since the link that fired it began to open)."""
         trigger = door(name).click
         if opened is not None:  # (:meth:`while_open`)
-            trigger = trigger(lambda: True, None, opened, queue=False, api_visibility="private").then
+            trigger = on(trigger, lambda: True, None, opened, queue=False).then
         on(trigger, fn, inputs, outputs, **kwargs)
         press = f"if ({when}) {open_door(name)};"
         if tab is not None:
