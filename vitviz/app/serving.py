@@ -596,8 +596,8 @@ def progress_on(outputs) -> list:
 
     gradio's page keeps a status for every component any event ever showed progress on, and at every status message
     of every later event sets each of them again, each found by a walk through the page's whole layout (709
-    components). With every output shown working that was about 290 components after a tour, and a tour step's
-    main-thread time went to it (``benchmarks/tour.py``: 0.86 -> 0.72 s median from Next to the view drawn)."""
+    components). With every output shown working that was about 290 components after a tour (106 now), and most of
+    a tour step's main-thread time went to it (docs/performance.md, "Progress shown only on what is being made")."""
     if outputs is None:
         return []
     outputs = [outputs] if isinstance(outputs, gr.components.Component) else list(outputs)
