@@ -106,8 +106,9 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         loaded = open_here.click(links.opener(tabs, page, relabel), links.inputs(tabs),
                                  links.outputs(tabs, page), trigger_mode="always_last",  # the address as it is
                                  api_visibility="private", queue=False,  # (last: a link opened while the page
-                                 show_progress_on=[])  # still opens; UI only, no model: outside the queue, it
-        # costs the page two status messages, not four; a few ms: its progress is shown on none, serving.progress_on)
+                                 show_progress_on=[])  # still opens). UI only, no model: outside the queue, it
+        # costs the page two status messages, not four; it takes a few ms, so its progress is shown on none (why that
+        # matters: serving.progress_on)
         put = links.settled(tabs)  # set by the page itself, in one event: they take part in no answered event
         # (the values now of the controls only a hand asks with: compared with the link's, to open its doors)
         table = links.by_hand_table(tabs, put, by_hand)

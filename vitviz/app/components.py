@@ -238,7 +238,7 @@ def examples(src: gr.Image, names: Sequence[str], offline_note: str | None = Non
                        label="examples (click one)", samples_per_page=len(names))
     # The list shows small copies (about 10 kB each, not the 0.1-0.8 MB originals); a click loads the example itself.
     shown.click(lambda i: uploads.example(names[i]) if i is not None else gr.skip(), shown, src,
-                show_progress="hidden", show_progress_on=[], api_visibility="private")  # (serving.progress_on)
+                show_progress="hidden", show_progress_on=[], api_visibility="private")  # (why none: progress_on)
     return gr.Markdown(visible=False, elem_id=offline_note) if offline_note else None
 
 
