@@ -255,6 +255,14 @@ def font(size: int) -> ImageFont.FreeTypeFont:
     return ImageFont.truetype(font_manager.findfont("DejaVu Sans"), size)
 
 
+@lru_cache(maxsize=8192)
+def text_width(size: int, text: str) -> float:
+    """The width in px of one line of ``text`` in :func:`font` ``(size)``, measured once per (size, text): a
+    panel grid measures its captions' words and lines again at every panel size it tries (FreeType's layout was
+    a fifth of the Attention view's heads figure)."""
+    return font(size).getlength(text)
+
+
 def normalise(a: np.ndarray) -> np.ndarray:
     """Scale to [0, 1]; a constant array becomes all zeros (no division by zero)."""
     a = np.asarray(a, dtype=np.float64)
@@ -469,9 +477,9 @@ def colorbar_strip(cmap: str, width: int, label: str, text_px: int = 16, height:
     """A horizontal colour bar from low to high, 'low' and 'high' at its ends and ``label`` centred underneath
     (text ``text_px`` high; the label wraps to ``width``), as a PIL image."""
     f = font(text_px)
-    low, high = f.getlength("low") + 8, f.getlength("high") + 8
+    low, high = text_width(text_px, "low") + 8, text_width(text_px, "high") + 8
     bar_w = max(40, int(width - low - high))
-    lines = _wrap(label, f, width).split("\n")
+    lines = _wrap(label, text_px, width).split("\n")
     line_h = round(text_px * 1.25)
     top = max(height, line_h)
     out = Image.new("RGB", (width, top + 6 + line_h * len(lines)), "white")
@@ -491,13 +499,14 @@ def panel_size(h: int, w: int, panel_px: int = 300) -> tuple[int, int]:
     return max(1, round(w * s)), max(1, round(h * s))
 
 
-def _wrap(text: str, f: ImageFont.FreeTypeFont, width: int) -> str:
-    """``text`` with each of its lines broken at spaces into lines no wider than ``width`` (a longer word stays)."""
+def _wrap(text: str, size: int, width: int) -> str:
+    """``text`` with each of its lines broken at spaces into lines no wider than ``width`` px in :func:`font`
+    ``(size)`` (a longer word stays)."""
     out = []
     for line in text.split("\n"):
         cur = ""
         for word in line.split():
-            if cur and f.getlength(f"{cur} {word}") > width:
+            if cur and text_width(size, f"{cur} {word}") > width:
                 out.append(cur)
                 cur = word
             else:
@@ -519,8 +528,8 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     n = len(images)
     pad, line_h = 12, round(st.text_px * 1.25)
     f_cap, f_title = font(st.text_px), font(st.title_px)
-    longest_word = max((f_cap.getlength(w) for t in titles for w in t.replace("\n", " ").split()), default=0)
-    widest_line = max((f_cap.getlength(line) for t in titles for line in t.split("\n")), default=0)
+    longest_word = max((text_width(st.text_px, w) for t in titles for w in t.replace("\n", " ").split()), default=0)
+    widest_line = max((text_width(st.text_px, line) for t in titles for line in t.split("\n")), default=0)
     h0, w0 = images[0].shape[:2]
     bar_h = (colorbar_strip(cmap, min(st.max_width - 2 * pad, 560), bar_label, st.text_px).height + pad) if cmap else 0
     for size in range(panel_px, 59, -10):  # the largest panels whose grid fits the style's box
@@ -531,11 +540,11 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
         c = max(1, min(c, (st.max_width - pad) // (col_w + pad)))
         rows = (n + c - 1) // c
         grid_w = c * (col_w + pad) + pad
-        width = max(grid_w, min(st.max_width, int(f_title.getlength(title)) + 2 * pad),
+        width = max(grid_w, min(st.max_width, int(text_width(st.title_px, title)) + 2 * pad),
                     min(st.max_width, 560 + 2 * pad) if cmap else 0)
-        wrapped_title = _wrap(title, f_title, width - 2 * pad)
+        wrapped_title = _wrap(title, st.title_px, width - 2 * pad)
         head = 14 + (wrapped_title.count("\n") + 1) * round(st.title_px * 1.25)
-        lines = max((_wrap(t, f_cap, col_w).count("\n") + 1 for t in titles), default=1)
+        lines = max((_wrap(t, st.text_px, col_w).count("\n") + 1 for t in titles), default=1)
         cap = 6 + line_h * lines
         height = head + rows * (ph + cap + pad) + bar_h
         if height <= st.max_height:
@@ -549,7 +558,7 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
     for i, img in enumerate(images):
         r, k = divmod(i, c)
         x0, y0 = x_off + pad + k * (col_w + pad), head + r * (ph + cap + pad)
-        draw.multiline_text((x0 + col_w // 2, y0 + 2), _wrap(titles[i], f_cap, col_w), fill="black", font=f_cap,
+        draw.multiline_text((x0 + col_w // 2, y0 + 2), _wrap(titles[i], st.text_px, col_w), fill="black", font=f_cap,
                             anchor="ma", align="center", spacing=line_h - st.text_px)
         tile = Image.fromarray(img)
         out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR),
