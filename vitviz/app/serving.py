@@ -14,7 +14,6 @@ import contextvars
 import functools
 import gc
 import inspect
-import io
 import logging
 import os
 import re
@@ -30,6 +29,7 @@ from gradio.data_classes import FileData
 
 from vitviz.app import adapters, files
 from vitviz.core import owned
+from vitviz.render import png
 from vitviz.specs.state import Field, View
 from vitviz.views import Shown, plain
 
@@ -419,17 +419,10 @@ def figure_file(image) -> FileData:
 
 
 def encode_png(image) -> bytes:
-    """A figure as PNG at zlib level 1 (82 ms at level 6, 22 ms here, for a 20% larger file: a 636×649 heads
-    figure), its text entries (the smallest text size, the text alternative) kept as PNG text chunks."""
-    from PIL.PngImagePlugin import PngInfo
-
-    info = PngInfo()
-    for key, value in image.info.items():
-        if isinstance(key, str) and isinstance(value, str):
-            info.add_text(key, value)
-    buf = io.BytesIO()
-    image.save(buf, "png", pnginfo=info, compress_level=1)
-    return buf.getvalue()
+    """A figure as PNG, made quickly (:func:`vitviz.render.png.encode`: every row Up-filtered, zlib level 1; a
+    780×609 heads figure in about 21 ms instead of 48 ms with Pillow at level 1 and 82 ms at its default), its text
+    entries (the smallest text size, the text alternative) kept as PNG text chunks."""
+    return png.encode(image)
 
 
 def png_file(image) -> Path:
