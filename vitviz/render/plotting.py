@@ -515,22 +515,35 @@ def _wrap(text: str, size: int, width: int) -> str:
     return "\n".join(out)
 
 
-def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap: str | None = None,
-           bar_label: str = "", cols: int = 4, panel_px: int = 300) -> Image.Image:
-    """Lay (H, W, 3) uint8 images out in a titled grid (pure PIL: fast enough for slider re-renders).
+PAD = 12  # px between panels and around the grid
 
-    Each panel is scaled to ``panel_px`` on its long side (less if the grid would not fit the
-    style's width and height); captions wrap onto as many lines as the panel's column needs,
-    so neighbouring captions never run into each other; an optional colour bar for ``cmap``
-    goes underneath. The style's text sizes are kept, and recorded in the image.
-    """
+
+@dataclass(frozen=True)
+class GridLayout:
+    """Where :func:`panels` puts its panels: each panel's (width, height) ``tile``, the columns and their width,
+    the canvas, the title's and the captions' heights (px), and the title as wrapped."""
+
+    tile: tuple[int, int]
+    cols: int
+    col_w: int
+    grid_w: int
+    width: int
+    height: int
+    head: int
+    cap: int
+    title: str
+
+
+def grid_layout(shape: tuple[int, int], titles: Sequence[str], title: str, cmap: str | None = None,
+                bar_label: str = "", cols: int = 4, panel_px: int = 300) -> GridLayout:
+    """The layout of :func:`panels` for ``len(titles)`` pictures of (H, W) ``shape``: the largest panels (long side
+    ``panel_px`` or less, in steps of 10 px) whose grid, captions, title and colour bar fit the style's box. A
+    caller that draws its panels can draw them at ``tile`` (nothing is then resized)."""
     st = style()
-    n = len(images)
-    pad, line_h = 12, round(st.text_px * 1.25)
-    f_cap, f_title = font(st.text_px), font(st.title_px)
+    n, pad, line_h = len(titles), PAD, round(st.text_px * 1.25)
     longest_word = max((text_width(st.text_px, w) for t in titles for w in t.replace("\n", " ").split()), default=0)
     widest_line = max((text_width(st.text_px, line) for t in titles for line in t.split("\n")), default=0)
-    h0, w0 = images[0].shape[:2]
+    h0, w0 = shape
     bar_h = (colorbar_strip(cmap, min(st.max_width - 2 * pad, 560), bar_label, st.text_px).height + pad) if cmap else 0
     for size in range(panel_px, 59, -10):  # the largest panels whose grid fits the style's box
         pw, ph = panel_size(h0, w0, size)
@@ -549,22 +562,38 @@ def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap
         height = head + rows * (ph + cap + pad) + bar_h
         if height <= st.max_height:
             break
-    x_off = (width - grid_w) // 2  # centre the panels on a wider canvas
+    return GridLayout((pw, ph), c, col_w, grid_w, width, height, head, cap, wrapped_title)
+
+
+def panels(images: Sequence[np.ndarray], titles: Sequence[str], title: str, cmap: str | None = None,
+           bar_label: str = "", cols: int = 4, panel_px: int = 300) -> Image.Image:
+    """Lay (H, W, 3) uint8 images out in a titled grid (pure PIL: fast enough for slider re-renders).
+
+    Each panel is scaled to ``panel_px`` on its long side (less if the grid would not fit the
+    style's width and height: :func:`grid_layout`); captions wrap onto as many lines as the panel's column needs,
+    so neighbouring captions never run into each other; an optional colour bar for ``cmap``
+    goes underneath. The style's text sizes are kept, and recorded in the image.
+    """
+    st = style()
+    pad, line_h = PAD, round(st.text_px * 1.25)
+    g = grid_layout(images[0].shape[:2], titles, title, cmap, bar_label, cols, panel_px)
+    (pw, ph), c = g.tile, g.cols
+    x_off = (g.width - g.grid_w) // 2  # centre the panels on a wider canvas
     bar = colorbar_strip(cmap, min(st.max_width - 2 * pad, 560), bar_label, st.text_px) if cmap else None
-    out = Image.new("RGB", (width, height), "white")
+    out = Image.new("RGB", (g.width, g.height), "white")
     draw = ImageDraw.Draw(out)
-    draw.multiline_text((width // 2, 10), wrapped_title, fill="black", font=f_title, anchor="ma", align="center",
-                        spacing=round(st.title_px * 0.25))
+    draw.multiline_text((g.width // 2, 10), g.title, fill="black", font=font(st.title_px), anchor="ma",
+                        align="center", spacing=round(st.title_px * 0.25))
     for i, img in enumerate(images):
         r, k = divmod(i, c)
-        x0, y0 = x_off + pad + k * (col_w + pad), head + r * (ph + cap + pad)
-        draw.multiline_text((x0 + col_w // 2, y0 + 2), _wrap(titles[i], st.text_px, col_w), fill="black", font=f_cap,
-                            anchor="ma", align="center", spacing=line_h - st.text_px)
+        x0, y0 = x_off + pad + k * (g.col_w + pad), g.head + r * (ph + g.cap + pad)
+        draw.multiline_text((x0 + g.col_w // 2, y0 + 2), _wrap(titles[i], st.text_px, g.col_w), fill="black",
+                            font=font(st.text_px), anchor="ma", align="center", spacing=line_h - st.text_px)
         tile = Image.fromarray(img)
         out.paste(tile if tile.size == (pw, ph) else tile.resize((pw, ph), Image.BILINEAR),
-                  (x0 + (col_w - pw) // 2, y0 + cap))
+                  (x0 + (g.col_w - pw) // 2, y0 + g.cap))
     if bar:
-        out.paste(bar, ((width - bar.width) // 2, height - bar.height - pad))
+        out.paste(bar, ((g.width - bar.width) // 2, g.height - bar.height - pad))
     words = "; ".join(" ".join(t.split()) for t in titles)
     scale = f" Colour scale: {bar_label or 'low to high'} ({cmap})." if cmap else ""
     return described(fit_image(out, float(st.text_px)), f"Figure: {' '.join(title.split())}. Panels: {words}.{scale}")

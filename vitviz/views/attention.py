@@ -38,8 +38,10 @@ def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitl
              bar_label: str = "attention (each map scaled to its own range)") -> Image.Image:
     """Attention maps overlaid on the image, one panel each, with optional threshold outlines."""
     masks = masks or [None] * len(maps)
-    small = np.asarray(Image.fromarray(rgb).resize(plotting.panel_size(*rgb.shape[:2]), Image.BILINEAR))
-    images = [plotting.heat_overlay(small, m, cmap, alpha, k) for m, k in zip(maps, masks)]  # drawn at panel size
+    # drawn at the size the grid shows them (a heads grid's panels are about 180 px, not 300: half the time)
+    tile = plotting.grid_layout(rgb.shape[:2], titles, suptitle, cmap, bar_label).tile
+    small = np.asarray(Image.fromarray(rgb).resize(tile, Image.BILINEAR))
+    images = [plotting.heat_overlay(small, m, cmap, alpha, k) for m, k in zip(maps, masks)]
     return plotting.panels(images, titles, suptitle, cmap, bar_label)
 
 
