@@ -93,3 +93,47 @@ def test_a_new_session_copies_a_blocks_configuration_only_when_gradio_reads_it()
         assert all(whole[k] == eager[k] for k in eager if k not in (src._id, out._id))
     finally:
         demo.close()
+
+
+def test_gradios_queue_looks_for_events_every_10_ms_while_work_runs_and_every_ms_otherwise(monkeypatch):
+    """The loop gradio runs reads ``sleep_when_free`` at every turn; while ``busy()`` it is 10 ms, else gradio's own
+    1 ms: counted over 0.3 s of gradio's real loop with no event, busy and then idle."""
+    import asyncio
+
+    from gradio import queueing
+
+    with gradio.Blocks() as demo:
+        gradio.Button().click(lambda: None)
+    demo.queue()
+    busy = [True]
+    adapters.poll_slower_while(demo, lambda: busy[0])
+    adapters.poll_slower_while(demo, lambda: False)  # idempotent: the first stays
+    q = demo._queue
+    assert q.sleep_when_free == 0.01
+    busy[0] = False
+    assert q.sleep_when_free == 0.001
+    q.sleep_when_free = 0.002  # gradio setting its own interval sets the idle one
+    assert q.sleep_when_free == 0.002
+    q.sleep_when_free = 0.001
+
+    real_sleep, slept = asyncio.sleep, []
+
+    async def counted(delay, *args, **kwargs):
+        slept.append(delay)
+        return await real_sleep(delay, *args, **kwargs)
+
+    monkeypatch.setattr(queueing.asyncio, "sleep", counted)
+
+    async def run(is_busy: bool) -> list[float]:
+        busy[0] = is_busy
+        slept.clear()
+        q.stopped = False
+        loop = asyncio.ensure_future(q.start_processing())
+        await real_sleep(0.3)
+        q.stopped = True
+        await loop
+        return list(slept)
+
+    working, idle = asyncio.run(run(True)), asyncio.run(run(False))
+    assert set(working) == {0.01} and 10 <= len(working) <= 31
+    assert set(idle) == {0.001} and len(idle) >= 3 * len(working)

@@ -120,6 +120,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
+    adapters.poll_slower_while(demo, lambda: budget.SERVER.used > 0)  # no 1 ms polling beside a forward
     return demo
 
 
