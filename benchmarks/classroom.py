@@ -42,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
+import httpx
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -177,6 +179,12 @@ ENDPOINTS = {"/explorer": "the page's first map (its data; the browser draws it)
              "/attention": "the API's answer with its four figures drawn"}
 
 
+KEEP = httpx.Limits(keepalive_expiry=2.0)
+"""The students' connections: an idle one is dropped by the client after 2 s, before uvicorn closes it after 5 s.
+With httpx's own 5 s the two raced, and a student reusing a connection the server was closing got "Server
+disconnected" (seen once, 100 students at 224 px, whose connections had idled since the students were made)."""
+
+
 class HttpStudent:
     """A student who speaks gradio's documented HTTP API as a page does (upload, ``/call/<api>``, its event stream
     pushed): no client-side polling. gradio_client reads its stream's messages every 50 ms, about 0.05 s a request
@@ -185,7 +193,7 @@ class HttpStudent:
     def __init__(self, url: str, api: str) -> None:
         import httpx
 
-        self.url, self.api, self.http = url, api.lstrip("/"), httpx.Client(timeout=600)
+        self.url, self.api, self.http = url, api.lstrip("/"), httpx.Client(timeout=600, limits=KEEP)
         info = self.http.get(url + "gradio_api/info").json()["named_endpoints"][api]["parameters"]
         self.names = [p["parameter_name"] for p in info]
         self.defaults = [p.get("parameter_default") for p in info]
@@ -212,12 +220,14 @@ class HttpStudent:
 
 
 class ClientStudent:
-    """A student through ``gradio_client`` (one client, so one session, per student)."""
+    """A student through ``gradio_client`` (one client, so one session, per student). Its requests wait as long as
+    the HTTP door's (600 s): httpx's default of 5 s once cut a picture's upload short with 100 students at once,
+    whose 100 threads share this process and the server's two cores (a real class's students do not)."""
 
     def __init__(self, url: str, api: str) -> None:
         from gradio_client import Client
 
-        self.client, self.api = Client(url, verbose=False), api
+        self.client, self.api = Client(url, verbose=False, httpx_kwargs={"timeout": 600}), api
 
     def predict(self, picture: Path, model: str, side: int) -> dict:
         from gradio_client import handle_file
@@ -315,7 +325,7 @@ def replay(url: str, requests: list[dict], session: str) -> tuple[float, int]:
 
     got, ready = 0, None
     t0 = time.perf_counter()
-    with httpx.Client(timeout=600) as http:
+    with httpx.Client(timeout=600, limits=KEEP) as http:
         for r in requests:
             address = r["url"]
             if "/heartbeat/" in address or "/queue/data" in address:
@@ -356,7 +366,7 @@ def device_case(url: str, pid: int, students: int, side: int, visit: dict, first
         start.wait()
         ready, got = replay(url, requests, f"student{i:03d}x{int(first_visit)}")
         if first_visit:
-            with httpx.Client(timeout=600) as http:
+            with httpx.Client(timeout=600, limits=KEEP) as http:
                 for address in [f"vitviz/ort/{name}" for name in DEVICE_FILES] + [f"vitviz/device/{graph}"]:
                     with http.stream("GET", url + address, headers={"accept-encoding": "gzip"}) as r:
                         r.raise_for_status()
