@@ -174,7 +174,6 @@ def remove_app_files(blocks: Any) -> None:
     delete_files_created_by_app(blocks, None)
 
 
-
 def poll_slower_while(blocks: Any, busy: Callable[[], bool], seconds: float = 0.01) -> None:
     """Make ``blocks``' queue (after ``blocks.queue()``) wait ``seconds`` between its looks for new events while
     ``busy()``, and its own interval otherwise (this module's docstring says why). Idempotent. gradio's loop reads
