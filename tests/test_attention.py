@@ -287,6 +287,31 @@ def test_heads_view_reports_mass_and_box(dino, rgb_cat):
     assert view.click_to_patch(a, 3 * 8 * k + 1, 2 * 8 * k + 1) == (2, 3)
 
 
+def test_an_answer_without_figures_draws_none_and_says_the_same(rgb_cat, monkeypatch):
+    """``show(..., only=frozenset())``: the Attention view skips every figure (drawing one would fail here) and its
+    numbers and texts are those of the answer with figures; a view that cannot skip draws and leaves them out."""
+    from vitviz.specs import views as declared
+    from vitviz.views import show
+
+    values = declared.ATTENTION.check({"model": registry.OFFLINE_KEY, "layer": 3, "keep": 0.5, "query": (2, 5)})
+    full = show("attention", rgb_cat, values)
+    assert set(full.figures) == {"heads", "box", "crop", "query"}
+
+    def no_drawing(*_args, **_kwargs):
+        raise AssertionError("a figure was drawn")
+    with monkeypatch.context() as m:
+        for name in ("map_grid", "render_query"):
+            m.setattr(view, name, no_drawing)
+        m.setattr(view.plotting, "upscale", no_drawing)
+        bare = show("attention", rgb_cat, values, only=frozenset())
+    assert bare.figures == {} and bare.texts == full.texts and bare.settled.values == full.settled.values
+    assert bare.numbers == full.numbers
+    patches = declared.PATCHES.check({})
+    first, *rest = show("patches", rgb_cat, patches).figures
+    assert rest and show("patches", rgb_cat, patches, only=frozenset()).figures == {}
+    assert list(show("patches", rgb_cat, patches, only=frozenset({first})).figures) == [first]
+
+
 def test_registers_comparison_renders_two_models(dinov2_reg_dir, tmp_path, rgb_cat):
     """The comparison view on two locally built DINOv2s (without and with registers), as the tab draws it."""
     from transformers import BitImageProcessor, Dinov2Config, Dinov2Model

@@ -10,7 +10,9 @@ a view had to change (the embedded model runs at 64 px only; a layer past the mo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import inspect
 import json
 import pkgutil
 from typing import Callable
@@ -80,7 +82,8 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
          only: frozenset[str] | None = None, reuse: bool = False) -> Shown:
     """What view ``view`` shows for ``picture`` (None for views without one) and checked settings ``values``;
     ``progress(fraction, message)`` hears about slow steps (a model loading); ``only`` names the figures wanted
-    when not all of them are (a view that can skip work skips the rest). When the model that answered knows only
+    when not all of them are (``frozenset()``: none, the numbers and texts alone): a view whose show function takes
+    ``only`` skips drawing the rest, another's are drawn and left out. When the model that answered knows only
     vitviz's generated shapes and the picture is not one of its example scenes, the answer says so.
 
     ``reuse``: an answer already drawn for the same view, picture and settings is handed out again (a copy; its
@@ -104,8 +107,11 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
                 return show(view, picture, values, progress, only), dict(models_asked)
 
         return _copy(_drawn.get_or_make(key, draw)[0])
-    kwargs = {"progress": progress} | ({"only": only} if only is not None else {})
+    skips = only is not None and _takes_only(RECORDS[view].show)
+    kwargs = {"progress": progress} | ({"only": only} if skips else {})
     shown = RECORDS[view].show(picture, values, **kwargs)
+    if only is not None and not only >= set(shown.figures):
+        shown = dataclasses.replace(shown, figures={k: v for k, v in shown.figures.items() if k in only})
     settled = shown.settled
     if settled is not None and shown.model and settled.values.get("model") not in (None, shown.model):
         settled.use("model", shown.model, f"{settled.values['model']} cannot be loaded here.")  # the model used
@@ -114,6 +120,12 @@ def show(view: str, picture: np.ndarray | None, values: dict, progress: Callable
         shown.notice = f"{shown.notice}\n\n{warning}" if shown.notice else warning
         shown.numbers["notice"] = shown.notice
     return shown
+
+
+@functools.cache
+def _takes_only(show: Callable) -> bool:
+    """Whether a view's show function can be told which figures to draw (an ``only`` parameter)."""
+    return "only" in inspect.signature(show).parameters
 
 
 def _copy(shown: Shown) -> Shown:

@@ -49,14 +49,15 @@ def map_grid(rgb: np.ndarray, maps: list[np.ndarray], titles: list[str], suptitl
 class HeadsView:
     heads: Image.Image | None
     table: str
-    box: Image.Image
-    crop: Image.Image
+    box: Image.Image | None
+    crop: Image.Image | None
 
 
 def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "inferno", alpha: float = 0.6,
-                 grid: bool = True) -> HeadsView:
+                 grid: bool = True, box: bool = True) -> HeadsView:
     """Per-head class-token attention of layer number ``layer`` (plus head mean), with DINO's mass threshold, and
-    the box around the head mean's mask; without ``grid`` the per-head figure is not drawn (``heads`` None)."""
+    the box around the head mean's mask; without ``grid`` the per-head figure is not drawn (``heads`` None), without
+    ``box`` neither the boxed picture nor its crop (``box`` and ``crop`` None). The table is always made."""
     maps = a.maps
     layer = layer_index(a, layer)
     rgb = a.fitted.image
@@ -74,6 +75,8 @@ def render_heads(a: Analysis, layer: int, keep: float = 0.6, cmap: str = "infern
              "| map | mass kept | patches kept | patches |\n|---|---|---|---|\n" + "\n".join(rows))
     heads = (map_grid(rgb, panels, titles, f"{a.runner.spec.key}: [CLS] attention per head, layer {layer + 1}", cmap,
                       alpha, masks) if grid else None)
+    if not box:
+        return HeadsView(heads, table, None, None)
     k = box_scale(a)
     boxed = plotting.upscale(rgb, k)
     crop = boxed
@@ -348,7 +351,8 @@ def show_attention(rgb: np.ndarray, values: dict, progress=None, only: frozenset
     a, s = analysis_for(rgb, values, progress)
     v = s.values
     wanted = only if only is not None else frozenset(("heads", "box", "crop", "query"))
-    heads = render_heads(a, v["layer"], v["keep"], v["cmap"], v["alpha"], grid="heads" in wanted)
+    heads = render_heads(a, v["layer"], v["keep"], v["cmap"], v["alpha"], grid="heads" in wanted,
+                         box=bool(wanted & {"box", "crop"}))
     figures = {name: fig for name, fig in (("heads", heads.heads), ("box", heads.box), ("crop", heads.crop))
                if name in wanted and fig is not None}
     if v["query"] is not None and "query" in wanted:
