@@ -453,7 +453,7 @@ def side_doors() -> None:
         else:
             path = http.post(f"{url}gradio_api/upload", files={"files": (big[i].name, data, "image/png")}).json()[0]
             picture = {"path": path, "meta": {"_type": "gradio.FileData"}}
-        answer = _raw(http, url, "patches", [picture, 16, 224, "crop", "ViT-B"])
+        answer = _raw(http, url, "patches", [picture, 16, 224, "crop", "ViT-B", True])
         return "event: complete" in answer or answer[:300]
 
     case("large pictures at once (8000×5000 PNG)", 32, large_picture)

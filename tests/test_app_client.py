@@ -43,7 +43,9 @@ def test_every_declared_view_is_an_endpoint_with_its_declared_parameters(client)
     assert set(named) == expected and not api["unnamed_endpoints"]
     for name, view in VIEWS.items():
         params = named[f"/{name}"]["parameters"]
-        assert [p["parameter_name"] for p in params] == list(view.names)
+        assert [p["parameter_name"] for p in params] == [*view.names, "figures"]
+        *params, drawn = params  # the answer's own last parameter: the view's figures drawn, or only its numbers
+        assert drawn["type"] == {"type": "boolean"} and drawn["parameter_default"] is True
         for p, f in zip(params, view.fields):
             if f.kind == "image":
                 assert not p["parameter_has_default"]
@@ -110,6 +112,21 @@ def test_attention_offline_says_which_model_and_what_was_used(client):
     projector_sized(d["figures"]["distance"])
 
 
+def test_an_answer_without_figures_says_the_same_and_draws_nothing(client):
+    """figures=False: the same numbers, texts and settings as the answer with its figures, and no figure, for a
+    view that can skip drawing (attention) and for one that draws and leaves them out (patches)."""
+    for api, args in (("/attention", (registry.OFFLINE_KEY, 64, 3, -1, 0.5, 0.6, "magma", "2,5")),
+                      ("/patches", (16, 224, "crop", "ViT-B"))):
+        pic = "scene_star.png" if api == "/attention" else "cat.png"
+        full = client.predict(picture(pic), *args, api_name=api)
+        bare = client.predict(picture(pic), *args, figures=False, api_name=api)
+        assert full["figures"] and bare["figures"] == {}
+        for key in ("model", "notice", "settings", "adjusted", "texts", "numbers"):
+            assert bare[key] == full[key], (api, key)
+    with pytest.raises(Exception, match="`figures` .* must be true, or false"):
+        client.predict(picture("cat.png"), figures="no", api_name="/patches")
+
+
 def test_attention_with_a_pinned_patch_draws_its_maps(client):
     r = client.predict(picture("scene_star.png"), registry.OFFLINE_KEY, 64, 2, 1, 0.5, 0.6, "magma", "3,4",
                        api_name="/attention")
@@ -135,7 +152,7 @@ def test_classify_offline(client):
 def test_a_picture_that_did_not_arrive_as_an_upload_is_refused_with_words(app_url, picture, words):
     from conftest import raw_call
 
-    answer = raw_call(app_url, "patches", f'{picture}, 16, 224, "crop", "ViT-B"')
+    answer = raw_call(app_url, "patches", f'{picture}, 16, 224, "crop", "ViT-B", true')
     assert "event: error" in answer and words in answer
 
 
@@ -211,7 +228,7 @@ def test_odd_values_in_raw_json_get_a_message_naming_the_parameter(app_url, uplo
 
     star = uploaded_star
     answer = raw_call(app_url, "attention", f'{star}, "{registry.OFFLINE_KEY}", {settings}, "inferno", null, '
-                                            '"mean", 0.0')
+                                            'true')
     assert "event: error" in answer and words in answer
 
 
@@ -238,6 +255,8 @@ def test_readme_client_example_runs_twice_in_one_session(app_url, monkeypatch):
         assert scope["client"] is shared
         assert "14×14 grid of 64-dimensional" in scope["positions"]["texts"]["summary"]
         assert scope["classified"]["numbers"]["top5"] and "Showing" in scope["classified"]["notice"]
+        bare, attention = scope["bare"], scope["attention"]
+        assert bare["figures"] == {} and bare["numbers"]["maps"] == attention["numbers"]["maps"]
         answers.append((scope["attention"]["numbers"], scope["classified"]["numbers"]["top5"]))
     assert answers[0] == answers[1]
 
@@ -384,12 +403,12 @@ def test_a_picture_sent_as_a_data_url_is_the_same_picture(app_url, client):
 
     data = (EXAMPLES / "coffee.png").read_bytes()
     url = "data:image/png;base64," + base64.b64encode(data).decode()
-    answer = raw_call(app_url, "patches", json.dumps(url) + ', 16, 224, "crop", "ViT-B"')
+    answer = raw_call(app_url, "patches", json.dumps(url) + ', 16, 224, "crop", "ViT-B", true')
     assert "event: complete" in answer
     via_url = json.loads(answer.split("data: ", 1)[1].strip())[0]
     via_file = client.predict(picture("coffee.png"), api_name="/patches")
     assert via_url["numbers"] == via_file["numbers"]
-    elsewhere = raw_call(app_url, "patches", '"/etc/hostname", 16, 224, "crop", "ViT-B"')
+    elsewhere = raw_call(app_url, "patches", '"/etc/hostname", 16, 224, "crop", "ViT-B", true')
     assert "event: error" in elsewhere and "not uploaded to this app" in elsewhere
 
 

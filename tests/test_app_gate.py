@@ -78,7 +78,7 @@ def test_every_wrong_value_in_every_parameter_of_every_endpoint_gets_a_message(a
 def test_a_refused_request_is_one_log_line_not_a_traceback(app_url, star, caplog, capfd):
     caplog.set_level(logging.INFO, logger="vitviz")
     capfd.readouterr()
-    text = raw_call(app_url, "patches", json.dumps([star, 16, "abc", "crop", "ViT-B"])[1:-1])
+    text = raw_call(app_url, "patches", json.dumps([star, 16, "abc", "crop", "ViT-B", True])[1:-1])
     assert "event: error" in text and "`resolution`" in text
     out, err = capfd.readouterr()
     assert "Traceback" not in out + err

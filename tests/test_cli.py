@@ -297,8 +297,7 @@ def test_a_bundle_holds_the_figures_the_page_shows(app_url, tmp_path):
     from gradio_client import handle_file
 
     client = local_client(app_url)
-    args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 1, 0.55, 0.7, "cividis", "4,4",
-            "max", 0.2)
+    args = (handle_file(str(EXAMPLES / "scene_ring.png")), "DINO ViT-S/8", 224, 2, 1, 0.55, 0.7, "cividis", "4,4")
     shown = client.predict(*args, api_name="/attention")
     with zipfile.ZipFile(client.predict(*args, api_name="/bundle_attention")) as z:
         z.extractall(tmp_path)

@@ -115,7 +115,7 @@ def test_a_view_and_a_tab_added_in_modules_of_their_own_are_found_everywhere(tmp
     assert run.returncode == 0, run.stderr[-3000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got == {"record": "patches", "shown": 2, "endpoints": ["/bundle_squares", "/squares"],
-                   "params": ["image", "size"], "panel": True, "link": "size", "bundled": True, "zip": ".zip",
+                   "params": ["image", "size", "figures"], "panel": True, "link": "size", "bundled": True, "zip": ".zip",
                    "cli": 0, "cli_size": 5, "cli_refuses": 2, "tab_last": ["sandbox", "Sandbox"], "tab_panel": True,
                    "tab_endpoint": True, "tab_link": "corner", "tab_views": ["corners"], "declared": "sandbox",
                    "shows": "#corners-corner img", "corner": True}

@@ -495,25 +495,42 @@ def endpoints_last():
         make()
 
 
-def endpoint(view: View, respond: Callable[[Any, dict], Any], *, name: str | None = None, doc: str = "",
-             runs_model: bool = True) -> None:
+FIGURES = inspect.Parameter("figures", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True, annotation=bool)
+"""An answer's last parameter, after the view's settings: False sends the numbers and texts without drawing the
+figures (``"figures": {}``), for a client that draws its own (the page's explorer, a notebook plotting the
+numbers). Not a setting of the view: it changes nothing the answer says, only what it carries."""
+
+
+def endpoint(view: View, respond: Callable[..., Any], *, name: str | None = None, doc: str = "",
+             runs_model: bool = True, figures: bool = False) -> None:
     """Register ``/<name or view.name>``: ``respond(picture as sent, checked settings)`` behind the view's typed
-    signature; ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
+    signature; with ``figures``, the signature ends with :data:`FIGURES` and ``respond`` gets it as a third argument.
+    ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
     later = _LATER.get()
     if later is not None:
-        later.append(functools.partial(endpoint, view, respond, name=name, doc=doc, runs_model=runs_model))
+        later.append(functools.partial(endpoint, view, respond, name=name, doc=doc, runs_model=runs_model,
+                                       figures=figures))
         return
     sig = signature(view)
-    sig = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
+    sig = sig.replace(parameters=[*sig.parameters.values(), *([FIGURES] if figures else []), inspect.Parameter(
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])
 
     def call(request=None, image=None, **settings):
         # gradio keeps a copy of every input per session: drop this call's now that it has them (adapters.py)
         adapters.forget_api_values(adapters.blocks_of(request), getattr(request, "session_hash", None))
-        return respond(image, view.check(settings))
+        if not figures:
+            return respond(image, view.check(settings))
+        drawn = settings.pop("figures")
+        values = view.check(settings)
+        if not isinstance(drawn, bool):
+            raise ValueError("`figures` (draw the view's figures) must be true, or false for the numbers and texts "
+                             f"only; got {drawn!r}.")
+        return respond(image, values, drawn)
 
-    call = adapters.typed(call, sig, name or view.name, doc or f"The {view.title} view: " + "; ".join(
-        f"{f.name}: {f.label}, {f.accepts()}" for f in view.settings()))
+    doc = doc or f"The {view.title} view: " + "; ".join(f"{f.name}: {f.label}, {f.accepts()}" for f in view.settings())
+    if figures:
+        doc += " figures: false sends the numbers and texts without drawing the figures."
+    call = adapters.typed(call, sig, name or view.name, doc)
     gr.api(friendly(call), api_name=name or view.name, **(MODEL if runs_model else {}))
 
 
@@ -527,13 +544,14 @@ def endpoints(records) -> None:
         if not r.api:
             continue
 
-        def respond(pic, values, r=r):
-            return answer(show(r.name, uploads.picture(pic) if r.needs_picture else None, values, reuse=True))
+        def respond(pic, values, figures, r=r):
+            return answer(show(r.name, uploads.picture(pic) if r.needs_picture else None, values, reuse=True,
+                               only=None if figures else frozenset()))
 
         def bundle(pic, values, r=r):
             return bundle_file(r.name, values, uploads.picture(pic) if r.needs_picture else None)
 
-        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model)
+        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model, figures=True)
         if r.bundle:
             endpoint(r.view, bundle, name=f"bundle_{r.name}", runs_model=r.runs_model,
                      doc=f"The {r.view.title} view as files: a ZIP of its figures (PNG and PDF), numbers and "
