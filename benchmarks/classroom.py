@@ -176,7 +176,11 @@ def batched_forward(checkpoint: Path, side: int, batch: int = 4) -> dict:
 
 
 ENDPOINTS = {"/explorer": "the page's first map (its data; the browser draws it)",
-             "/attention": "the API's answer with its four figures drawn"}
+             "/attention": "the API's answer with its three figures drawn",
+             "/attention figures=false": "the same answer's settings, texts and numbers, no figure drawn"}
+REQUESTS = {"/explorer": ("/explorer", {}), "/attention": ("/attention", {}),
+            "/attention figures=false": ("/attention", {"figures": False})}
+"""Each row's endpoint and the arguments it adds to the picture, the model and the side."""
 
 
 KEEP = httpx.Limits(keepalive_expiry=2.0)
@@ -190,13 +194,15 @@ class HttpStudent:
     pushed): no client-side polling. gradio_client reads its stream's messages every 50 ms, about 0.05 s a request
     (a trivial endpoint answers it in 0.11 s, over HTTP in 0.02 s)."""
 
-    def __init__(self, url: str, api: str) -> None:
+    def __init__(self, url: str, api: str, extra: dict | None = None) -> None:
         import httpx
 
         self.url, self.api, self.http = url, api.lstrip("/"), httpx.Client(timeout=600, limits=KEEP)
         info = self.http.get(url + "gradio_api/info").json()["named_endpoints"][api]["parameters"]
         self.names = [p["parameter_name"] for p in info]
         self.defaults = [p.get("parameter_default") for p in info]
+        for name, value in (extra or {}).items():
+            self.defaults[self.names.index(name)] = value
 
     def predict(self, picture: Path, model: str, side: int) -> dict:
         import json
@@ -224,15 +230,16 @@ class ClientStudent:
     the HTTP door's (600 s): httpx's default of 5 s once cut a picture's upload short with 100 students at once,
     whose 100 threads share this process and the server's two cores (a real class's students do not)."""
 
-    def __init__(self, url: str, api: str) -> None:
+    def __init__(self, url: str, api: str, extra: dict | None = None) -> None:
         from gradio_client import Client
 
         self.client, self.api = Client(url, verbose=False, httpx_kwargs={"timeout": 600}), api
+        self.extra = dict(extra or {})
 
     def predict(self, picture: Path, model: str, side: int) -> dict:
         from gradio_client import handle_file
 
-        return self.client.predict(handle_file(str(picture)), model, side, api_name=self.api)
+        return self.client.predict(handle_file(str(picture)), model, side, api_name=self.api, **self.extra)
 
 
 DOORS = {"gradio_client": ClientStudent, "HTTP": HttpStudent}
@@ -242,7 +249,7 @@ def case(url: str, pid: int, students: int, side: int, folder: Path, seed: int, 
          door: str = "gradio_client") -> dict:
     repeats = 5 if students == 1 else 1  # one student: five requests one after another, each a new picture
     pics = pictures(students * repeats + 1, folder, square=True, seed=seed)
-    clients = [DOORS[door](url, api) for _ in range(students + 1)]
+    clients = [DOORS[door](url, *REQUESTS[api]) for _ in range(students + 1)]
     clients[0].predict(pics[0], "DINO ViT-S/8", side)  # warm-up
     start = threading.Barrier(students)
     times: list[float] = [0.0] * (students * repeats)
@@ -562,13 +569,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device-students", type=int, nargs="+", default=[30, 100],
                     help="how many students replay a device visit at once")
     ap.add_argument("--endpoints", nargs="+", default=list(ENDPOINTS), choices=list(ENDPOINTS),
-                    help="what each student asks for (default: both; /attention for one student only)")
+                    help="what each student asks for (default: all three; the /attention rows for one student only)")
     args = ap.parse_args(argv)
     plan = [] if args.device_only else [
         (n, s, api, door) for s in args.sides for api in args.endpoints
         for n in (args.students or ([1, 30, 100] if s == 224 else [1, 30]))
         for door in DOORS
-        if api == "/explorer" or n == 1]  # the API with figures: one request
+        if api == "/explorer" or n == 1]  # the API's answers: one student
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         checkpoint = hubcache.dino_vits8(tmp / "checkpoint")
