@@ -46,7 +46,7 @@ def _request(i: int, j: int, pictures: list[str]) -> tuple[str, tuple]:
     kind = (i + j) % 4
     if kind == 0:
         return "/attention", (pic, "DINO ViT-S/8", 64, 4 - j % 4, j % 4 - 1, 0.5 + 0.1 * (j % 3), 0.6, "inferno",
-                              None if j % 2 else "2,3", "mean", 0.0)
+                              None if j % 2 else "2,3")
     if kind == 1:
         return "/classify", (pic, registry.OFFLINE_KEY)
     if kind == 2:

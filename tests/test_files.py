@@ -75,9 +75,9 @@ def test_a_refused_request_keeps_nothing(served, app_url):
     the inputs nor the error's traceback keeps the string. (gradio's queue loop holds the last event it ran in its
     local variables until the next one: a small request follows, as any would.)"""
     demo, _ = served
-    session, done = _join(app_url, "patches", [None, "x" * (30 * 2**20), 224, "crop", "ViT-B"])
+    session, done = _join(app_url, "patches", [None, "x" * (30 * 2**20), 224, "crop", "ViT-B", True])
     assert not done["success"] and "`patch`" in done["output"]["error"]
-    assert _join(app_url, "toy", [3])[1]["success"]
+    assert _join(app_url, "toy", [3, True])[1]["success"]
     state = demo.state_holder.session_data.get(session)
     kept = [c["props"].get("value") for c in (state.config_values.values() if state else ()) if c.get("props")]
     assert not any(isinstance(v, str) and len(v) > 2**20 for v in kept)
@@ -90,7 +90,7 @@ def test_a_refused_request_keeps_nothing(served, app_url):
         if not big:
             break
         if _ % 8 == 7:  # one more small request: a loop that keeps its last event in its locals lets go of it
-            _join(app_url, "toy", [3])
+            _join(app_url, "toy", [3, True])
     assert big == [], _who_holds(big[0])
 
 
@@ -329,7 +329,7 @@ def test_the_servers_memory_comes_back_after_large_refused_requests(server):
     (each new session costs gradio its small copy of the page's configuration; its queue holds the last event
     until the next one)."""
     url, proc, _ = server
-    _join(url, "patches", [None, "warm", 224, "crop", "ViT-B"])
+    _join(url, "patches", [None, "warm", 224, "crop", "ViT-B", True])
     start = rss_mib(proc.pid)
     for _ in range(10):  # over the limit: refused before parsing
         try:
@@ -341,10 +341,10 @@ def test_the_servers_memory_comes_back_after_large_refused_requests(server):
 
     def rounds(n: int) -> float:
         for _ in range(n):
-            _join(url, "patches", [None, "x" * (60 * 2**20), 224, "crop", "ViT-B"])
+            _join(url, "patches", [None, "x" * (60 * 2**20), 224, "crop", "ViT-B", True])
             _join(url, "patches", [{"url": "data:image/png;base64," + "A" * (60 * 2**20),
-                                    "meta": {"_type": "gradio.FileData"}}, 16, 224, "crop", "ViT-B"])
-        _join(url, "toy", [3])  # a small request follows, as any would
+                                    "meta": {"_type": "gradio.FileData"}}, 16, 224, "crop", "ViT-B", True])
+        _join(url, "toy", [3, True])  # a small request follows, as any would
         time.sleep(2)
         return rss_mib(proc.pid)
 
