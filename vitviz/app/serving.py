@@ -624,8 +624,13 @@ def on(triggers, fn: Callable, inputs, outputs, **kwargs):
 TRIM_BYTES = 64 * 2**20
 """Work that reserved at least this much of the budget and ends with the server idle has the freed memory given back
 to the system a moment later (:data:`SETTLE_S`)."""
-MMAP_BYTES = 16 * 2**20
-"""Buffers at least this large are mapped from the system, and given back the moment they are freed."""
+MMAP_BYTES = 64 * 2**20
+"""Buffers at least this large are mapped from the system, and given back the moment they are freed. Every buffer of
+a registry model's forward is smaller (DINO ViT-S/8 at 480 px: 22 MB for an MLP's hidden layer), so they are reused
+from the heap, not mapped and zeroed anew in every layer."""
+TRIM_AT_FREE_BYTES = 2 * MMAP_BYTES
+"""free() gives the heap's top back by itself only when this much is free there (glibc's own rule, twice the mmap
+threshold, which a fixed threshold switches off, leaving 128 kB): the watcher's ``malloc_trim`` gives it back."""
 REFUSED = owned.keep("serving.refused", "gates", threading.Event(), "a request was refused: look at memory")
 """Set when a request is refused (:func:`friendly`): the memory watcher looks at once."""
 SETTLE = owned.keep("serving.settle", "gates", threading.Event(), "large work ended with the server idle")
@@ -665,8 +670,10 @@ def return_freed_memory() -> bool:
     uploads, request bodies) come from the heap and stay with the process after the request. A fixed 1 MiB
     threshold once kept them mapped, but then every buffer of every forward over 1 MiB was mapped and zeroed anew:
     the same fused forward took 30% longer on one server (0.44 → 0.59 s for DINO ViT-S/8 at 224 px; 4–8% here).
-    Now the threshold is fixed at :data:`MMAP_BYTES` (a forward's activations, a few MB at 224 px, stay on the fast
-    heap; a 60 MB body or a decoded 40-megapixel upload is mapped and given back when freed), and ``malloc_trim``
+    Now the threshold is fixed at :data:`MMAP_BYTES` (a forward's activations stay on the fast heap; a decoded
+    40-megapixel picture, 120 MB, is mapped and given back when freed), free() trims the heap's top only
+    past :data:`TRIM_AT_FREE_BYTES` (a fixed mmap threshold had left glibc's 128 kB, and a forward at 480 px paged in
+    about 200,000 pages, 800 MB, again each time; 60,000 now, most of them the analysis kept), and ``malloc_trim``
     returns the heap's free pages once no work is running: :data:`SETTLE_S` after work that reserved at least
     :data:`TRIM_BYTES` of the server's budget ends with the server idle (the answer is still being sent when the
     budget is released, so its garbage appears after), trimmed, then collected and trimmed again when more than
@@ -686,6 +693,7 @@ def return_freed_memory() -> bool:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         libc.mallopt(-3, MMAP_BYTES)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, TRIM_AT_FREE_BYTES)  # M_TRIM_THRESHOLD
         _malloc_trim = libc.malloc_trim
     except (OSError, AttributeError):  # not glibc: nothing to do
         return False
