@@ -123,8 +123,8 @@ def test_an_answer_without_figures_says_the_same_and_draws_nothing(client):
         assert full["figures"] and bare["figures"] == {}
         for key in ("model", "notice", "settings", "adjusted", "texts", "numbers"):
             assert bare[key] == full[key], (api, key)
-    with pytest.raises(Exception, match="`figures` .* must be true, or false"):
-        client.predict(picture("cat.png"), figures="no", api_name="/patches")
+    with pytest.raises(Exception, match="`figures` .* must be true or false; got 'maybe'"):
+        client.predict(picture("cat.png"), figures="maybe", api_name="/patches")
 
 
 def test_attention_with_a_pinned_patch_draws_its_maps(client):

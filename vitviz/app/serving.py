@@ -21,7 +21,7 @@ import threading
 import time
 import typing
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gradio as gr
 import numpy as np
@@ -462,10 +462,11 @@ def python_type(field: Field) -> Any:
     return typing.Literal[tuple(field.options())]
 
 
-def signature(view: View) -> inspect.Signature:
-    """The endpoint's parameters: the view's settings, named, typed and with their defaults (the picture first)."""
+def signature(view: View, extra: Sequence[Field] = ()) -> inspect.Signature:
+    """The endpoint's parameters: the view's settings, named, typed and with their defaults (the picture first),
+    then ``extra``'s."""
     params = []
-    for f in view.fields:
+    for f in (*view.fields, *extra):
         default = inspect.Parameter.empty if f.kind == "image" else f.default
         if f.kind == "cells":
             default = f.to_link(default) or ""
@@ -495,41 +496,36 @@ def endpoints_last():
         make()
 
 
-FIGURES = inspect.Parameter("figures", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=True, annotation=bool)
-"""An answer's last parameter, after the view's settings: False sends the numbers and texts without drawing the
+FIGURES = Field("figures", "bool", True, "draw the view's figures (false: its numbers and texts alone)")
+"""An answer's last parameter, after the view's settings: false sends the numbers and texts without drawing the
 figures (``"figures": {}``), for a client that draws its own (the page's explorer, a notebook plotting the
-numbers). Not a setting of the view: it changes nothing the answer says, only what it carries."""
+numbers). Not a setting of the view (no control, link or flag): it changes nothing the answer says, only what it
+carries. Checked as every declared setting is."""
 
 
 def endpoint(view: View, respond: Callable[..., Any], *, name: str | None = None, doc: str = "",
-             runs_model: bool = True, figures: bool = False) -> None:
+             runs_model: bool = True, figures_switch: bool = False) -> None:
     """Register ``/<name or view.name>``: ``respond(picture as sent, checked settings)`` behind the view's typed
-    signature; with ``figures``, the signature ends with :data:`FIGURES` and ``respond`` gets it as a third argument.
-    ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
+    signature; with ``figures_switch``, the signature ends with :data:`FIGURES` and ``respond`` gets its checked
+    value as a third argument. ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
     later = _LATER.get()
     if later is not None:
         later.append(functools.partial(endpoint, view, respond, name=name, doc=doc, runs_model=runs_model,
-                                       figures=figures))
+                                       figures_switch=figures_switch))
         return
-    sig = signature(view)
-    sig = sig.replace(parameters=[*sig.parameters.values(), *([FIGURES] if figures else []), inspect.Parameter(
+    extra = [FIGURES] if figures_switch else []
+    sig = signature(view, extra)
+    sig = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
         "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request)])
 
     def call(request=None, image=None, **settings):
         # gradio keeps a copy of every input per session: drop this call's now that it has them (adapters.py)
         adapters.forget_api_values(adapters.blocks_of(request), getattr(request, "session_hash", None))
-        if not figures:
-            return respond(image, view.check(settings))
-        drawn = settings.pop("figures")
-        values = view.check(settings)
-        if not isinstance(drawn, bool):
-            raise ValueError("`figures` (draw the view's figures) must be true, or false for the numbers and texts "
-                             f"only; got {drawn!r}.")
-        return respond(image, values, drawn)
+        switches = [f.check(settings.pop(f.name)) for f in extra]
+        return respond(image, view.check(settings), *switches)
 
-    doc = doc or f"The {view.title} view: " + "; ".join(f"{f.name}: {f.label}, {f.accepts()}" for f in view.settings())
-    if figures:
-        doc += " figures: false sends the numbers and texts without drawing the figures."
+    doc = doc or f"The {view.title} view: " + "; ".join(
+        f"{f.name}: {f.label}, {f.accepts()}" for f in (*view.settings(), *extra))
     call = adapters.typed(call, sig, name or view.name, doc)
     gr.api(friendly(call), api_name=name or view.name, **(MODEL if runs_model else {}))
 
@@ -551,7 +547,7 @@ def endpoints(records) -> None:
         def bundle(pic, values, r=r):
             return bundle_file(r.name, values, uploads.picture(pic) if r.needs_picture else None)
 
-        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model, figures=True)
+        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model, figures_switch=True)
         if r.bundle:
             endpoint(r.view, bundle, name=f"bundle_{r.name}", runs_model=r.runs_model,
                      doc=f"The {r.view.title} view as files: a ZIP of its figures (PNG and PDF), numbers and "
