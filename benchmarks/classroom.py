@@ -175,12 +175,11 @@ def batched_forward(checkpoint: Path, side: int, batch: int = 4) -> dict:
     return {"apart": statistics.median(apart), "together": statistics.median(together), "batch": batch}
 
 
-ENDPOINTS = {"/explorer": "the page's first map (its data; the browser draws it)",
-             "/attention": "the API's answer with its three figures drawn",
-             "/attention figures=false": "the same answer's settings, texts and numbers, no figure drawn"}
-REQUESTS = {"/explorer": ("/explorer", {}), "/attention": ("/attention", {}),
-            "/attention figures=false": ("/attention", {"figures": False})}
-"""Each row's endpoint and the arguments it adds to the picture, the model and the side."""
+ENDPOINTS = {"/explorer": ("/explorer", {}, "the page's first map (its data; the browser draws it)"),
+             "/attention": ("/attention", {}, "the API's answer with its three figures drawn"),
+             "/attention figures=false": ("/attention", {"figures": False},
+                                          "the same answer's settings, texts and numbers, no figure drawn")}
+"""Each row's name: its endpoint, the arguments it adds to the picture, the model and the side, and what it is."""
 
 
 KEEP = httpx.Limits(keepalive_expiry=2.0)
@@ -249,7 +248,8 @@ def case(url: str, pid: int, students: int, side: int, folder: Path, seed: int, 
          door: str = "gradio_client") -> dict:
     repeats = 5 if students == 1 else 1  # one student: five requests one after another, each a new picture
     pics = pictures(students * repeats + 1, folder, square=True, seed=seed)
-    clients = [DOORS[door](url, *REQUESTS[api]) for _ in range(students + 1)]
+    endpoint, extra, _ = ENDPOINTS[api]
+    clients = [DOORS[door](url, endpoint, extra) for _ in range(students + 1)]
     clients[0].predict(pics[0], "DINO ViT-S/8", side)  # warm-up
     start = threading.Barrier(students)
     times: list[float] = [0.0] * (students * repeats)
@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> None:
           + ", ".join(f"{s} px {forward[s]['wall'] * 1000:,.0f} ms ({forward[s]['cpu'] * 1000:,.0f} ms of CPU)"
                       for s in args.sides))
     print()
-    print("; ".join(f"`{k}`: {v}" for k, v in ENDPOINTS.items() if k in args.endpoints) + ". One student: five "
+    print("; ".join(f"`{k}`: {v[2]}" for k, v in ENDPOINTS.items() if k in args.endpoints) + ". One student: five "
           "requests one after another (median, slowest), through gradio_client and through the HTTP API as a page "
           "speaks it (gradio_client polls its event stream every 50 ms). Each row's yardstick is the fused forward "
           "measured just before and just after it (three runs each, the server idle): its wall time for the "
