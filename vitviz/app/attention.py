@@ -33,18 +33,21 @@ from vitviz.models.runner import picture_address
 from vitviz.render import browser
 from vitviz.specs import views as declared
 from vitviz.views import attention as attention_view
+from vitviz.views.shown import plain
 
 A = declared.ATTENTION
 log = logging.getLogger("vitviz")
 
 
 def explorer_payload(picture, values: dict, progress=None, inline: bool = False) -> dict:
-    """What the explorer draws (data, sent once per picture): the analysis and the view's settings as used; with
+    """What the explorer draws (data, sent once per picture): the analysis and the view's settings as used, and
+    ``adjusted``: each setting not used as asked, with what was asked and why (as every view's answer says); with
     ``inline`` (the API) the first map's data in the answer itself, else the names the browser fetches them by."""
     rgb = uploads.picture(picture)
     a, settled = attention_view.analysis_for(rgb, values, progress)
     return browser.attention_payload(a, settled.values, {f.name: f for f in HELD}, inline=inline) | {
-        "picture": picture_address(rgb)}  # its (keyed) address: made again from it while the server has the picture
+        "picture": picture_address(rgb),  # its (keyed) address: made again from it while the server has the picture
+        "adjusted": plain(settled.adjusted())}
 
 
 @layout("attention")

@@ -177,15 +177,24 @@ class Field:
         return v
 
     def _choice(self, value: Any) -> Any:
+        """One of the options, as the option itself: a choice of whole numbers takes a whole number however it
+        comes (1, 1.0, "1", "1.0") and answers the int (settings, link and bundle names say 1, never 1.0); 1.5
+        is refused, as is any value that is not an option."""
         opts = self.options()
-        if value in opts and not isinstance(value, bool):
-            return value
-        if isinstance(value, str) and all(isinstance(o, int) for o in opts):
-            text = value.strip()
-            if text.lstrip("-").isdigit() and int(text) in opts:
-                return int(text)
-        if isinstance(value, float) and value.is_integer() and int(value) in opts:
-            return int(value)
+        if isinstance(value, bool):
+            raise self._refuse(value)
+        if opts and all(isinstance(o, int) and not isinstance(o, bool) for o in opts):
+            if isinstance(value, (int, float, str)):
+                try:
+                    v = float(value)
+                except (TypeError, ValueError):
+                    raise self._refuse(value) from None
+                if math.isfinite(v) and v.is_integer() and int(v) in opts:
+                    return int(v)
+            raise self._refuse(value)
+        for o in opts:
+            if value == o and type(value) is type(o):
+                return o
         raise self._refuse(value)
 
     def _cell(self, value: Any) -> tuple[int, int] | None:
