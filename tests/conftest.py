@@ -170,6 +170,7 @@ def served():
     kwargs = app.launch_kwargs()
     kwargs.update(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     demo.launch(**kwargs)
+    serving.read_long_heads(demo)  # as `python -m vitviz.app` does
     yield demo, f"http://127.0.0.1:{port}/"
     demo.close()
 

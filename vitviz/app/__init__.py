@@ -154,7 +154,8 @@ def launch_kwargs() -> dict:
                   # the explorer's data, served with a long-lived cache; the page compressed
                   app_kwargs={"routes": serving.data_routes(),
                               # a page closed (or reloaded): the pictures it used age out as usual
-                              "middleware": serving.page_files(closed=files.PICTURES.release) + serving.body_limit()
+                              "middleware": serving.guards() + serving.page_files(closed=files.PICTURES.release)
+                              + serving.body_limit()
                               + serving.compression(),
                               "lifespan": files.lifespan})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         demo.launch(**launch_kwargs(), server_port=args.port, prevent_thread_lock=True)
     except OSError as err:  # the port is taken, or cannot be bound here
         raise SystemExit(f"Cannot serve on port {args.port}: {err}") from None
+    serving.read_long_heads(demo)  # an over-long link is refused in words, not with uvicorn's bare 400
     try:
         while demo.is_running:
             time.sleep(0.2)

@@ -31,6 +31,7 @@ from vitviz.app import adapters, files
 from vitviz.core import owned
 from vitviz.render import png
 from vitviz.specs.state import Field, View
+from vitviz.tools import lesson as lessons
 from vitviz.views import Shown, plain
 
 MODEL_CONCURRENCY = int(os.environ.get("VITVIZ_MODEL_CONCURRENCY", "2"))
@@ -380,6 +381,83 @@ class Isolated:
             await send(message)
 
         await self.app(scope, receive, marking)
+
+
+class NoSniff:
+    """ASGI middleware: every response says ``X-Content-Type-Options: nosniff``, so a browser takes each file as
+    the type the server names and never guesses another from its bytes (an uploaded file served back is never run
+    as a script or a page). gradio sends it on none of its routes."""
+
+    HEADER = (b"x-content-type-options", b"nosniff")
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def marking(message):
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers") or [] if h[0].lower() != self.HEADER[0]]
+                message = {**message, "headers": headers + [self.HEADER]}
+            await send(message)
+
+        await self.app(scope, receive, marking)
+
+
+MAX_LINK_CHARS = 2 * lessons.MAX_LINK
+"""The longest address the server reads (path and query, in characters): twice the longest lesson link the page
+makes (:data:`vitviz.tools.lesson.MAX_LINK`, 8,000), room for the settings a page adds to a lesson's link."""
+LONG_HEAD_BYTES = 256 * 2**10
+"""How much of a request's head uvicorn holds while it is still arriving (its own default, 16 KiB, answers a longer
+head that comes in pieces with a bare "400 Invalid HTTP request received", before any of this server's code sees
+it); a longer head still gets uvicorn's 400."""
+
+
+class LinkLimit:
+    """ASGI middleware: an address longer than :data:`MAX_LINK_CHARS` is answered 414 in words (the lesson limit's
+    own) before gradio reads it: gradio makes the page's root address from it, and past about 64 KB that failed
+    with an HTTP 500 (httpx: "URL too long")."""
+
+    def __init__(self, app, limit: int | None = None) -> None:
+        self.app, self.limit = app, MAX_LINK_CHARS if limit is None else int(limit)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope.get("raw_path") or scope.get("path", "").encode()
+        query = scope.get("query_string") or b""
+        length = len(path) + (len(query) + 1 if query else 0)
+        if length <= self.limit:
+            return await self.app(scope, receive, send)
+        log.info("refused an address of %d characters (at most %d)", length, self.limit)
+        body = (f"This link is {length:,} characters long; this server opens links of at most {self.limit:,} "
+                f"characters (a lesson link holds at most {lessons.MAX_LINK:,}). If it holds a lesson, open the "
+                "lesson's file instead (\"Make a lesson from these views\", then \"or open a lesson file\"), or "
+                "shorten the lesson's captions or split it into two lessons.\n").encode()
+        await send({"type": "http.response.start", "status": 414,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def read_long_heads(demo) -> None:
+    """Let uvicorn hold a request's head up to :data:`LONG_HEAD_BYTES` while it arrives (uvicorn's setting
+    ``h11_max_incomplete_event_size``, on the server gradio started; read for each new connection), so an
+    over-long link reaches :class:`LinkLimit` and is refused in words instead of with uvicorn's bare 400. Call after
+    ``demo.launch``."""
+    config = getattr(getattr(demo, "server", None), "config", None)
+    if config is not None:
+        config.h11_max_incomplete_event_size = LONG_HEAD_BYTES
+
+
+def guards() -> list:
+    """:class:`NoSniff` and :class:`LinkLimit`, the outermost of the app's middleware: every response is marked,
+    and an over-long address is refused before anything else reads it."""
+    from starlette.middleware import Middleware
+
+    return [Middleware(NoSniff), Middleware(LinkLimit)]
 
 
 def page_files(closed: Callable[[str], None] = lambda session: None) -> list:
