@@ -302,3 +302,85 @@ def test_a_step_that_names_the_top_5_prints_its_probabilities_on_its_handout_pag
     assert names[0] == "star"  # the tour's picture, read by the offline model
     fig8, _ = lesson.page(tour, 8)  # a step that names no such figure prints none
     assert not [ax for ax in fig8.axes if ax.get_title().startswith("top 5")]
+
+
+def _marked_step(marks: int = 232) -> lesson.Step:
+    """A predict step whose link marks ``marks`` patches of a 28 × 28 grid (DINO ViT-S/8 at 224 px), as a student's
+    page writes it: about 2,400 characters with the page's address (the issue's was 4,178; any over 2,331 fails)."""
+    from urllib.parse import urlencode
+
+    cells = ";".join(f"{r},{c}" for r in range(10, 28) for c in range(10, 28)).split(";")[:marks]
+    return lesson.Step("Predict first: mark the patches the model needs.", "?tab=classify&image=scene_star&" + urlencode(
+        {"tm_model": "vitviz tiny (shapes only)", "open": "predict", "tm_patches": ";".join(cells)}, safe=""))
+
+
+def test_a_qr_codes_bound_is_segnos_own_capacity_checked_before_a_code_is_made():
+    """issue 68 item 14: a step's link longer than a QR code holds failed the whole handout with segno's "Data too
+    large". The bound is segno's (its mode for the text, its capacity table at error correction M), checked up
+    front: it agrees with segno.make on both sides of the limit, for bytes, digits and QR's upper-case alphabet."""
+    import segno
+
+    assert lesson.qr_chars() == 2331  # version 40-M in byte mode, ISO/IEC 18004 table 7
+    for one, most in (("a", lesson.qr_chars()), ("7", 5596), ("A", 3391)):
+        for n, fits in ((most, True), (most + 1, False)):
+            assert lesson.qr_fits(one * n) is fits, (one, n)
+            try:
+                segno.make(one * n, error=lesson.QR_ERROR, micro=False)
+                made = True
+            except segno.DataOverflowError:
+                made = False
+            assert made is fits, (one, n)
+    with pytest.raises(ValueError, match=r"2,332 characters are more than a QR code holds \(2,331 at error "
+                                         r"correction M\)") as err:
+        lesson.qr_matrix("a" * 2332)
+    assert not isinstance(err.value, segno.DataOverflowError)
+    step = _marked_step()
+    address, coded, why = lesson.qr_link("http://192.168.1.20:7860/", None, 2, step)
+    assert address == "http://192.168.1.20:7860/" + step.link and len(address) > lesson.qr_chars()
+    assert coded is None and f"its link is {len(address):,} characters" in why and "mark fewer patches" in why
+    assert "hand out the lesson's file" in why
+    # a lesson a link can name: its QR code holds the short link that opens the step
+    address, coded, why = lesson.qr_link("http://192.168.1.20:7860/x?y#z", "test_the_map", 2, step)
+    assert coded == "http://192.168.1.20:7860/x/?lesson=test_the_map&step=2" and "short link" in why
+    # a link that fits is coded whole, with nothing to say
+    short = lesson.tour().steps[0]
+    assert lesson.qr_link("http://h/", None, 1, short) == ("http://h/" + short.link, "http://h/" + short.link, None)
+
+
+@pytest.mark.slow
+def test_a_step_whose_link_no_qr_code_holds_prints_without_one_and_the_cli_and_the_page_say_which_and_why(
+        tmp_path, capsys):
+    """issue 68 item 14 through ``vitviz lesson`` and the page's handout function: the handout is printed, the
+    marked step's page has no QR code and says why; every other page keeps its code."""
+    import zxingcpp
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from vitviz.app import lessons as page_lessons
+
+    made = lesson.Lesson("Predict, then test", (lesson.Step("The patches.", "?tab=patches&image=cat&patch=32"),
+                                                _marked_step()))
+    mine = tmp_path / "mine.md"
+    mine.write_text(lesson.write(made))
+    out = tmp_path / "mine.pdf"
+    code = cli.main(["lesson", str(mine), "--out", str(out), "--base-url", "http://10.0.0.5:7860/"])
+    err = capsys.readouterr().err
+    assert code in (cli.DONE, cli.PARTLY) and out.read_bytes().startswith(b"%PDF"), err
+    assert "Data too large" not in err and re.search(r"step 2: its link is 2,4\d\d characters, more than a QR code "
+                                                     r"holds \(2,331 at error correction M\)", err), err
+    read = []
+    for i in (1, 2):
+        fig, _ = lesson.page(made, i, "http://10.0.0.5:7860/")
+        fig.set_dpi(150)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        pixels = np.asarray(canvas.buffer_rgba())[..., :3].mean(-1).astype(np.uint8)
+        read.append([r.text for r in zxingcpp.read_barcodes(pixels)])
+        if i == 2:
+            assert any(t.get_text().startswith("No QR code: its link is") for t in fig.texts)
+    assert read == [["http://10.0.0.5:7860/" + made.steps[0].link], []]
+    got = page_lessons.handout_of({"markdown": lesson.write(made), "base_url": "http://10.0.0.5:7860/"})
+    try:
+        assert "error" not in got, got
+        assert any(n.startswith("step 2: its link is") and "mark fewer patches" in n for n in got["notes"])
+    finally:
+        Path(got.get("path", tmp_path / "none")).unlink(missing_ok=True)

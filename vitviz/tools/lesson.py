@@ -219,20 +219,80 @@ def absolute_link(base_url: str, lesson_name: str | None, k: int, step: Step) ->
     has a name a link can hold (one shipped with vitviz), else the step's own view."""
     from urllib.parse import urlencode
 
-    base = base_url.split("?")[0].split("#")[0]
-    base = base if base.endswith("/") else base + "/"
     extra = "&" + urlencode({"lesson": lesson_name, "step": k}) if lesson_name else ""
-    return base + step.link + extra
+    return _page_address(base_url) + step.link + extra
+
+
+def _page_address(base_url: str) -> str:
+    """The server's page address ``base_url`` without its query or fragment, ending in "/"."""
+    base = base_url.split("?")[0].split("#")[0]
+    return base if base.endswith("/") else base + "/"
+
+
+QR_ERROR = "m"
+"""The error correction a handout's QR codes print with (M: about 15% of the code may be lost, a crease or a
+smudge)."""
+QR_VERSION = 40
+"""The largest QR code (177 × 177 modules): a longer text fits no QR code at :data:`QR_ERROR`."""
+
+
+def qr_bits(text: str) -> tuple[int, int]:
+    """(bits ``text`` takes in a QR code, bits the largest code holds at :data:`QR_ERROR`), as segno counts them
+    (its own choice of encoding mode for ``text``, its own capacity table): ``text`` fits when the first is at most
+    the second, and segno would say "Data too large" otherwise."""
+    from segno import consts, encoder
+
+    level = encoder.normalize_errorlevel(QR_ERROR)
+    needed = encoder.prepare_data(text, None, None).bit_length_with_overhead(QR_VERSION, False)
+    return needed, consts.SYMBOL_CAPACITY[QR_VERSION][level]
+
+
+def qr_chars() -> int:
+    """The most characters of a link (one byte each, as every URL-encoded link is) a QR code holds at
+    :data:`QR_ERROR`: 2,331 (the byte mode's indicator, 4 bits, and its 16-bit count come first)."""
+    return (qr_bits("")[1] - 4 - 16) // 8
+
+
+def qr_fits(text: str) -> bool:
+    """Whether ``text`` fits a QR code at :data:`QR_ERROR` (checked before one is made: :func:`qr_bits`)."""
+    needed, room = qr_bits(text)
+    return needed <= room
 
 
 def qr_matrix(text: str) -> np.ndarray:
     """``text`` as a QR code: a (N, N) bool array, True = dark, with the standard quiet zone of 4 modules
-    (segno; error correction M, which survives a crease or a smudge)."""
+    (segno; error correction :data:`QR_ERROR`). ``ValueError`` naming the sizes for a text no QR code holds."""
     import numpy as np
     import segno
 
-    code = segno.make(text, error="m", micro=False)
+    if not qr_fits(text):
+        raise ValueError(f"{len(text):,} characters are more than a QR code holds ({qr_chars():,} at error "
+                         f"correction {QR_ERROR.upper()}).")
+    code = segno.make(text, error=QR_ERROR, micro=False)
     return np.pad(np.array([list(row) for row in code.matrix], dtype=bool), 4)
+
+
+def qr_link(base_url: str, lesson_name: str | None, k: int, step: Step) -> tuple[str, str | None, str | None]:
+    """(step ``k``'s absolute link, the text its QR code holds or None, why it holds another or none): the step's
+    own link (:func:`absolute_link`) when a QR code can hold it; else, for a lesson a link can name (shipped with
+    vitviz), the lesson's short link ``?lesson=NAME&step=k``, which the page opens at that step's own link; else
+    none, and the reason says what to do."""
+    from urllib.parse import urlencode
+
+    address = absolute_link(base_url, lesson_name, k, step)
+    if qr_fits(address):
+        return address, address, None
+    long = (f"its link is {len(address):,} characters, more than a QR code holds ({qr_chars():,} at error "
+            f"correction {QR_ERROR.upper()})")
+    if lesson_name:
+        short = _page_address(base_url) + "?" + urlencode({"lesson": lesson_name, "step": k})
+        if qr_fits(short):
+            return address, short, f"{long}: its QR code holds the lesson's short link, which opens this step"
+    marks = [v for v in step.query.values() if v.count(";") >= 8]  # a set of patches: "r,c;r,c;…"
+    fewer = "mark fewer patches on that step, " if marks else ""
+    return address, None, (f"{long}, so its page prints no QR code. For one, make that step's link shorter "
+                           f"({fewer}about {qr_chars() - len(address) + len(step.link):,} characters of link at "
+                           "most), or hand out the lesson's file (the page's lesson maker opens it)")
 
 
 def step_figures(name: str, step: Step, shown) -> list:
@@ -291,7 +351,8 @@ def handout(lesson: Lesson, out: Path, said=lambda text: None, base_url: str | N
     (:func:`step_figures`), what the step asked for that it could not have (also told to ``said``) and its link.
     Given the server's address ``base_url``, the link is absolute and printed as a QR code too (within the lesson
     ``name`` when a link can name it: a lesson shipped with vitviz). The PDF is written to a temporary file beside
-    ``out`` and renamed when whole: a step that cannot be printed leaves no partial handout.
+    ``out`` and renamed when whole: a step that cannot be printed leaves no partial handout. A step whose link no
+    QR code holds (:func:`qr_link`) is said to ``said`` first, naming the step and what to do; its page says it too.
     Returns (pages, steps with settings used otherwise than asked)."""
     import os
     import tempfile
@@ -299,6 +360,10 @@ def handout(lesson: Lesson, out: Path, said=lambda text: None, base_url: str | N
     from matplotlib.backends.backend_pdf import PdfPages
 
     out = Path(out)
+    for i, step in enumerate(lesson.steps, 1):  # what a QR code cannot hold, said before any page is drawn
+        why = qr_link(base_url, name, i, step)[2] if base_url else None
+        if why:
+            said(f"step {i}: {why}.")
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}-", suffix=".pdf")
     os.close(fd)
     adjusted = 0
@@ -364,11 +429,16 @@ def page(lesson: Lesson, i: int, base_url: str | None = None, name: str | None =
         fig.text(0.06, 0.115, "\n".join(textwrap.wrap("Not as the link asked: " + "; ".join(notes), 100)),
                  fontsize=8, color="#7a2800", va="bottom")
     if base_url:
-        address = absolute_link(base_url, name, i, step)
-        qr = fig.add_axes((0.80, 0.015, 0.14, 0.14 * 8.27 / 11.69))  # a square, 3 cm a side
-        qr.imshow(~qr_matrix(address), cmap="gray", interpolation="nearest", vmin=0, vmax=1)
-        qr.set_axis_off()
-        fig.text(0.06, 0.03, "\n".join(textwrap.wrap(address, 95)[:4]), fontsize=7, color="#222222",
+        address, coded, why = qr_link(base_url, name, i, step)
+        if why:  # said where the code would be (handout says it too, before printing anything)
+            fig.text(0.62, 0.015, "\n".join(textwrap.wrap(f"No QR code: {why}." if coded is None else
+                                                           f"The QR code is short: {why}.", 48)),
+                     fontsize=7, color="#7a2800", va="bottom")
+        if coded is not None:
+            qr = fig.add_axes((0.80, 0.015, 0.14, 0.14 * 8.27 / 11.69))  # a square, 3 cm a side
+            qr.imshow(~qr_matrix(coded), cmap="gray", interpolation="nearest", vmin=0, vmax=1)
+            qr.set_axis_off()
+        fig.text(0.06, 0.03, "\n".join(textwrap.wrap(coded or address, 95)[:4]), fontsize=7, color="#222222",
                  va="bottom", family="monospace")
     else:
         fig.text(0.06, 0.03, f"vitviz {step.link}", fontsize=8, color="#444444")
