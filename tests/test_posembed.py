@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -139,3 +141,84 @@ def test_a_reason_several_settings_share_is_said_once():
     assert {"rows", "cols", "dim"} <= set(shown.settled.notes)
     assert shown.note().count("(its own, not set here)") == 1
     assert shown.settled.sentence().count("(its own, not set here)") == 1
+
+
+# ---- what a table codes, said from its own numbers (issue 68, item 3) ------------------------------------------
+
+def _radial_table(rows: int = 8, cols: int = 8, dim: int = 96, seed: int = 0) -> np.ndarray:
+    """A hand-built table that codes only how far a position is from the centre: a smooth function of the radius."""
+    rng = np.random.default_rng(seed)
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    radius = np.hypot(r - (rows - 1) / 2, c - (cols - 1) / 2)
+    bumps = np.stack([np.exp(-(radius - k) ** 2) for k in range(6)], 1)  # (N, 6)
+    return (bumps @ rng.standard_normal((6, dim))).reshape(rows, cols, dim)
+
+
+def _grid_table(rows: int = 8, cols: int = 8, dim: int = 96, seed: int = 0) -> np.ndarray:
+    """A hand-built table that codes where a position is: a Gaussian bump of features around each (row, col)."""
+    rng = np.random.default_rng(seed)
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    centres = rng.uniform(-1, max(rows, cols), (dim, 2))
+    d2 = (r[:, None] - centres[None, :, 0]) ** 2 + (c[:, None] - centres[None, :, 1]) ** 2
+    return np.exp(-d2 / 4.0).reshape(rows, cols, dim)
+
+
+def test_relations_by_hand():
+    """1×3 grid: ends equal, middle at 45°: each end's most alike is the other end (two steps, same ring), the
+    middle's is the first end (a tie: argmax takes the first), next door."""
+    grid = np.array([[[1.0, 0.0], [1.0, 1.0], [1.0, 0.0]]])
+    rel = posembed.relations(grid)
+    assert rel == {"positions": 3, "nearest_next_door": 1, "nearest_same_ring": 2, "farther": pytest.approx(1.0)}
+    assert posembed.relations(np.ones((1, 1, 2))) == {"positions": 1, "nearest_next_door": 0,
+                                                      "nearest_same_ring": 0, "farther": None}
+
+
+@pytest.mark.parametrize("table, kind", [(_grid_table, "grid"), (_radial_table, "centre")])
+def test_a_hand_built_table_is_read_as_what_it_was_built_to_code(table, kind):
+    from vitviz.views.posembed import what_it_codes
+
+    grid = table()
+    near, rel = posembed.neighbourhood(grid), posembed.relations(grid)
+    assert posembed.arrangement(near, rel) == kind
+    said = what_it_codes(grid, learned=True)
+    if kind == "grid":
+        assert near["next_door"] > near["same_ring"] + 0.05 and 2 * rel["nearest_next_door"] >= 64
+        assert "this model learned the grid" in said and "distance from the centre" not in said
+        assert f"({near['next_door']:.2f}, against {near['same_ring']:.2f}" in said
+    else:
+        assert near["same_ring"] > near["next_door"] + 0.05
+        assert "how far a patch is from the centre, not the grid" in said and "learned the grid" not in said
+        assert f"({near['same_ring']:.2f} against {near['next_door']:.2f})" in said
+    assert f"{rel['nearest_next_door']} of 64 positions" in said
+
+
+def test_a_random_table_is_said_to_code_nothing_and_a_formula_is_not_said_to_be_learned():
+    from vitviz.views.posembed import sinusoidal_grid, what_it_codes
+
+    noise = np.random.default_rng(1).standard_normal((8, 8, 96))
+    assert posembed.arrangement(posembed.neighbourhood(noise), posembed.relations(noise)) == "none"
+    assert "learned no arrangement of the positions (yet)" in what_it_codes(noise, learned=True)
+    assert "-0.00" not in what_it_codes(noise, learned=True)
+    said = what_it_codes(sinusoidal_grid("2D sinusoidal", 14, 14, 64), learned=False)
+    assert "this table codes the grid" in said and "learned" not in said and "196 of 196 positions" in said
+
+
+def test_the_offline_models_table_is_said_to_code_the_distance_from_the_centre():
+    """Issue 68: the tour said "neighbours look alike, so the model has learned the grid"; the offline model's own
+    numbers say otherwise (next-door 0.61, equally far from the centre 0.87, 18 of 64 positions most like a
+    4-neighbour), and so does its model card. The view's sentence is made from those numbers."""
+    from vitviz import views
+    from vitviz.specs import registry
+
+    v = views.VIEWS["position_embeddings"]
+    shown = views.show("position_embeddings", None, v.check({"source": "learned: " + registry.OFFLINE_KEY,
+                                                             "new_rows": 8, "new_cols": 8}))
+    near, rel = shown.numbers["neighbourhood"], shown.numbers["relations"]
+    assert shown.numbers["arrangement"] == "centre"
+    assert near["same_ring"] > near["next_door"] + 0.2 and rel["nearest_next_door"] < rel["positions"] / 2
+    summary = shown.texts["summary"]
+    assert "this model mostly learned how far a patch is from the centre, not the grid." in summary
+    assert f"only {rel['nearest_next_door']} of {rel['positions']} positions" in summary
+    assert "learned the grid" not in summary
+    card = (Path(__file__).resolve().parents[1] / "vitviz/assets/tiny/MODEL_CARD.md").read_text()
+    assert "mostly the table learned how far a patch is from the centre" in " ".join(card.split())

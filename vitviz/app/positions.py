@@ -35,9 +35,11 @@ def build(gr_tab: gr.Tab) -> Tab:
             explain(
                 "Attention alone cannot tell where a patch came from: shuffle the tokens and it computes the "
                 "same thing, shuffled. So each patch gets a position vector added. Sinusoidal ones are a fixed "
-                "formula (in 2D: half the dimensions code the row, half the column); learned ones start random "
-                "and training arranges them. Either way, nearby positions end up with similar vectors, which "
-                "the mosaic shows: each little map is one position's similarity to all others.")
+                "formula (in 2D: half the dimensions code the row, half the column) that makes nearby positions "
+                "similar; learned ones start random and training arranges them as the task needs. Look whether "
+                "neighbours end up alike (the grid) or positions equally far from the centre do: each little map "
+                "of the mosaic is one position's similarity to all others, and the text above says which, from "
+                "the table's own numbers.")
         with gr.Column(scale=2):
             note = gr.Markdown(elem_id="positions-note", elem_classes="vx-note")
             summary = gr.Markdown(elem_id="pe-summary")

@@ -75,6 +75,52 @@ def neighbourhood(grid: np.ndarray) -> dict[str, float | None]:
     return {"next_door": mean(steps == 1), "all": mean(steps > 0), "same_ring": mean(same_ring)}
 
 
+NO_ORDER = 0.1
+"""Next-door positions at most this much more alike (mean cosine) than positions farther apart: no arrangement."""
+CLEARLY = 0.05
+"""Next-door pairs and pairs equally far from the centre this much apart (mean cosine): one of them clearly wins."""
+
+
+def relations(grid: np.ndarray) -> dict[str, int | float | None]:
+    """How the positions of a (rows, cols, D) grid relate to the ones most like them (cosine).
+
+    Returns ``positions`` (rows·cols); ``nearest_next_door``: how many have a 4-neighbour as the position most
+    like them; ``nearest_same_ring``: how many have one equally far from the grid's centre (next door or not);
+    ``farther``: the mean cosine of the pairs more than one step apart (None if there is none).
+    """
+    r, c, d = grid.shape
+    sim = similarity(grid.reshape(r * c, d), "cosine")
+    rows, cols = np.divmod(np.arange(r * c), c)
+    steps = np.abs(rows[:, None] - rows[None]) + np.abs(cols[:, None] - cols[None])
+    farther = float(sim[steps > 1].mean()) if (steps > 1).any() else None
+    np.fill_diagonal(sim, -np.inf)
+    best = sim.argmax(1)
+    ring = np.hypot(rows - (r - 1) / 2, cols - (c - 1) / 2)
+    other = best != np.arange(r * c)
+    return {"positions": r * c, "nearest_next_door": int((other & (steps[np.arange(r * c), best] == 1)).sum()),
+            "nearest_same_ring": int((other & np.isclose(ring, ring[best])).sum()), "farther": farther}
+
+
+def arrangement(near: dict[str, float | None], rel: dict[str, int | float | None]) -> str:
+    """What a table's similarities say it codes, from :func:`neighbourhood` and :func:`relations`:
+
+    - ``"none"``: next-door positions hardly more alike than positions farther apart (:data:`NO_ORDER`);
+    - ``"centre"``: positions equally far from the centre clearly more alike than next-door ones (:data:`CLEARLY`):
+      the table codes how far a patch is from the centre;
+    - ``"grid"``: next-door positions clearly the most alike, and for at least half the positions the most similar
+      one is a 4-neighbour: the table codes where a patch is;
+    - ``"mixed"``: locality, but neither of those cleanly.
+    """
+    d, f, s = near["next_door"], rel["farther"], near["same_ring"]
+    if d is None or f is None or d - f < NO_ORDER:
+        return "none"
+    if s is not None and s - d >= CLEARLY:
+        return "centre"
+    if (s is None or d - s >= CLEARLY) and 2 * rel["nearest_next_door"] >= rel["positions"]:
+        return "grid"
+    return "mixed"
+
+
 def learned_grid(model: torch.nn.Module) -> np.ndarray:
     """A model's learned patch position embeddings as a (rows, cols, D) grid.
 

@@ -185,6 +185,26 @@ def lens_note(spec, has_head: bool) -> str:
             "residual stream above is what its forward pass shows.")
 
 
+def lens_reading(tops: list[dict[str, float]], final: dict[str, float]) -> str:
+    """What the lens shows on this picture, from its own numbers: after which block the model's final answer is
+    the lens's top class and stays so. ``tops``: per block, first to last, the lens's classes (name -> probability,
+    most likely first); ``final``: the model's own, the same way."""
+    answer = next(iter(final))
+    firsts = [next(iter(t)) for t in tops]
+    before = len(firsts)
+    while before and firsts[before - 1] == answer:
+        before -= 1
+    if before == len(firsts):
+        return (f"On this picture the lens's top class after the last block is not the final answer, “{answer}” "
+                "(a tie, or float32 rounding).")
+    if before == 0:
+        return f"On this picture the final answer, “{answer}”, is the lens's top class from block 1 on."
+    earlier = ", ".join(f"block {i + 1}: “{n}”" for i, n in enumerate(firsts[:before]))
+    when = (f"only after the last block, {before + 1}" if before + 1 == len(firsts) else
+            f"from block {before + 1} of {len(firsts)} on")
+    return f"On this picture the final answer, “{answer}”, is the lens's top class {when} (before it, {earlier})."
+
+
 def _no_head(fp, width: int, self_supervised: bool) -> str:
     """The diagram's last line for a model without a head (what its output is instead)."""
     how = ("it was trained without labels (self-supervised, as DINO is): " if self_supervised else
@@ -346,5 +366,7 @@ def show_forward_pass(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         numbers["logit_lens"] = [nearest_shapes(fp.top(row), key, rgb) for row in fp.lens]
         numbers["top5"] = nearest_shapes(fp.top(fp.probs), key, rgb)
     texts["lens"] = lens_note(runner.spec, fp.probs is not None)
+    if fp.probs is not None:
+        texts["lens"] += "\n\n" + lens_reading(numbers["logit_lens"], numbers["top5"])
     data = {"diagram": diagram(fp, fitted, key, side, cmap, self_supervised=is_self_supervised(runner.spec))}
     return Shown(figures, texts, numbers, s, key, runner.notice, data)

@@ -73,8 +73,9 @@ def tile_figure(grid: np.ndarray, kind: str, row: int, col: int, cmap: str = "vi
 
 
 def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple[int, int] | None = None,
-           cmap: str = "viridis") -> PosEmbedView:
-    """All figures for one (rows, cols, D) embedding grid called ``name``."""
+           cmap: str = "viridis", learned: bool = False) -> PosEmbedView:
+    """All figures for one (rows, cols, D) embedding grid called ``name`` (``learned``: a model's table, not a
+    formula's; the summary's sentence on what it codes says so)."""
     r, c, d = grid.shape
     flat = grid.reshape(r * c, d)
     matrix = plotting.heatmap(flat, f"{r * c} positions × {d} dimensions", "embedding dimension",
@@ -100,9 +101,41 @@ def render(grid: np.ndarray, name: str, kind: str = "cosine", resample_to: tuple
     if near["next_door"] is not None and near["same_ring"] is not None:
         summary += (f"\n\nMean cosine similarity: next-door positions **{near['next_door']:.2f}**, all pairs "
                     f"**{near['all']:.2f}**, positions equally far from the centre (not next door) "
-                    f"**{near['same_ring']:.2f}**. A grid-like table makes neighbours the most alike; one that "
-                    "mostly learned how far a patch is from the centre makes the rings most alike.")
+                    f"**{near['same_ring']:.2f}**. " + what_it_codes(grid, learned))
     return PosEmbedView(matrix, sim, mosaic, pitch, resampled, summary)
+
+
+def what_it_codes(grid: np.ndarray, learned: bool) -> str:
+    """One sentence, made from this (rows, cols, D) table's own similarities, on what it codes
+    (:func:`vitviz.core.posembed.arrangement`): the grid, the distance from the centre, a mix, or nothing (yet).
+    ``learned``: a model's table (what the model learned), else a formula's."""
+    def _two(v: float) -> str:  # two decimals, and never "-0.00"
+        return f"{round(v, 2) + 0.0:.2f}"
+
+    near, rel = posembed.neighbourhood(grid), posembed.relations(grid)
+    kind = posembed.arrangement(near, rel)
+    d, s, f = near["next_door"], near["same_ring"], rel["farther"]
+    n, k, ring = rel["positions"], rel["nearest_next_door"], rel["nearest_same_ring"]
+    most = f"{k} of {n} positions have a next-door one as the position most like them"
+    who = "this model learned" if learned else "this table codes"
+    if kind == "none":
+        farther = "" if f is None else f" ({_two(d)} against {_two(f)})"
+        return (f"Next-door positions are hardly more alike than positions farther apart{farther}: "
+                + ("this table has learned no arrangement of the positions (yet)." if learned else
+                   "this table codes no arrangement of the positions."))
+    if kind == "centre":
+        return (f"Positions equally far from the centre are more alike than next-door ones ({_two(s)} against "
+                f"{_two(d)}); only {most} ({ring} have one equally far from the centre): "
+                f"{'this model mostly learned' if learned else 'this table mostly codes'} how far a patch is from "
+                "the centre, not the grid.")
+    if kind == "grid":
+        ring_words = "" if s is None else f", against {_two(s)} for positions equally far from the centre"
+        return f"Next-door positions are the most alike ({_two(d)}{ring_words}), and {most}: {who} the grid: " \
+               "nearby patches get similar vectors."
+    ring_words = "" if s is None else f"; positions equally far from the centre {_two(s)}"
+    return (f"Next-door positions are more alike than positions farther apart ({_two(d)} against {_two(f)}"
+            f"{ring_words}), and {most}: {who} some locality, but neither the grid nor the distance from the "
+            "centre cleanly.")
 
 
 def render_rotary(dim: int, reach: int, base: float = 100.0, cmap: str = "viridis") -> Image.Image:
@@ -195,11 +228,13 @@ def show_position_embeddings(_rgb: None, values: dict, progress=None) -> Shown:
         r, c, d = grid.shape
         for key, used in (("rows", r), ("cols", c), ("dim", d)):
             s.use(key, used, f"{name} has a {r}×{c} grid of {d}-dimensional vectors (its own, not set here).")
-    v = render(grid, name, values["kind"], (values["new_rows"], values["new_cols"]), values["cmap"])
+    learned = values["source"] not in SINUSOIDAL
+    v = render(grid, name, values["kind"], (values["new_rows"], values["new_cols"]), values["cmap"], learned)
     r, c, d = grid.shape
     tile = tile_figure(grid, values["kind"], r // 2, c // 2, values["cmap"])
     numbers = {"name": name, "notice": notice, "grid": [r, c], "dim": d, "similarity": values["kind"],
-               "neighbourhood": posembed.neighbourhood(grid)}
+               "neighbourhood": posembed.neighbourhood(grid), "relations": posembed.relations(grid),
+               "arrangement": posembed.arrangement(posembed.neighbourhood(grid), posembed.relations(grid))}
     figures = {"mosaic": v.mosaic, "tile": tile, "matrix": v.matrix, "similarity": v.sim, "resampled": v.resampled}
     data = {"similarity_map": browser.posembed_payload(grid, values["kind"], name, values["cmap"])}
     return Shown(figures, {"summary": v.summary}, numbers, s, None, notice, data)
