@@ -189,6 +189,32 @@ def test_the_outputs_of_a_server_that_died_are_removed_when_the_next_one_starts(
     assert not dead.exists() and live.is_dir() and other.is_dir()
 
 
+def test_what_a_dead_server_listed_is_removed_and_a_live_servers_files_stay(tmp_path):
+    """A server folder whose lock can be taken is a dead server's (the kernel lets go of a lock however its process
+    ends: closing the descriptor here is what SIGKILL does): its listed uploads go, with their content folders; a
+    file a live server lists too, a file outside gradio's folder and the live server's own stay."""
+    root = tmp_path / "gradio"
+    dead, live = files.Server(root), files.Server(root)
+    made = {}
+    for name in ("dead", "live", "both"):
+        made[name] = root / (name[0] * 64) / f"{name}.png"
+        made[name].parent.mkdir(parents=True)
+        made[name].write_bytes(b"x" * 100)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"o")
+    dead.note([made["dead"], made["both"], outside])
+    live.note([made["live"], made["both"]])
+    assert files.sweep_stale(root) == []  # both alive: nothing goes
+    os.close(dead._fd)  # its process ended
+    try:
+        assert files.sweep_stale(root) == [dead.folder]
+        assert not made["dead"].exists() and not made["dead"].parent.exists()
+        assert made["live"].is_file() and made["both"].is_file() and outside.is_file() and live.folder.is_dir()
+    finally:
+        live.close()
+    assert not live.folder.exists()
+
+
 def test_a_figure_written_by_many_at_once_is_read_whole(tmp_path):
     out = files.Outputs(tmp_path)
     data = os.urandom(300_000)
@@ -371,6 +397,63 @@ def test_sigterm_stops_the_server_and_leaves_no_file(server):
     shipped = {p.read_bytes() for p in EXAMPLES.rglob("*") if p.is_file()}
     left = [p for p in temp.rglob("*") if p.is_file() and p.read_bytes() not in shipped]
     assert left == [], left[:5]  # gradio keeps its copies of the app's own examples (its example cache); nothing else
+
+
+def _serve(temp: Path) -> tuple[str, subprocess.Popen]:
+    """``python -m vitviz.app`` in a process of its own with gradio's folder ``temp``, answering: (url, process)."""
+    port = free_port()
+    env = dict(os.environ, GRADIO_TEMP_DIR=str(temp), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    proc = subprocess.Popen([sys.executable, "-m", "vitviz.app", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            if httpx.get(url + "config", timeout=2).status_code == 200:
+                return url, proc
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("the server did not start")
+
+
+@pytest.mark.slow
+def test_a_server_killed_with_sigkill_leaves_nothing_once_the_next_one_starts(tmp_path):
+    """A server killed with SIGKILL ran no cleanup: its uploads stayed in gradio's folder for ever (only outputs
+    folders were swept). The next server removes them at start; a live server sharing the folder keeps its own
+    files, and a picture uploaded to both."""
+    temp = tmp_path / "gradio"
+    procs = []
+
+    def upload(url: str, data: bytes) -> Path:
+        r = httpx.post(f"{url}gradio_api/upload", files={"files": ("p.png", data, "image/png")}, timeout=30)
+        r.raise_for_status()
+        return Path(r.json()[0])
+
+    try:
+        killed_url, killed = _serve(temp)
+        procs.append(killed)
+        live_url, live = _serve(temp)
+        procs.append(live)
+        shared = os.urandom(5000)
+        killed_own, killed_shared = upload(killed_url, os.urandom(100_000)), upload(killed_url, shared)
+        live_own, live_shared = upload(live_url, os.urandom(100_000)), upload(live_url, shared)
+        assert killed_shared == live_shared and killed_own.is_file() and live_own.is_file()
+        killed_folders = sorted(temp.glob(f"{files.SERVER_PREFIX}{killed.pid}-*"))
+        assert len(killed_folders) == 1
+        killed.kill()
+        killed.wait()
+        _, after = _serve(temp)
+        procs.append(after)
+        assert not killed_own.exists() and not killed_own.parent.exists(), "the dead server's upload stayed"
+        assert not killed_folders[0].exists()
+        assert live_own.is_file() and live_shared.is_file()  # the live server's files untouched
+        assert len(list(temp.glob(f"{files.SERVER_PREFIX}{live.pid}-*"))) == 1
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.mark.slow

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         demo.close()
         adapters.remove_app_files(demo)  # gradio's own cleanup, also when its server stopped before running it
-        files.outputs().close()
+        files.close()
 
 
 __all__ = ["build_demo", "launch_kwargs", "main"]

@@ -1,7 +1,11 @@
 """The files a server writes and keeps: what it hands out, the pictures its pages use, and how long each stays.
 
-- **Outputs** (the PNG figures an API or MCP client receives, the bundles): written into one folder of this server's
-  own inside gradio's cache folder (so gradio serves them), named by content. The folder is swept every minute:
+- **This server's folder** (:class:`Server`, ``vitviz-server-<pid>-<random>`` inside gradio's cache folder): a lock
+  held while the process lives, the list of the files it made gradio keep (each upload as it arrives), and its
+  outputs. The next server to start removes what a dead one left (SIGKILL runs no cleanup): its folder and the files
+  it listed that no live server lists (:func:`sweep_stale`); a live server's lock cannot be taken, so its files stay.
+- **Outputs** (the PNG figures an API or MCP client receives, the bundles): written into this server's folder (so
+  gradio serves them), named by content. The folder is swept every minute:
   a file not handed out for ``OUTPUT_SECONDS`` goes, the folder stays under ``OUTPUT_BYTES`` (oldest first), empty
   folders go, and the whole folder goes when the server stops (also on SIGTERM: :func:`stop_on_sigterm`).
 - **Pictures a page uses** (an upload, an example the page received): gradio removes the files it made for this app
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -234,7 +239,7 @@ def sweep_once(outputs: Outputs, pictures: Pictures) -> None:
         log.info("removed %d output file(s); %d picture(s) kept for open pages", gone, kept)
 
 
-_outputs: Outputs | None = None
+_server: "Server | None" = None
 _running = 0
 _state_lock = threading.Lock()
 PICTURES = owned.keep("files.pictures", "pages", Pictures(), "the pictures open pages hold")
@@ -242,20 +247,85 @@ PICTURES = owned.keep("files.pictures", "pages", Pictures(), "the pictures open 
 
 
 OUTPUTS_PREFIX = "vitviz-outputs-"
+"""The outputs folders of servers before 2026-12-01 (``vitviz-outputs-<pid>``): removed when their process is gone."""
+SERVER_PREFIX = "vitviz-server-"
+"""A server's own folder in gradio's: ``vitviz-server-<pid>-<random>``, holding ``lock``, ``files`` and ``outputs/``."""
+UNLOCKED_SECONDS = 60.0
+"""A server folder without its lock file this long (its server died while making it) is a dead server's."""
 
 
-def outputs() -> Outputs:
-    """This process's outputs (one folder in gradio's cache, made on first use; the folders of servers that died
-    without removing theirs are removed then)."""
-    global _outputs
+class Server:
+    """This process's folder in gradio's upload folder, kept while the process lives: ``lock`` (held with
+    ``flock`` from before the folder has its name: the kernel lets go of it however the process ends, SIGKILL
+    included, so a lock that can be taken is a dead server's), ``files`` (the files this server made gradio keep:
+    every upload as it arrives, and once a minute the files gradio made for the app; one path a line) and
+    ``outputs/`` (:class:`Outputs`). Another vitviz server sharing gradio's folder never takes a live one's files."""
+
+    def __init__(self, parent: Path) -> None:
+        parent.mkdir(parents=True, exist_ok=True)
+        making = parent / f".{SERVER_PREFIX}{uuid.uuid4().hex}"
+        making.mkdir()
+        self._fd = os.open(making / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.folder = parent / f"{SERVER_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.rename(making, self.folder)  # the lock is on the file, whatever the folder's name
+        self.outputs = Outputs(self.folder / "outputs")
+        self.listed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def note(self, paths) -> None:
+        """Files this server made gradio keep (an upload's): listed at once, for whoever finds this server dead."""
+        paths = [str(p) for p in paths if "\n" not in str(p)]
+        with self._lock:
+            fresh = [p for p in paths if p not in self.listed]
+            if not fresh:
+                return
+            self.listed.update(fresh)
+            with (self.folder / "files").open("a", encoding="utf-8") as f:
+                f.write("".join(p + "\n" for p in fresh))
+
+    def relist(self, also=()) -> None:
+        """The list written again: what is still on disk of what it named, and ``also`` (the files gradio made for
+        the app now)."""
+        with self._lock:
+            self.listed = {p for p in self.listed | {str(a) for a in also if "\n" not in str(a)}
+                           if os.path.isfile(p)}
+            part = self.folder / f".files.{uuid.uuid4().hex}"
+            part.write_text("".join(p + "\n" for p in sorted(self.listed)), encoding="utf-8")
+            os.replace(part, self.folder / "files")
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def server() -> Server:
+    """This process's :class:`Server` folder (made on first use; the folders of servers that died without removing
+    theirs, and what they listed, are removed then: :func:`sweep_stale`)."""
+    global _server
     with _state_lock:
-        if _outputs is None:
+        if _server is None:
             from gradio import utils
 
             folder = Path(utils.get_upload_folder())
             sweep_stale(folder)
-            _outputs = Outputs(folder / f"{OUTPUTS_PREFIX}{os.getpid()}")
-        return _outputs
+            _server = Server(folder)
+        return _server
+
+
+def outputs() -> Outputs:
+    """This process's outputs (in its :class:`Server` folder, made on first use)."""
+    return server().outputs
+
+
+def close() -> None:
+    """This process's server folder removed, its outputs with it (the server stopped); a later use makes another."""
+    global _server
+    with _state_lock:
+        if _server is not None:
+            _server.close()
+            _server = None
 
 
 def _alive(pid: int) -> bool:
@@ -268,40 +338,111 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _dead_lock(folder: Path) -> int | None:
+    """The lock of a server folder, taken (a file descriptor; -1 for a folder that never had one): its server is
+    gone. None while its server lives (or is still making it)."""
+    try:
+        fd = os.open(folder / "lock", os.O_RDWR)
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            if time.time() - folder.stat().st_mtime > UNLOCKED_SECONDS:
+                return -1
+        return None
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # held: its server lives (this process's own folder included)
+        os.close(fd)
+        return None
+    return fd
+
+
+def _listed(folder: Path) -> list[str]:
+    with contextlib.suppress(OSError):
+        return (folder / "files").read_text(encoding="utf-8").splitlines()
+    return []
+
+
+def _remove_listed(path: str, root: Path, before: float) -> bool:
+    """Remove a file a dead server listed: only inside gradio's folder ``root``, and only if nothing changed it
+    since ``before`` (a file written or held since belongs to a live server); its content's folder too, if empty."""
+    p = Path(path)
+    try:
+        if not p.resolve().is_relative_to(root) or p.resolve() == root or p.is_symlink() or not p.is_file():
+            return False
+        if p.stat().st_ctime >= before:
+            return False
+        p.unlink()
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        if p.parent.resolve() != root:
+            p.parent.rmdir()  # only when empty
+    return True
+
+
 def sweep_stale(folder: Path) -> list[Path]:
-    """Remove the outputs folders in ``folder`` whose server process is gone (killed with SIGKILL, or the machine
-    stopped: nothing ran its cleanup); a live process's folder stays. Returns what was removed."""
-    gone = []
+    """Remove what servers that are gone (killed with SIGKILL, the machine stopped: nothing ran their cleanup) left
+    in gradio's ``folder``: each dead server's folder, and the files it listed (its uploads, the files gradio made for
+    it) that no live server lists; also the outputs folders of servers before server folders whose process is gone.
+    A live server's folder and files stay. Returns the folders removed."""
+    gone, started = [], time.time()
+    root = folder.resolve() if folder.is_dir() else folder
     for path in folder.glob(f"{OUTPUTS_PREFIX}*") if folder.is_dir() else ():
         pid = path.name[len(OUTPUTS_PREFIX):]
         if path.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             gone.append(path)
+    dead, live_files = [], set()
+    servers = [*folder.glob(f"{SERVER_PREFIX}*"), *folder.glob(f".{SERVER_PREFIX}*")] if folder.is_dir() else []
+    for path in servers:
+        if not path.is_dir():
+            continue
+        fd = _dead_lock(path)
+        if fd is None:
+            live_files.update(_listed(path))
+        else:
+            dead.append((path, fd))
+    removed = 0
+    for path, fd in dead:
+        try:
+            for listed in _listed(path):
+                if listed not in live_files:
+                    removed += _remove_listed(listed, root, started)
+            shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+        finally:
+            if fd >= 0:
+                os.close(fd)
     if gone:
-        log.info("removed %d outputs folder(s) of servers that are gone: %s", len(gone),
+        log.info("removed %d folder(s) and %d file(s) of servers that are gone: %s", len(gone), removed,
                  ", ".join(p.name for p in gone))
     return gone
 
 
 @contextlib.asynccontextmanager
 async def lifespan(app=None) -> AsyncIterator[None]:
-    """While a server runs: sweep every :data:`SWEEP_SECONDS` (outputs, held pictures, and the answers gradio keeps
-    per session: :func:`vitviz.app.adapters.forget_api_values`); when the last server of this process stops, remove
-    the outputs (a FastAPI lifespan: the app gives it to gradio's server)."""
+    """While a server runs: sweep every :data:`SWEEP_SECONDS` (outputs, held pictures, the answers gradio keeps
+    per session: :func:`vitviz.app.adapters.forget_api_values`, and this server's list of files written again with
+    the files gradio made for the app); when the last server of this process stops, remove its folder and outputs
+    (a FastAPI lifespan: the app gives it to gradio's server). At start, what dead servers left is removed."""
     global _running
     from vitviz.app import adapters
 
     def sweep() -> None:
         sweep_once(outputs(), PICTURES)
         get = getattr(app, "get_blocks", None)
-        adapters.forget_api_values(get() if callable(get) else None)
+        blocks = get() if callable(get) else None
+        adapters.forget_api_values(blocks)
+        server().relist(gradios_files(blocks))
 
     async def every_minute() -> None:
         while True:
             await asyncio.sleep(SWEEP_SECONDS)
             await asyncio.to_thread(sweep)
 
-    await asyncio.to_thread(outputs)  # made now: the folders of servers that died are removed at start
+    await asyncio.to_thread(server)  # made now: what servers that died left is removed at start
     with _state_lock:
         _running += 1
     task = asyncio.create_task(every_minute())
@@ -315,7 +456,21 @@ async def lifespan(app=None) -> AsyncIterator[None]:
             _running -= 1
             last = _running == 0
         if last:
-            outputs().close()
+            close()
+
+
+def gradios_files(blocks) -> set[str]:
+    """The files gradio made for the app and would remove when it stops (its uploads and its copies of outputs;
+    not those it keeps for the examples), as this server lists them."""
+    if blocks is None:
+        return set()
+    keep: set[str] = set()
+    for component in list(getattr(blocks, "blocks", {}).values()):
+        keep.update(getattr(component, "keep_in_cache", set()))
+    made: set[str] = set()
+    for files in list(getattr(blocks, "temp_file_sets", [])):
+        made.update(str(f) for f in list(files))
+    return made - keep
 
 
 def stop_on_sigterm() -> None:
