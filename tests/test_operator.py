@@ -55,3 +55,47 @@ def test_an_over_long_link_is_refused_in_words_at_both_sizes(app_url):
         assert "open the lesson's file instead" in text
     status, body = _raw_get(app_url, b"/?tab=attention&x=" + b"a" * (serving.MAX_LINK_CHARS - 100))
     assert status == 200 and b"<html" in body.lower()  # a long link within the limit still opens the page
+
+
+# ---- uploads within their own disk budget -------------------------------------------------------------------------
+
+def _upload(app_url: str, data: bytes, name: str = "photo.png") -> httpx.Response:
+    return httpx.post(f"{app_url}gradio_api/upload", files={"files": (name, data, "image/png")}, timeout=30)
+
+
+def test_uploads_stay_within_their_budget_the_oldest_going_first(app_url, monkeypatch):
+    """40 distinct 49 MB uploads from one client were all kept (1.96 GiB): now the uploads a server keeps stay
+    within ``VITVIZ_UPLOADS_MB`` (1 MiB here), the oldest that no open page holds removed first, and what cannot
+    fit is refused in words."""
+    import os
+
+    from vitviz.app import files, uploads
+
+    monkeypatch.setattr(uploads, "UPLOAD_BYTES", 2**20)
+    monkeypatch.setattr(uploads, "RECEIVED", uploads.Received())  # this test's uploads only
+    paths = []
+    for i in range(6):
+        r = _upload(app_url, os.urandom(300_000))
+        assert r.status_code == 200, r.text
+        paths.append(r.json()[0])
+        on_disk = [p for p in paths if os.path.isfile(p)]
+        assert sum(os.path.getsize(p) for p in on_disk) <= 2**20
+    assert [os.path.isfile(p) for p in paths] == [False] * 3 + [True] * 3  # the oldest went first
+    assert uploads.RECEIVED.held() == 900_000
+    try:
+        files.PICTURES.hold("page-budget", paths[3])  # an open page uses the oldest left: kept
+        r = _upload(app_url, os.urandom(300_000))
+        assert r.status_code == 200 and os.path.isfile(paths[3]) and not os.path.isfile(paths[4])
+        paths.append(r.json()[0])
+        for p in paths[5:]:
+            files.PICTURES.hold("page-budget", p)
+        full = _upload(app_url, os.urandom(300_000))  # every upload kept is in use: no room
+        assert full.status_code == 507 and "open pages use fill it now" in full.text, full.text
+        assert all(os.path.isfile(p) for p in (paths[3], *paths[5:]))
+    finally:
+        files.PICTURES.release("page-budget")
+    large = _upload(app_url, os.urandom(1_200_000))
+    assert large.status_code == 507 and "1.1 MiB" in large.text and "at most 1 MiB" in large.text, large.text
+    for p in paths:
+        if os.path.isfile(p):
+            os.unlink(p)

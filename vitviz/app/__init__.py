@@ -155,8 +155,7 @@ def launch_kwargs() -> dict:
                   app_kwargs={"routes": serving.data_routes(),
                               # a page closed (or reloaded): the pictures it used age out as usual
                               "middleware": serving.guards() + serving.page_files(closed=files.PICTURES.release)
-                              + serving.body_limit()
-                              + serving.compression(),
+                              + serving.body_limit() + serving.compression() + serving.upload_budget(),
                               "lifespan": files.lifespan})
     if os.environ.get("VITVIZ_MCP") == "1":  # an assistant can call the named endpoints as tools
         import importlib.util

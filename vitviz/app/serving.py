@@ -452,6 +452,66 @@ def read_long_heads(demo) -> None:
         config.h11_max_incomplete_event_size = LONG_HEAD_BYTES
 
 
+class UploadBudget:
+    """ASGI middleware: gradio's upload route (``POST .../gradio_api/upload``) within the uploads' own disk budget
+    (:data:`vitviz.app.uploads.UPLOAD_BYTES`). Before the body is read its size is reserved (declared, else the
+    largest body the server reads), the oldest uploads no open page holds making room; an upload that cannot fit
+    is answered 507 in words (gradio's page shows the text). Once gradio has stored it, its files are counted and
+    listed as this server's (:meth:`vitviz.app.uploads.Received.received`)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].endswith("/gradio_api/upload"):
+            return await self.app(scope, receive, send)
+        import json
+
+        from starlette.concurrency import run_in_threadpool
+
+        from vitviz.app import uploads
+
+        declared = dict(scope.get("headers") or ()).get(b"content-length", b"")
+        nbytes = int(declared) if declared.isdigit() else MAX_BODY_BYTES
+        refused = await run_in_threadpool(uploads.RECEIVED.make_room, nbytes)
+        if refused is not None:
+            body = refused.encode()
+            await send({"type": "http.response.start", "status": 507,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                    (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        status, parts, counted = 0, [], False
+
+        async def reading(message):
+            nonlocal status, counted
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and status == 200:
+                parts.append(message.get("body", b""))
+                if not message.get("more_body"):  # counted before the client hears it is stored
+                    stored: list = []
+                    with contextlib.suppress(ValueError, UnicodeDecodeError):
+                        got = json.loads(b"".join(parts))
+                        stored = [p for p in got if isinstance(p, str)] if isinstance(got, list) else []
+                    counted = True
+                    await run_in_threadpool(uploads.RECEIVED.received, stored, nbytes)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, reading)
+        finally:
+            if not counted:
+                uploads.RECEIVED.ended(nbytes)
+
+
+def upload_budget() -> list:
+    """The :class:`UploadBudget` middleware (inside :class:`BodyLimit`: a body over the limit never reserves)."""
+    from starlette.middleware import Middleware
+
+    return [Middleware(UploadBudget)]
+
+
 def guards() -> list:
     """:class:`NoSniff` and :class:`LinkLimit`, the outermost of the app's middleware: every response is marked,
     and an over-long address is refused before anything else reads it."""

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
+import logging
 import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +33,106 @@ MAX_UPLOAD_BYTES = 50 * 2**20
 """The largest file accepted, however it arrives (gradio's own upload limit is set to the same)."""
 DECODED_BYTES = 256 * 2**20
 """Decoded pictures kept for the requests that follow (the check on upload, then the tab's work)."""
+log = logging.getLogger("vitviz")
 _decoded: LRU[np.ndarray] = owned.keep("uploads.decoded", "pictures", LRU(16, DECODED_BYTES, lambda a: a.nbytes),
                                        "pictures decoded, for the requests that follow")
+
+
+UPLOAD_BYTES = int(float(os.environ.get("VITVIZ_UPLOADS_MB", "2048")) * 2**20)
+"""The uploads this server keeps on disk together stay within this many bytes (``VITVIZ_UPLOADS_MB``, in MiB; 2 GiB
+by default): past it the oldest an open page does not hold are removed first; an upload that still would not fit
+is refused in words (:class:`Received`)."""
+
+
+class Received:
+    """The files uploaded to this server (gradio's ``/gradio_api/upload``), oldest first, within :data:`UPLOAD_BYTES`
+    on disk. An upload reserves its declared size before its body is read (:meth:`make_room`: the oldest uploads no
+    open page holds are removed until it fits, else it is refused), and its files are counted once received
+    (:meth:`received`). gradio's own cleaner removes uploads too; what it removed is no longer counted."""
+
+    def __init__(self) -> None:
+        self._files: OrderedDict[str, int] = OrderedDict()  # path -> bytes, the oldest first
+        self._arriving = 0  # bytes reserved by uploads whose bodies are being read
+        self._lock = threading.Lock()
+
+    def held(self) -> int:
+        """Bytes of the uploads kept now (those still on disk)."""
+        with self._lock:
+            self._forget_gone()
+            return sum(self._files.values())
+
+    def _forget_gone(self) -> None:
+        for path in [p for p in self._files if not os.path.isfile(p)]:
+            del self._files[path]
+
+    def make_room(self, nbytes: int) -> str | None:
+        """Reserve ``nbytes`` for an upload arriving, removing the oldest uploads no open page holds until it fits;
+        the refusal's words when it cannot (then nothing is reserved)."""
+        limit = UPLOAD_BYTES
+        if nbytes > limit:
+            return (f"This upload is {nbytes / 2**20:.1f} MiB; this server keeps at most {limit / 2**20:.0f} MiB of "
+                    "uploads in all. Please send a smaller picture.")
+        held = set(files.PICTURES.held())
+        gone: list[str] = []
+        with self._lock:
+            self._forget_gone()
+            total = sum(self._files.values()) + self._arriving
+            for path in list(self._files):
+                if total + nbytes <= limit:
+                    break
+                if path in held:
+                    continue
+                total -= self._files.pop(path)
+                gone.append(path)
+            fits = total + nbytes <= limit
+            if fits:
+                self._arriving += nbytes
+        for path in gone:
+            _remove_upload(path)
+        if gone:
+            log.info("removed %d upload(s), the oldest, to keep uploads within %d MiB", len(gone), limit // 2**20)
+        if fits:
+            return None
+        log.info("refused an upload of %d bytes: the uploads open pages use fill the %d MiB", nbytes, limit // 2**20)
+        return (f"This server keeps at most {limit / 2**20:.0f} MiB of uploaded pictures, and the pictures open "
+                "pages use fill it now. Please try again in a few minutes, or use an example.")
+
+    def received(self, paths, reserved: int) -> None:
+        """An upload's files arrived (the newest; listed for whoever finds this server dead) and its reservation
+        of ``reserved`` bytes ends."""
+        sizes = {}
+        for path in map(str, paths):
+            with contextlib.suppress(OSError):
+                sizes[path] = os.stat(path).st_size
+        with self._lock:
+            self._arriving = max(0, self._arriving - reserved)
+            for path, size in sizes.items():
+                self._files.pop(path, None)
+                self._files[path] = size
+        if sizes:
+            files.server().note(sizes)
+
+    def ended(self, reserved: int) -> None:
+        """An upload refused or failed: its reservation ends."""
+        with self._lock:
+            self._arriving = max(0, self._arriving - reserved)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._files.clear()
+
+
+def _remove_upload(path: str) -> None:
+    """An upload's file removed (and its content's folder, gradio's, when empty)."""
+    p = Path(path)
+    with contextlib.suppress(OSError):
+        p.unlink()
+    with contextlib.suppress(OSError):
+        p.parent.rmdir()
+
+
+RECEIVED = owned.keep("uploads.received", "gates", Received(), "the uploads this server keeps, within their budget")
+"""This server's uploads, within :data:`UPLOAD_BYTES`."""
 
 
 def _source(payload: Any) -> tuple[str | bytes, str]:
