@@ -384,3 +384,43 @@ def test_a_step_whose_link_no_qr_code_holds_prints_without_one_and_the_cli_and_t
         assert any(n.startswith("step 2: its link is") and "mark fewer patches" in n for n in got["notes"])
     finally:
         Path(got.get("path", tmp_path / "none")).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("text, said", [
+    ("# Cut\n![p](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAE)\n1. [a](?tab=patches)\n",
+     "line 2: the lesson's picture is damaged or cut short (its base64 text does not decode)"),
+    ("# Drawn\n\n![p](data:image/svg+xml;base64,PHN2Zz4=)\n1. [a](?tab=patches)\n",
+     "line 3: the lesson's picture is image/svg+xml; a lesson carries a PNG, JPEG, WebP or GIF picture"),
+    ("# Linked\n![p](https://example.org/cat.png)\n1. [a](?tab=patches)\n",
+     "line 2: a lesson's picture travels inside its file, as a data: URL"),
+    ("# Prank\n1. [Click](javascript:alert(1))\n", "line 2: a step's link is a vitviz link's query, starting with '?'"),
+    ("# Space\n1. [a](?tab=patches&image=my cat)\n", "line 2: a step's link holds a space or a ')'"),
+])
+def test_a_lesson_line_that_is_wrong_is_refused_in_vitvizs_words_naming_the_line_and_what_to_do(text, said, tmp_path,
+                                                                                               capsys):
+    """issue 68 item 16: a bad base64 picture line said binascii's "Incorrect padding"; an SVG picture line (and a
+    javascript: link) "line 3 is not a step". Each now says what is wrong with it, on which line, and what to do;
+    so does ``vitviz lesson``."""
+    with pytest.raises(ValueError) as err:
+        lesson.parse(text)
+    assert str(err.value).startswith(said) and "padding" not in str(err.value).lower()
+    path = tmp_path / "bad.md"
+    path.write_text(text)
+    assert cli.main(["lesson", str(path), "--out", str(tmp_path / "x.pdf")]) != cli.DONE
+    assert said in capsys.readouterr().err and not (tmp_path / "x.pdf").exists()
+
+
+def test_base64_that_decodes_is_whole_groups_of_four_as_the_pages_reader_says():
+    import base64
+    import binascii
+
+    for body, ok in [("", True), ("QQ==", True), ("QUI=", True), ("QUJD", True), ("QQ", False), ("QQ=", False),
+                     ("Q===", False), ("QU=I", False), ("QUJD\n", False)]:
+        assert lesson.decodes(body) is ok, body
+        try:
+            base64.b64decode(body, validate=True)
+            decoded = True
+        except binascii.Error:
+            decoded = False
+        assert decoded is ok, body
+    assert lesson.parse("\ufeff# Notepad's\n1. [a](?tab=patches)\n").title == "Notepad's"  # its byte order mark

@@ -218,7 +218,56 @@ def lessons() -> dict:
         cases.append({"title": title, "steps": [{"caption": c, "link": k} for c, k in steps],
                       "picture": made.picture_url, "markdown": text,
                       "parsed_steps": [{"caption": s.caption, "link": s.link} for s in back.steps]})
-    return {"cases": cases, "own": lesson.OWN}
+    return {"cases": cases, "own": lesson.OWN, "limits": lesson.limits(), "checks": lesson_checks()}
+
+
+def lesson_checks() -> list[dict]:
+    """Lessons a teacher (or a prank) may open, each with what lesson.parse makes of it: its title, steps and
+    picture, or its message. The page's reader (lib/lessons.mjs's parseLesson) must say the same (issue 68 item 15:
+    the reader said "Opened steps41.md: 41 steps", then the bar refused it)."""
+    from vitviz.tools import lesson
+
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+    own = f"![the lesson's picture](data:image/png;base64,{png})"
+    step = "1. [Cut into patches.](?tab=patches&patch=16)"
+    many = lambda n, caption="A step.": "# Many\n" + "\n".join(f"{i}. [{caption}](?tab=patches&step={i})"
+                                                              for i in range(1, n + 1))
+    texts = {
+        "forty steps": many(40), "41 steps": many(41),
+        "600-character caption": many(1, "c" * 600), "601-character caption": many(1, "c" * 601),
+        "600 emoji caption": many(1, "\U0001F600" * 600), "601 emoji caption": many(1, "\U0001F600" * 601),
+        "SVG picture line": "# Drawn\n\n![p](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9ImFsZXJ0KDEpIi8+)\n" + step,
+        "javascript: step": "# Prank\n1. [Click me](javascript:alert(document.cookie))\n",
+        "a link with a space": "# t\n1. [a](?tab=patches&image=my cat)\n",
+        "bad base64 (Incorrect padding)": f"# Cut\n![p](data:image/png;base64,{png[:-3]})\n{step}\n",
+        "raw data URL": f"# Raw\n![p](data:image/png,{png})\n{step}\n",
+        "a picture linked, not carried": f"# Linked\n![p](https://example.org/cat.png)\n{step}\n",
+        "a second picture": f"# Two\n{own}\n{own}\n{step}\n",
+        "its own picture": f"# Mine\n\n{own}\n\n{step}\n2. [Mine.](?tab=patches&image=lesson)\n",
+        "text over 32 KiB": "# Long\n" + "x" * (32 * 1024) + "\n" + step,
+        "text of 32 KiB and a half": "# L\n" + "x" * (32 * 1024 + 512 - 4 - 1) + "\n",
+        "no step": "# Only a title\n\nSome words.\n",
+        "nothing": "", "CRLF lines": f"# Windows\r\n\r\n{step}\r\n2. [b](?tab=positions)\r\n",
+        "a byte order mark": "\ufeff# Notepad\n" + step,
+        "Unicode line breaks": f"# Breaks\u2028{step}\u20292. [b](?tab=positions)\x85\r3. [c](?tab=forward)",
+        "Unicode spaces": f"#  Spaced\u3000\n\u3000{step}\u2003\n\x1f2. [ b\xa0](?tab=positions)\t",
+        "a space JavaScript has and Python not": f"# t\n\ufeff{step}\n",
+        "Arabic-Indic digits": "# t\n\u0661. [a](?tab=patches)\n",
+        "a second title": f"# One\n{step}\n# Two\n",
+        "a bullet and a parenthesis": "# t\n- [a](?tab=patches)\n2) [b](?tab=positions)\n* [c](?)\n",
+        "brackets in a caption": "# t\n1. [[CLS] looks (here)](?tab=attention&layer=6)\n",
+        "a picture line cut": f"# t\n![p](data:image/png;base64,{png}\n{step}\n",
+    }
+    out = []
+    for name, text in texts.items():
+        try:
+            made = lesson.parse(text)
+        except ValueError as err:
+            out.append({"name": name, "text": text, "error": str(err)})
+            continue
+        out.append({"name": name, "text": text, "title": made.title, "picture": made.picture_url,
+                    "steps": [{"caption": s.caption, "link": s.link} for s in made.steps]})
+    return out
 
 
 def addresses() -> dict:

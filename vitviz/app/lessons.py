@@ -180,9 +180,6 @@ def maker():
 
     from vitviz.render import web
 
-    limits = {"bytes": lessons.MAX_BYTES, "steps": lessons.MAX_STEPS, "caption": lessons.MAX_CAPTION,
-              "link": lessons.MAX_LINK, "file_bytes": lessons.MAX_FILE_BYTES,
-              "picture_bytes": lessons.MAX_PICTURE_BYTES}
-    return gr.HTML(None, html_template=MAKER.format(limits=html.escape(json.dumps(limits))),
+    return gr.HTML(None, html_template=MAKER.format(limits=html.escape(json.dumps(lessons.limits()))),
                    js_on_load=web.script("lessons.js"), server_functions=[keep_picture, picture_of, handout_of],
                    apply_default_css=False, elem_id="lesson-maker-box")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 from urllib.parse import parse_qsl
 
 from vitviz import assets
@@ -31,13 +31,28 @@ from vitviz import assets
 if TYPE_CHECKING:
     import numpy as np
 
-PICTURE = re.compile(r"^\s*!\[[^\]]*\]\((?P<url>data:image/(?:png|jpeg|webp|gif);base64,[A-Za-z0-9+/=]+)\)\s*$")
-"""The line that carries a lesson's own picture."""
+SPACE = "\t\x1f \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u202f\u205f\u3000"
+"""The spaces a line may hold around its parts (Python's whitespace that is not a line break: spelled out, so that
+the page's reader, lib/lessons.mjs, reads every line as this module does)."""
+LINE_BREAKS = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+"""Where a lesson's lines end (``str.splitlines``'s breaks, spelled out for the twin)."""
+_S = f"[{SPACE}]*"
+PICTURE_LINE = re.compile(f"^{_S}!\\[[^\\]]*\\]\\((?P<url>[^)]*)\\){_S}$")
+"""A line that holds a picture (Markdown's ``![words](url)``): a lesson's own picture is such a line whose url is
+:data:`PICTURE`; any other is refused, saying why."""
+BASE64 = re.compile("[A-Za-z0-9+/]*={0,2}")
+"""Base64 text that decodes when its length is a multiple of four (:func:`decodes`)."""
+PICTURE = re.compile("^data:image/(?:png|jpeg|webp|gif);base64,(?P<body>.*)$")
+"""The url of a lesson's own picture (its body must then be :data:`BASE64`)."""
+KINDS = "PNG, JPEG, WebP or GIF"
 OWN = "lesson"
 """A step's ``image=`` for the lesson's own picture."""
 MAX_PICTURE_BYTES = 4 * 2**20
 """The largest picture a lesson carries (a phone photo, re-encoded by the page to at most 1600 pixels a side)."""
-STEP = re.compile(r"^\s*(?:\d+[.)]|[-*])\s*\[(?P<caption>.+)\]\((?P<link>\?[^)\s]*)\)\s*$")
+STEP_LIKE = re.compile(f"^{_S}(?:[0-9]+[.)]|[-*]){_S}\\[(?P<caption>.+)\\]\\((?P<link>.*)\\){_S}$")
+"""A line written as a step: a number or a bullet, a caption in brackets, then a link in parentheses."""
+STEP = re.compile(f"^{_S}(?:[0-9]+[.)]|[-*]){_S}\\[(?P<caption>.+)\\]\\((?P<link>\\?[^){SPACE}]*)\\){_S}$")
+"""A step: ``N. [caption](?query)``, the query of a vitviz link."""
 MAX_BYTES = 32 * 1024
 """The largest lesson read (about 40 steps with long captions): a larger text is refused before it is parsed."""
 MAX_FILE_BYTES = 32 * 1024 + (MAX_PICTURE_BYTES * 4 // 3 + 256)
@@ -86,43 +101,100 @@ def data_url(picture: bytes) -> str:
     return f"data:image/{picture_kind(picture)};base64," + base64.b64encode(picture).decode()
 
 
+def limits() -> dict[str, int]:
+    """The bounds of a lesson, as the page's lesson maker and reader get them (lib/lessons.mjs's ``limits``)."""
+    return {"bytes": MAX_BYTES, "steps": MAX_STEPS, "caption": MAX_CAPTION, "link": MAX_LINK,
+            "file_bytes": MAX_FILE_BYTES, "picture_bytes": MAX_PICTURE_BYTES}
+
+
+def lines_of(text: str) -> list[str]:
+    """``text``'s lines, split where :data:`LINE_BREAKS` says (as ``str.splitlines`` does, and the page's reader)."""
+    return LINE_BREAKS.split(text)
+
+
+def _strip(text: str) -> str:
+    return text.strip(SPACE)
+
+
+def picture_line(n: int, url: str) -> str:
+    """The base64 text of a lesson's own picture on line ``n`` whose url is ``url`` (not yet checked: see
+    :func:`parse`); ValueError saying what is wrong with it (and what to do) when it is not a picture a lesson can
+    carry."""
+    m = PICTURE.match(url)
+    if m is not None:
+        return m["body"]
+    kind = re.match(r"^data:([^;,]*)", url)
+    if kind is None:
+        raise ValueError(f"line {n}: a lesson's picture travels inside its file, as a data: URL "
+                         "(![the lesson's picture](data:image/png;base64,...)); this one points elsewhere. Open the "
+                         "lesson in the page's lesson maker and download it again: it writes the line.")
+    if kind[1] not in ("image/png", "image/jpeg", "image/webp", "image/gif"):
+        shown = kind[1][:40] or "not named"
+        raise ValueError(f"line {n}: the lesson's picture is {shown}; a lesson carries a {KINDS} picture, in "
+                         "base64 (a drawing in SVG can hold a script). Save it as PNG or JPEG and add it again.")
+    return damaged(n)
+
+
+def decodes(body: str) -> bool:
+    """Whether ``body`` is base64 that decodes: whole groups of four of its alphabet, the last padded with "="."""
+    return len(body) % 4 == 0 and BASE64.fullmatch(body) is not None
+
+
+def damaged(n: int) -> NoReturn:
+    raise ValueError(f"line {n}: the lesson's picture is damaged or cut short (its base64 text does not decode). "
+                     "Download the lesson again from the lesson maker, or add the picture anew.")
+
+
 def parse(text: str) -> Lesson:
-    """A lesson from its Markdown; ValueError naming the line for a step that is not ``N. [caption](?link)``, and
-    for a lesson over :data:`MAX_BYTES` (its picture aside), :data:`MAX_STEPS` steps, a caption over
-    :data:`MAX_CAPTION`, a second picture or one over :data:`MAX_PICTURE_BYTES`."""
+    """A lesson from its Markdown; ValueError naming the line and what to do for a line that is neither a step
+    (``N. [caption](?link)``) nor the title nor the lesson's picture, a step whose link is not a vitviz link's
+    query, a picture line that is not a PNG, JPEG, WebP or GIF picture in base64, a second picture or one over
+    :data:`MAX_PICTURE_BYTES`; and for a lesson over :data:`MAX_BYTES` (its picture aside), :data:`MAX_STEPS`
+    steps or a caption over :data:`MAX_CAPTION` characters. The one check of a lesson: the page's reader
+    (lib/lessons.mjs's ``parseLesson``) is its twin, tested against the same lessons (tests/js/vectors.py)."""
     import base64
 
     picture, lines = None, []
-    for n, line in enumerate(text.splitlines(), 1):
-        m = PICTURE.match(line) if line.lstrip().startswith("![") else None
+    for n, line in enumerate(lines_of(text.removeprefix("\ufeff")), 1):  # a byte order mark is not the title's
+        m = PICTURE_LINE.match(line)
         if m is None:
             lines.append(line)
             continue
+        body = picture_line(n, m["url"])
         if picture is not None:
             raise ValueError(f"line {n}: a lesson carries one picture of its own; this is a second one.")
-        body = m["url"].partition(",")[2]
         if len(body) > MAX_PICTURE_BYTES * 4 // 3 + 4:
             raise ValueError(f"line {n}: the lesson's picture is over {MAX_PICTURE_BYTES // 2**20} MiB; save it "
                              "smaller (1600 pixels a side is plenty for every view).")
-        picture = base64.b64decode(body)
+        if not decodes(body):
+            damaged(n)
+        picture = base64.b64decode(body, validate=True)
         lines.append("")  # the lines keep their numbers
     text = "\n".join(lines)
     size = len(text.encode("utf-8", "replace"))
     if size > MAX_BYTES:
-        raise ValueError(f"This lesson is {size / 1024:,.0f} KiB; a lesson holds at most {MAX_BYTES // 1024} KiB "
+        raise ValueError(f"This lesson is {-(-size // 1024):,} KiB; a lesson holds at most {MAX_BYTES // 1024} KiB "
                          f"({MAX_STEPS} steps of a few sentences each). Split it into shorter lessons.")
     title, steps = "", []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    for n, line in enumerate(lines, 1):
+        if not _strip(line):
             continue
         if line.startswith("# ") and not title:
-            title = line[2:].strip()
+            title = _strip(line[2:])
             continue
         m = STEP.match(line)
         if m is None:
+            like = STEP_LIKE.match(line)
+            if like is not None and like["link"].startswith("?"):
+                raise ValueError(f"line {n}: a step's link holds a space or a ')'; write a space as + and a ')' as "
+                                 "%29 (as the page's own links do).")
+            if like is not None:
+                start = like["link"][:24]
+                raise ValueError(f"line {n}: a step's link is a vitviz link's query, starting with '?' (as "
+                                 f"'?tab=attention&layer=6', spaces written as +); this one starts with '{start}'.")
             raise ValueError(f"line {n} is not a step: write '1. [caption](?tab=...)' (a caption in brackets, then "
                              "a vitviz link's query in parentheses).")
-        caption = m["caption"].strip()
+        caption = _strip(m["caption"])
         if len(caption) > MAX_CAPTION:
             raise ValueError(f"line {n}: the caption is {len(caption):,} characters; a step's caption holds at most "
                              f"{MAX_CAPTION} (a few sentences).")

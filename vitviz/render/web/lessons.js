@@ -62,8 +62,8 @@ function draw() {
   for (const id of ["lesson-open", "lesson-download", "lesson-handout"]) maker.querySelector("#" + id).disabled = !steps.length;
 }
 const openLesson = (text) => {  // the lesson opened in this page, its steps' links under the lesson's own
-  const { steps } = parseLesson(text);
-  if (!steps.length) { say("This lesson has no step: write '1. [caption](?tab=...)'."); return false; }
+  let steps;
+  try { ({ steps } = parseLesson(text, LIMITS)); } catch (e) { say(e.message); return false; }  // the bar's own check
   const address = steps[0].link + "&" + new URLSearchParams({ lesson: "md:" + b64(text), step: "1" }).toString();
   if (address.length > LIMITS.link) {  // a proxy would refuse it (or the browser block it): said, not opened
     say(`This lesson is ${address.length.toLocaleString("en")} characters as a link; a lesson link holds at most ` +
@@ -174,14 +174,17 @@ maker.querySelector("#lesson-file").addEventListener("change", async (ev) => {
     return;
   }
   let { text, picture } = { text: "", picture: null };
-  try { ({ text, picture } = splitPicture(await file.text())); } catch (e) { say(e.message); return; }
+  // the one check of a lesson (lesson.py's parse, its twin): what the lesson bar would refuse is said here, before
+  // the lesson's picture is sent or the lesson opened
+  try { ({ text, picture } = parseLesson(await file.text(), LIMITS)); } catch (e) { say(`${file.name}: ${e.message}`); return; }
   if (picture) {
     say("Sending the lesson's picture to the server…");
     const got = await server.keep_picture(picture).catch((e) => ({ error: `The server did not take the picture (${e.message || e}).` }));
     if (got.error) { say(got.error); return; }
     text = markdownWithImage(text, OWN_PICTURE, got.image);
   }
-  const { title, steps } = parseLesson(text);
+  let title, steps;
+  try { ({ title, steps } = parseLesson(text, LIMITS)); } catch (e) { say(`${file.name}: ${e.message}`); return; }
   if (openLesson(text)) {
     editing = -1;
     keep({ title, steps });  // in the maker too: to edit, reorder, download again
