@@ -376,3 +376,46 @@ def test_registers_norms_are_shown_beside_the_patches():
 
     alt = plotting.alt_of(view.render_updates(fp, "a DINOv2"))
     assert "register" in alt and "the patch tokens' median" in alt
+
+
+def test_a_block_card_shows_layer_scale_when_the_model_has_it():
+    """Issue 68: DINOv2's blocks scale what attention and the MLP add (LayerScale: transformers' layer_scale1/2,
+    timm's ls1/ls2 with init_values); the card said z′ = MSA(LN(z)) + z for them too. It now writes γ₁ and γ₂ and
+    their mean size in that block, read from the model's own weights; a ViT without LayerScale keeps its card."""
+    from transformers import Dinov2Config, Dinov2Model
+
+    from vitviz.views import forward as view
+
+    torch.manual_seed(0)
+    dinov2 = Dinov2Model(Dinov2Config(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, patch_size=14,
+                                      image_size=56, layerscale_value=0.25)).eval()
+    with torch.no_grad():
+        dinov2.encoder.layer[1].layer_scale2.lambda1.fill_(-0.5)  # a block's own, negative: the size is |γ|
+    fp, _ = run(dinov2, torch.randn(1, 3, 56, 56), 1, 14)
+    assert fp.layer_scale == ((0.25, 0.25), (0.25, 0.5))
+    first, second = view.stage_words("block 1", fp), view.stage_words("block 2", fp)
+    assert first.startswith("z′ = γ₁ ⊙ MSA(LN(z)) + z, then z = γ₂ ⊙ MLP(LN(z′)) + z′")
+    assert "LayerScale" in first and "mean size is 0.25 and 0.25)" in first and "0.25 and 0.5)" in second
+    from vitviz.models import loaders
+    from vitviz.models.runner import Runner
+
+    spec = registry.ModelSpec("a DINOv2 test model", "hf", "test", 14, 1, 56, 0.0, "attention", dim=48, depth=2,
+                              heads=4)
+    runner = Runner(spec, dinov2, loaders._hf_forward(dinov2), mean=(0.0,) * 3, std=(1.0,) * 3, resolution=56,
+                    origin="built by the test")
+    cards = {s_["name"]: s_["words"] for s_ in view.device_plan(runner, 56, 48)["stages"]}
+    assert cards["block 1"] == first and cards["block 2"] == second  # the device's cards say the same
+    def small_timm(**kwargs):
+        return timm.create_model("vit_small_patch16_224", pretrained=False, depth=2, num_classes=3, embed_dim=48,
+                                 num_heads=4, dynamic_img_size=True, **kwargs).eval()
+
+    ls = small_timm(init_values=1e-5)  # timm with LayerScale: ls1, ls2
+    fp, _ = run(ls, torch.randn(1, 3, 32, 32), 1, 16)
+    assert np.allclose(fp.layer_scale, 1e-5, rtol=1e-6) and np.shape(fp.layer_scale) == (2, 2)
+    assert "γ₂ ⊙ MLP" in view.stage_words("block 2", fp) and "1e-05 and 1e-05" in view.stage_words("block 2", fp)
+    for plain, x, patch in ((small_timm(), torch.randn(1, 3, 32, 32), 16),
+                            (hf_vit(head=True), torch.randn(1, 3, 64, 64), 8)):
+        fp, _ = run(plain, x, 1, patch)  # timm's Identity in ls1/ls2, transformers' ViT none at all
+        assert fp.layer_scale == ()
+        words = view.stage_words("block 1", fp)
+        assert words.startswith("z′ = MSA(LN(z)) + z, then z = MLP(LN(z′)) + z′") and "γ" not in words

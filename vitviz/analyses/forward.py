@@ -26,8 +26,8 @@ import torch
 
 from vitviz.core.images import Fitted
 from vitviz.models import budget, hooks
-from vitviz.models.parts import (LENS_CHUNK_BYTES, Parts, _is_identity, lens, parts_of, prefix_kinds, prefix_names,
-                                 stream, stream_targets)
+from vitviz.models.parts import (LENS_CHUNK_BYTES, Parts, _is_identity, layer_scale_sizes, lens, parts_of,
+                                 prefix_kinds, prefix_names, stream, stream_targets)
 
 __all__ = ["ForwardPass", "ForwardProbe", "Parts", "Stage", "forward_pass", "parts_of"]
 from vitviz.models.runner import Forward, Runner
@@ -66,6 +66,8 @@ class ForwardPass:
         tracks, pool: what the head reads, and the model's pooling (:class:`Parts`).
         registers: register tokens among the prefix; pos_on_prefix: which prefix tokens get a position embedding;
             prefix_kinds: what each prefix token is ("[CLS]", "distillation", "register").
+        layer_scale: per block, the mean absolute LayerScale scale after attention and after the MLP (γ₁, γ₂), or
+            () for a model without LayerScale (:func:`vitviz.models.parts.layer_scale_sizes`).
     """
 
     stages: list[Stage]
@@ -85,6 +87,7 @@ class ForwardPass:
     registers: int = 0
     pos_on_prefix: tuple[bool, ...] = ()
     prefix_kinds: tuple[str, ...] = ()
+    layer_scale: tuple[tuple[float, float], ...] = ()
 
     @property
     def layers(self) -> int:
@@ -160,7 +163,8 @@ def _assemble(p: Parts, x: torch.Tensor, seen: dict, prefix: int, patch: int, la
               for name, shape, axes in stage_plan(p, prefix, patch, int(first.shape[-1]), None)]
     out = ForwardPass(stages, (gh, gw), prefix, norms.numpy(), prefix_norms.numpy(), attn_update.numpy(),
                       mlp_update.numpy(), cls_cosine.numpy(), labels=labels, tracks=p.tracks, pool=p.pool,
-                      registers=p.registers, pos_on_prefix=p.pos_on_prefix, prefix_kinds=prefix_kinds(p, prefix))
+                      registers=p.registers, pos_on_prefix=p.pos_on_prefix, prefix_kinds=prefix_kinds(p, prefix),
+                      layer_scale=layer_scale_sizes(p))
     if p.readout is None or logits is None:
         return out
     logits = logits.detach().float().reshape(-1, logits.shape[-1])[0]  # (C,): the model's own answer

@@ -13,7 +13,7 @@ Shapes: T = prefix + N tokens of width D, N patches, L blocks, C classes (one pi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -54,6 +54,8 @@ class Parts:
     class_token: bool = True  # the stream's first token is [CLS] (a pooling model may have none)
     registers: int = 0  # register tokens among the prefix
     pos_on_prefix: tuple[bool, ...] = ()  # which prefix tokens get a position embedding added
+    layer_scales: tuple[tuple[torch.nn.Module, torch.nn.Module], ...] = ()  # per block (after attention, after
+    # the MLP): LayerScale's learned per-channel scales (timm's ls1/ls2 with init_values, DINOv2's layer_scale1/2)
 
     @property
     def tracks(self) -> str:
@@ -66,9 +68,33 @@ def _is_identity(m: torch.nn.Module | None) -> bool:
     return m is None or isinstance(m, torch.nn.Identity)
 
 
+def _layer_scales(blocks: list[torch.nn.Module]) -> tuple[tuple[torch.nn.Module, torch.nn.Module], ...]:
+    """Each block's two LayerScale modules (after attention, after the MLP), or () when the blocks have none (timm
+    puts an Identity there without ``init_values``)."""
+    found = [(_first(b, "ls1", "layer_scale1"), _first(b, "ls2", "layer_scale2")) for b in blocks]
+    if not all(a is not None and c is not None and not _is_identity(a) and not _is_identity(c)
+               and any(True for _ in a.parameters()) and any(True for _ in c.parameters()) for a, c in found):
+        return ()
+    return tuple(found)  # type: ignore[arg-type]
+
+
+def layer_scale_sizes(p: Parts) -> tuple[tuple[float, float], ...]:
+    """Per block, the mean absolute value of LayerScale's learned scales (γ₁ after attention, γ₂ after the MLP),
+    () for a model without LayerScale. Read the weights under the runner's read (:meth:`Runner.read`)."""
+    def size(m: torch.nn.Module) -> float:
+        return float(torch.cat([t.detach().float().abs().flatten() for t in m.parameters()]).mean())
+
+    return tuple((size(a), size(b)) for a, b in p.layer_scales)
+
+
 def parts_of(model: torch.nn.Module) -> Parts:
     """Find the parts of ``model`` (timm VisionTransformer and its distilled DeiT, transformers ViT/DeiT/DINOv2 ±
     registers, with or without a head); ValueError for a model whose layout vitviz does not know."""
+    found = _parts_of(model)
+    return replace(found, layer_scales=_layer_scales(found.blocks))
+
+
+def _parts_of(model: torch.nn.Module) -> Parts:
     blocks = hooks.blocks(model)
     patch_embed = _first(model, "patch_embed", "embeddings.patch_embeddings", "base_model.embeddings.patch_embeddings")
     norm = _first(model, "norm", "layernorm", "base_model.layernorm")

@@ -19,6 +19,7 @@ from PIL import Image
 from vitviz.analyses.forward import ForwardPass, forward_pass, parts_of, prefix_kinds, stage_plan
 from vitviz.core.images import Fitted
 from vitviz.models import cache as models
+from vitviz.models.parts import layer_scale_sizes
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
 from vitviz.render.browser import png_data_url
@@ -76,9 +77,18 @@ def stage_words(name: str, fp: ForwardPass) -> str:
             "cls+mean": "one linear map from [CLS] and the mean of the patch tokens, side by side, to one score per "
                         "class."}
     if name.startswith("block "):
-        return ("z′ = MSA(LN(z)) + z, then z = MLP(LN(z′)) + z′: every token looks at every other (attention: each "
-                "head's weighted sum of values, the heads joined and projected back to the token width), then each "
-                "is transformed on its own (MLP); both add to the stream, never replace it.")
+        scales = getattr(fp, "layer_scale", ())
+        if not scales:
+            return ("z′ = MSA(LN(z)) + z, then z = MLP(LN(z′)) + z′: every token looks at every other (attention: "
+                    "each head's weighted sum of values, the heads joined and projected back to the token width), "
+                    "then each is transformed on its own (MLP); both add to the stream, never replace it.")
+        i = int(name.split()[1]) - 1
+        g1, g2 = scales[min(max(i, 0), len(scales) - 1)]
+        return ("z′ = γ₁ ⊙ MSA(LN(z)) + z, then z = γ₂ ⊙ MLP(LN(z′)) + z′: every token looks at every other "
+                "(attention: each head's weighted sum of values, the heads joined and projected back to the token "
+                "width), then each is transformed on its own (MLP); both add to the stream, never replace it. "
+                "γ₁ and γ₂ are LayerScale: learned scales, one per channel, that multiply what attention and the "
+                f"MLP add before it joins the stream (in this block their mean size is {g1:.3g} and {g2:.3g}).")
     return {
         "image": "x ∈ ℝ^{C×H×W}: the picture (C = 3 colour channels), resized to the model's grid and normalised "
                  "per channel.",
@@ -165,7 +175,8 @@ def device_plan(runner: Runner, side: int, width: int) -> dict:
     prefix = runner.spec.prefix
     kinds = prefix_kinds(p, prefix)
     # what the words read of a forward pass: its pooling and prefix tokens, known before any picture
-    known = SimpleNamespace(pool=p.pool, prefix_kinds=kinds, pos_on_prefix=p.pos_on_prefix, tracks=p.tracks)
+    known = SimpleNamespace(pool=p.pool, prefix_kinds=kinds, pos_on_prefix=p.pos_on_prefix, tracks=p.tracks,
+                            layer_scale=runner.read(lambda m: layer_scale_sizes(parts_of(m))))
     plan = stage_plan(p, prefix, runner.spec.patch, width, len(runner.labels) if runner.labels else None)
     stages = [{"name": name, "shape": list(shape), "axes": list(axes), "words": stage_words(name, known),
                "link": explaining_link(name, runner.spec.key, side, device=True)} for name, shape, axes in plan]
