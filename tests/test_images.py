@@ -165,3 +165,51 @@ def test_a_picture_read_at_a_fraction_of_its_size_is_reported_at_its_own_size(tm
     assert images.source_size(rgb) == (900, 1411) and rgb.shape[0] > rgb.shape[1]
     full = images.load_rgb(EXAMPLES / "cat.png")
     assert images.fit_to_patches(full, 224, 16).note.startswith(f"{full.shape[1]}×{full.shape[0]} picture → ")
+
+
+def _with_chunk(png: bytes, kind: bytes, data: bytes, after_pixels: bool) -> bytes:
+    """``png`` with one more chunk (its length, type, data and CRC), just after IHDR or just before IEND."""
+    import struct
+    import zlib
+
+    chunk = struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    at = len(png) - 12 if after_pixels else 8 + 25  # IEND is the last 12 bytes; IHDR ends at byte 33
+    return png[:at] + chunk + png[at:]
+
+
+@pytest.mark.parametrize("kind, head, after", [(b"zTXt", b"Comment\0\0", False), (b"zTXt", b"Comment\0\0", True),
+                                               (b"iCCP", b"icc\0\0", False), (b"iTXt", b"XML\0\1\0\0\0", False)])
+def test_a_png_whose_text_or_colour_profile_unpacks_huge_is_refused_in_vitvizs_words(kind, head, after):
+    """issue 68 item 16: a PNG with a zTXt or iCCP chunk of 2 kB that unpacks to 8 MiB said Pillow's "Decompressed
+    data too large for PngImagePlugin.MAX_TEXT_CHUNK". Now a sentence for a student: what is wrong, what to do."""
+    import zlib
+
+    from PIL import PngImagePlugin
+
+    plain = png_bytes(Image.new("RGB", (16, 16), (200, 30, 30)))
+    bomb = zlib.compress(b"\0" * (8 * PngImagePlugin.MAX_TEXT_CHUNK), 9)
+    assert len(bomb) < 10_000  # a small file
+    hostile = _with_chunk(plain, kind, head + bomb, after)
+    with pytest.raises(ValueError) as err:
+        images.load_rgb(hostile)
+    said = str(err.value)
+    assert "MAX_TEXT_CHUNK" not in said and "Decompressed" not in said
+    assert said.startswith("This PNG carries text or a colour profile that unpacks to more than 1 MiB") and \
+        "Save the picture again without its metadata" in said
+    # the same chunk at a size a photo's has is read as ever
+    fine = _with_chunk(plain, kind, head + zlib.compress(b"a few words", 9), after)
+    assert images.load_rgb(fine)[0, 0].tolist() == [200, 30, 30]
+
+
+def test_a_value_error_pillow_raises_is_said_in_vitvizs_words_and_vitvizs_own_pass_through(monkeypatch):
+    def layout(*args, **kwargs):
+        raise ValueError("Unsupported BMP bitfields layout")
+
+    monkeypatch.setattr(images, "_shrink", layout)
+    with pytest.raises(ValueError, match="^The image file is damaged or laid out in a way vitviz cannot decode"):
+        images.load_rgb(png_bytes(Image.new("RGB", (16, 16))))
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="values are not numbers"):
+        images.load_rgb(np.full((16, 16), np.nan))
+    with pytest.raises(ValueError, match="^The file is empty"):
+        images.load_rgb(b"")

@@ -33,6 +33,27 @@ INTAKE_SHORT_SIDE = 640
 ImageSource = Union[str, Path, bytes, Image.Image, np.ndarray]
 
 
+class Refused(ValueError):
+    """A picture refused in vitviz's words (any other ValueError met while decoding is Pillow's, and is said anew:
+    :func:`_in_our_words`)."""
+
+
+def _in_our_words(err: ValueError) -> str:
+    """What a ValueError Pillow raised while decoding means, for a student: a PNG text or colour-profile chunk that
+    unpacks past Pillow's bound (``PngImagePlugin.MAX_TEXT_CHUNK``, 1 MiB; a photo's are a few kB: a decompression
+    bomb), else a file Pillow cannot decode."""
+    from PIL import PngImagePlugin
+
+    text = str(err)
+    if "MAX_TEXT_CHUNK" in text or "text chunks" in text or "Decompressed data too large" in text:
+        most = PngImagePlugin.MAX_TEXT_CHUNK / 2**20
+        return (f"This PNG carries text or a colour profile that unpacks to more than {most:g} MiB (a photo's takes a "
+                "few kB), so vitviz does not open it. Save the picture again without its metadata, or as a JPEG, "
+                "and upload it.")
+    return ("The image file is damaged or laid out in a way vitviz cannot decode. Please save it again as a PNG or "
+            "JPEG and upload it.")
+
+
 class Decoded(np.ndarray):
     """An (H, W, 3) uint8 picture as :func:`load_rgb` decoded it, remembering the size of the picture in the file
     (``source``: (width, height), after EXIF rotation): a large upload is read at a fraction of its size, and a view
@@ -64,13 +85,13 @@ def _open(src: ImageSource) -> Image.Image:
         return Image.fromarray(arr)
     if isinstance(src, bytes):
         if not src:
-            raise ValueError("The file is empty.")
+            raise Refused("The file is empty.")
         return Image.open(io.BytesIO(src))
     path = Path(src)
     if not path.is_file():
-        raise ValueError("The picture's file is missing (it may have been removed); choose it again.")
+        raise Refused("The picture's file is missing (it may have been removed); choose it again.")
     if path.stat().st_size == 0:
-        raise ValueError("The file is empty.")
+        raise Refused("The file is empty.")
     return Image.open(path)
 
 
@@ -83,7 +104,7 @@ def _to_uint8(a: np.ndarray) -> np.ndarray:
     a = a.astype(np.float64)
     bad = int(a.size - np.count_nonzero(np.isfinite(a)))
     if bad:
-        raise ValueError(f"{bad:,} of this image's {a.size:,} values are not numbers (NaN or infinity), so it "
+        raise Refused(f"{bad:,} of this image's {a.size:,} values are not numbers (NaN or infinity), so it "
                          "cannot be shown. Please save it with ordinary pixel values (for example as an 8-bit PNG).")
     lo, hi = float(a.min()), float(a.max())
     span = hi - lo
@@ -163,7 +184,7 @@ def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
             im = _open(src)
         w, h = im.size
         if w * h > MAX_PIXELS:
-            raise ValueError(
+            raise Refused(
                 f"This image is {w}×{h} = {w * h / 1e6:.0f} megapixels; the limit is {MAX_PIXELS / 1e6:.0f}. "
                 "Please use a smaller picture."
             )
@@ -173,8 +194,10 @@ def load_rgb(src: ImageSource, short_side: int | None = None) -> np.ndarray:
         im = _shrink(im, short_side)
         im = ImageOps.exif_transpose(im)
         rgb = _to_rgb(im)
-    except ValueError:
+    except Refused:
         raise
+    except ValueError as err:  # Pillow's own words ("Decompressed data too large for PngImagePlugin.MAX_TEXT_CHUNK")
+        raise Refused(_in_our_words(err)) from err
     except Image.DecompressionBombError as err:
         raise ValueError("This image is too large to open safely. Please use a smaller picture.") from err
     except UnidentifiedImageError as err:
