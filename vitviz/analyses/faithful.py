@@ -18,7 +18,17 @@ the model's sequence in the map's order and watch the prediction:
   (Adebayo et al. 2018): a map that stays the same is not about what the model learned.
 
 For a model without classes (DINO), the score is the cosine similarity of what its head would read (the final
-[CLS]) to the whole picture's, and the views say so.
+[CLS]) to the whole picture's, and the views say so. A head that reads the patch tokens themselves (their mean, as
+timm's ``global_pool="avg"`` and DINOv2's classifiers do beside [CLS]) reads nothing once every patch is out, so
+such a model's curves have no end point there (:func:`reads_prefix_alone`): it is left out of the curve and of its
+area, and the views say so.
+
+**Slices.** A test runs in stages, each its own turn with the model's lock (:meth:`Runner.run`'s ``staged``): the
+maps' one eager forward and backward with the model alone (it switches the model's attention path), then every
+batch of shorter sequences as a slice of its own with the lock shared (token dropping calls the blocks as they
+are: no hook, no switch, nothing on the module changes), so other students' forwards on the same model run beside
+it and between its slices. The randomisation check copies the model (alone, briefly) and runs the copy outside the
+lock: the shared model is never changed, nor waited on.
 
 Shapes: T = prefix + N tokens of width D; B sequences in a batch; K tokens kept; F points of a curve.
 """
@@ -26,6 +36,7 @@ Shapes: T = prefix + N tokens of width D; B sequences in a batch; K tokens kept;
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +73,16 @@ def through(p: Parts, z: torch.Tensor) -> torch.Tensor:
     for b in p.blocks:
         z = _block(b, z)
     return p.norm(z)
+
+
+def reads_prefix_alone(p: Parts) -> bool:
+    """Whether a score is defined with no patch token left: the head reads prefix tokens only ([CLS], the
+    distillation token, an attention pool over every token) or, without a head, the final [CLS] is compared. A
+    head that pools the patch tokens (their mean or maximum, or [CLS] beside their mean: DINOv2's classifiers)
+    would read an empty set there (a mean of nothing is NaN)."""
+    if p.readout is None:
+        return p.tracks == "[CLS]"
+    return p.pool in ("token", "distilled", "map")
 
 
 def tracked(p: Parts, final: torch.Tensor, prefix: int) -> torch.Tensor:
@@ -115,8 +136,11 @@ def fractions(points: int) -> np.ndarray:
 
 
 def auc(x: np.ndarray, y: np.ndarray) -> float:
-    """The area under the curve ``y`` over ``x`` by the trapezoid rule (x from 0 to 1)."""
+    """The area under the curve ``y`` over ``x`` by the trapezoid rule (x from 0 to 1), over the points where
+    ``y`` is defined (an end point a model cannot score is NaN: the area then covers the rest of the range)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    keep = np.isfinite(y)
+    x, y = x[keep], y[keep]
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
 
 
@@ -130,6 +154,8 @@ class Curves:
         full: the score of the whole picture (deletion's first point, insertion's last).
         target: the class scored (None: a model without classes, scored by cosine similarity).
         tokens: how many tokens went through the model (cost, in tokens).
+        ends: whether the point with no patch left (deletion's last, insertion's first) is defined; when not
+            (:func:`reads_prefix_alone`) it is NaN and every area covers the other points only.
     """
 
     fractions: np.ndarray
@@ -138,6 +164,7 @@ class Curves:
     full: float
     target: int | None
     tokens: int = 0
+    ends: bool = True
 
     def area(self, kind: str, name: str) -> float:
         return auc(self.fractions, (self.deletion if kind == "deletion" else self.insertion)[name])
@@ -156,6 +183,10 @@ def _batched(n_tokens_full: int, rows: list[tuple[str, str, int, np.ndarray]]) -
     return batches
 
 
+Scorer = Callable[[list], tuple[dict, int]]
+"""(kind, name, point, kept patches) rows -> (each row's score by ``row[:3]``, the tokens that went through)."""
+
+
 def run_rows(p: Parts, z: torch.Tensor, prefix: int, rows: list, s: "Scored") -> tuple[dict, int]:
     """Every (kind, name, point, kept patches) row's score, batched by length; and the tokens that went through."""
     got, tokens = {}, 0
@@ -168,10 +199,50 @@ def run_rows(p: Parts, z: torch.Tensor, prefix: int, rows: list, s: "Scored") ->
     return got, tokens
 
 
+@dataclass(frozen=True, eq=False)
+class RowsProbe:
+    """One slice of a test: one batch of rows (:func:`_batched`) through the blocks, from the stream ``z``
+    (1, T, D) recorded by an earlier stage. Token dropping calls the blocks as they are (no hook, no switch of the
+    attention path): it changes nothing on the module, so it shares the model with other requests' forwards."""
+
+    z: torch.Tensor
+    prefix: int
+    rows: tuple
+    scored: "Scored"
+    key: str = "rows"
+    grad: bool = False
+    own_size: bool = True
+    shares: bool = True
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple[dict, int]:
+        return run_rows(parts_of(model), self.z, self.prefix, list(self.rows), self.scored)
+
+    def nbytes(self, got: tuple[dict, int]) -> int:
+        return 0
+
+
+def in_slices(run: Callable, z: torch.Tensor, prefix: int, s: "Scored") -> Scorer:
+    """A :data:`Scorer` that sends each batch of rows to the model as a slice of its own (``run``: the runner's
+    stage runner), so the model's lock is given back between batches."""
+    def score(rows: list) -> tuple[dict, int]:
+        got, tokens = {}, 0
+        for batch in _batched(z.shape[1], rows):
+            g, t = run(RowsProbe(z, prefix, tuple(batch), s))
+            got |= g
+            tokens += t
+        return got, tokens
+    return score
+
+
 def curves(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", orders: list[tuple[str, np.ndarray]],
-           points: int, kinds: tuple[str, ...]) -> Curves:
+           points: int, kinds: tuple[str, ...], score_rows: Scorer | None = None) -> Curves:
     """Deletion and/or insertion (``kinds``) curves of each order (the patches, most relevant first) at ``points``
-    shares, from the stream ``z`` (1, T, D) of the whole picture scored ``s``."""
+    shares, from the stream ``z`` (1, T, D) of the whole picture scored ``s``; ``score_rows`` runs the subsets
+    (by default all here, at once; :func:`in_slices`: each batch its own turn with the model). The point with
+    no patch left is NaN for a head that reads only patch tokens (:func:`reads_prefix_alone`)."""
     n = z.shape[1] - prefix
     fr = fractions(points)
     counts = [int(round(f * n)) for f in fr]
@@ -184,9 +255,11 @@ def curves(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", orders: list[tup
                     rows.append(("deletion", name, i, np.sort(o[k:])))
                 if "insertion" in kinds:
                     rows.append(("insertion", name, i, np.sort(o[:k])))
-    with torch.no_grad():
-        empty = float(drop_tokens(p, z, prefix, torch.zeros(1, 0, dtype=torch.long), s.target, s.reference)[0])
-    got, tokens = run_rows(p, z, prefix, rows, s)
+    ends = reads_prefix_alone(p)
+    if ends:  # the prefix tokens alone: the same for every order
+        rows.append(("empty", "", 0, np.zeros(0, np.int64)))
+    got, tokens = (score_rows or (lambda r: run_rows(p, z, prefix, r, s)))(rows)
+    empty = got[("empty", "", 0)] if ends else float("nan")
     deletion, insertion = {}, {}
     for name, _ in orders:
         if "deletion" in kinds:
@@ -195,7 +268,7 @@ def curves(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", orders: list[tup
         if "insertion" in kinds:
             insertion[name] = np.array([empty if k == 0 else s.full if k == n else got[("insertion", name, i)]
                                         for i, k in enumerate(counts)])
-    return Curves(fr, deletion, insertion, s.full, s.target, tokens + prefix)
+    return Curves(fr, deletion, insertion, s.full, s.target, tokens, ends)
 
 
 # ---- the maps, from one forward (and one backward) ----------------------------------------------------------
@@ -228,10 +301,64 @@ def maps_and_stream(model: torch.nn.Module, x: torch.Tensor, forward: Forward, p
     return p, z, s, maps
 
 
+@dataclass(frozen=True)
+class MapsProbe:
+    """A test's first stage: :func:`maps_and_stream` (one eager forward and, with classes, one backward), with the
+    model alone (its attention path is switched for this forward)."""
+
+    prefix: int
+    rank: int = 1
+    key: str = "maps"
+    grad: bool = True
+    own_size: bool = True
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple:
+        return maps_and_stream(model, x, forward, self.prefix, self.rank)
+
+    def nbytes(self, got: tuple) -> int:
+        return 0
+
+
 def _eager_estimate(spec: ModelSpec, tokens: int) -> int:
     """The eager forward and backward of the maps, or a batch of subsets, whichever is larger."""
     return max(budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4,
                TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens))
+
+
+MAX_TEST_MACS = 8e12
+"""The most multiply-adds one request's test may send through the model (:func:`planned_macs`): every offered setting
+of the deletion view on a ViT-S/8 or ViT-B/16 at 224 px (at most 6.5e12, about 290 forwards' worth, some four
+minutes on two laptop cores), not the heaviest on a ViT-B/8 (2.3e13) or on larger models and sides."""
+
+
+def sequence_macs(spec: ModelSpec, tokens: int) -> int:
+    """Multiply-adds of one sequence of ``tokens`` through ``spec``'s blocks: per block 12·T·D² (q, k, v, the
+    output projection and an MLP four times as wide) and 2·T²·D (the scores and the weighted sum)."""
+    return spec.depth * (12 * tokens * spec.dim ** 2 + 2 * tokens ** 2 * spec.dim)
+
+
+def planned_lengths(grid: tuple[int, int], maps: int, points: int, seeds: int, per_side: int,
+                 kinds: tuple[str, ...]) -> list[int]:
+    """The patch count of every sequence a :class:`TestProbe` sends through the blocks after its maps (occlusion's
+    regions, then each of ``maps`` + ``seeds`` orders' points; the prefix alone as 0), from the settings alone."""
+    n = grid[0] * grid[1]
+    region = regions(grid, per_side)
+    lengths = [n - int(c) for c in np.bincount(region)]
+    inner = [k for k in (int(round(f * n)) for f in fractions(points)) if 0 < k < n]
+    for _ in range(maps + seeds):
+        lengths += [n - k for k in inner] * ("deletion" in kinds) + inner * ("insertion" in kinds)
+    return lengths + [0]
+
+
+def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, points: int, seeds: int, per_side: int,
+              kinds: tuple[str, ...]) -> int:
+    """Multiply-adds of a whole :class:`TestProbe` (its eager forward and backward counted as three forwards)."""
+    n, prefix = grid[0] * grid[1], spec.prefix
+    return (3 * sequence_macs(spec, n + prefix)
+            + sum(sequence_macs(spec, k + prefix) for k in planned_lengths(grid, maps, points, seeds, per_side, kinds)))
 
 
 @dataclass
@@ -248,8 +375,9 @@ class Tested:
 
 @dataclass(frozen=True)
 class TestProbe:
-    """The deletion view in one run: the maps from one eager forward and backward, occlusion, then every order's
-    curves (the maps', occlusion's and ``seeds`` random orders'), the subsets batched by length."""
+    """The deletion view: the maps from one eager forward and backward (the model alone), occlusion, then every
+    order's curves (the maps', occlusion's and ``seeds`` random orders'), the subsets batched by length and each
+    batch a slice of its own with the model shared (:meth:`staged`)."""
 
     grid: tuple[int, int]
     prefix: int
@@ -268,15 +396,16 @@ class TestProbe:
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return _eager_estimate(spec, tokens)
 
-    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Tested:
-        p, z, s, maps = maps_and_stream(model, x, forward, self.prefix, self.rank)
-        occ = occlusion(p, z, self.prefix, s, self.grid, self.regions)
+    def staged(self, x: torch.Tensor, run: Callable, reserve: Callable) -> Tested:
+        p, z, s, maps = run(MapsProbe(self.prefix, self.rank))
+        slices = in_slices(run, z, self.prefix, s)
+        occ = occlusion(p, z, self.prefix, s, self.grid, self.regions, slices)
         maps["occlusion"] = occ.drop
         n = z.shape[1] - self.prefix
         randoms = [f"random {i + 1}" for i in range(self.seeds)]
         orders = [(k, np.asarray(order_of(v))) for k, v in maps.items()]
         orders += [(r, np.asarray(random_order(n, i))) for i, r in enumerate(randoms)]
-        c = curves(p, z, self.prefix, s, orders, self.points, self.kinds)
+        c = curves(p, z, self.prefix, s, orders, self.points, self.kinds, slices)
         tokens = 3 * z.shape[1] + occ.tokens + c.tokens  # the forward and the backward, occlusion, the curves
         return Tested(maps, occ, c, list(maps), randoms, tokens)
 
@@ -312,12 +441,13 @@ class Occlusion:
 
 
 def occlusion(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", grid: tuple[int, int],
-              per_side: int) -> Occlusion:
-    """One sequence per region of about ``per_side`` × ``per_side`` patches, each without its region."""
+              per_side: int, score_rows: Scorer | None = None) -> Occlusion:
+    """One sequence per region of about ``per_side`` × ``per_side`` patches, each without its region (run by
+    ``score_rows``, as for :func:`curves`)."""
     region = regions(grid, per_side)
     count = int(region.max()) + 1
-    got, tokens = run_rows(p, z, prefix, [("occlusion", "", r, np.flatnonzero(region != r)) for r in range(count)],
-                           s)
+    rows = [("occlusion", "", r, np.flatnonzero(region != r)) for r in range(count)]
+    got, tokens = (score_rows or (lambda r: run_rows(p, z, prefix, r, s)))(rows)
     drop = np.array([s.full - got[("occlusion", "", int(r))] for r in region])
     return Occlusion(drop, region, count, s.full, tokens)
 
@@ -332,6 +462,7 @@ class OcclusionProbe:
     rank: int = 1
     grad: bool = False
     own_size: bool = True
+    shares: bool = True  # a fused forward with this thread's own hook, then token dropping: nothing changes
 
     @property
     def key(self) -> tuple:
@@ -361,6 +492,7 @@ class CurvesProbe:
     kinds: tuple[str, ...] = ("deletion", "insertion")
     grad: bool = False
     own_size: bool = True
+    shares: bool = True  # a fused forward with this thread's own hook, then token dropping: nothing changes
 
     @property
     def key(self) -> tuple:
@@ -395,12 +527,15 @@ def random_order(n: int, seed: int) -> tuple[int, ...]:
 
 def reinitialise(block: torch.nn.Module, seed: int) -> None:
     """Draw ``block``'s weights anew, as a ViT is initialised before training: every linear layer from a truncated
-    normal (std 0.02) with zero bias, every norm reset to the identity (seeded: the same draw every time)."""
+    normal (``torch.nn.init.trunc_normal_``: std 0.02, cut at two standard deviations, ±0.04; values beyond are
+    drawn again, not clamped to the cut) with zero bias, every norm reset to the identity (seeded: the same draw
+    every time)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in block.modules():
             if isinstance(m, torch.nn.Linear):
-                w = torch.randn(m.weight.shape, generator=g).clamp_(-2, 2).mul_(0.02)
+                w = torch.empty(m.weight.shape)
+                torch.nn.init.trunc_normal_(w, std=0.02, a=-0.04, b=0.04, generator=g)
                 m.weight.copy_(w)
                 if m.bias is not None:
                     m.bias.zero_()
@@ -453,9 +588,32 @@ def _maps_of(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: 
 
 
 @dataclass(frozen=True)
+class _Copy:
+    """A copy of the model and its forward, made with the model alone (nobody's hooks or switches on it then): the
+    randomisation check's own, which it changes and runs outside the lock."""
+
+    key: str = "copy"
+    grad: bool = True  # the copy's parameters are ordinary tensors (made in inference mode they could not be used
+    own_size: bool = True  # for the backward of relevance)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return int(spec.params_m * 1e6 * 4)
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple:
+        from vitviz.models import loaders
+
+        twin = copy.deepcopy(model).eval()
+        return twin, loaders.forward_of(twin)
+
+    def nbytes(self, got: tuple) -> int:
+        return 0
+
+
+@dataclass(frozen=True)
 class CascadeProbe:
     """The maps of the trained model and of copies whose top k blocks are re-initialised, k = 1 … L (one copy,
-    re-initialised one more block at each step; the shared model is never changed)."""
+    re-initialised one more block at each step; the shared model is never changed). The copy is made with the
+    model alone, a moment; its L + 1 forwards and backwards run outside the model's lock (:meth:`staged`)."""
 
     prefix: int
     seed: int = 0
@@ -470,11 +628,13 @@ class CascadeProbe:
         weights = int(spec.params_m * 1e6 * 4)  # the copy
         return weights + budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
 
-    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Cascade:
-        from vitviz.models import loaders
+    def staged(self, x: torch.Tensor, run: Callable, reserve: Callable) -> Cascade:
+        twin, twin_forward = run(_Copy())  # the shared model is never changed
+        with reserve(self), torch.inference_mode(False), torch.enable_grad():
+            return self.steps(twin, x, twin_forward)
 
-        twin = copy.deepcopy(model).eval()  # the shared model is never changed
-        twin_forward = loaders.forward_of(twin)
+    def steps(self, twin: torch.nn.Module, x: torch.Tensor, twin_forward: Forward) -> Cascade:
+        """Every step on ``twin``, the probe's own copy (re-initialised block by block from the top)."""
         blocks = parts_of(twin).blocks
         steps, probs, top, target = [], [], [], None
         for k in range(len(blocks) + 1):
@@ -548,14 +708,15 @@ class ChoiceProbe:
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return _eager_estimate(spec, tokens)
 
-    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> Choice:
-        p, z, s, maps = maps_and_stream(model, x, forward, self.prefix, self.rank)
+    def staged(self, x: torch.Tensor, run: Callable, reserve: Callable) -> Choice:
+        """The maps with the model alone, then the sets as slices with the model shared (as :class:`TestProbe`)."""
+        p, z, s, maps = run(MapsProbe(self.prefix, self.rank))
         n, k = z.shape[1] - self.prefix, len(self.chosen)
         orders = [(name, np.asarray(order_of(v))) for name, v in maps.items()]
         orders += [(f"random {i + 1}", np.asarray(random_order(n, i))) for i in range(self.seeds)]
         sets = [("yours", np.asarray(self.chosen))] + [(name, o[:k]) for name, o in orders]
         rows = [("choice", name, 0, np.sort(c) if self.keep else np.setdiff1d(np.arange(n), c)) for name, c in sets]
-        got, _ = run_rows(p, z, self.prefix, rows, s)
+        got, _ = in_slices(run, z, self.prefix, s)(rows)
         return Choice(s.full, got[("choice", "yours", 0)], {name: got[("choice", name, 0)] for name, _ in orders},
                       s.target)
 

@@ -53,7 +53,8 @@ class Probe(Protocol[T]):
     for a forward with autograd on (relevance); ``own_size`` runs it at the checkpoint's own size whatever side
     was asked (Classify: its prediction is the checkpoint's). A probe may say ``shares = True`` when it changes
     nothing on the module but puts on hooks through :mod:`vitviz.models.hooks` (which see their own thread only):
-    it then runs beside other such forwards (:class:`ModelLock`); without it, with the model alone. The picture is
+    it then runs beside other such forwards (:class:`ModelLock`); without it, with the model alone. A long probe
+    may instead be made of stages (``staged``, see :meth:`Runner.run`), each its own turn with the lock. The picture is
     fitted by the model's one input policy (:attr:`Runner.input_policy`), whatever the probe.
     ``__call__`` runs inside the lock with the model in eval mode; any hooks it puts on must come off before it
     returns (context managers), also when it raises.
@@ -386,7 +387,16 @@ class Runner:
     def run(self, probe: Probe[T], x: torch.Tensor) -> T:
         """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock (shared when
         the probe says it ``shares``, else alone), with its estimate reserved from the server-wide budget while it
-        runs."""
+        runs.
+
+        A probe in stages (one with ``staged(x, run, reserve)``) is not run under the lock itself: it runs each of
+        its stages as a probe of its own through ``run(stage)``, each taking the lock (shared or alone, as that stage
+        says) and giving it back, so other requests' forwards get in between its stages; ``reserve(part)`` holds a
+        part's estimate of the server's budget for work on a copy of the model of its own, which needs no lock."""
+        staged = getattr(probe, "staged", None)
+        if staged is not None:
+            return staged(x, lambda stage: self.run(stage, x),
+                          lambda part: budget.reserve(self.forward_estimate(part, x), f"a forward of {self.spec.key}"))
         held = self._lock.shared() if getattr(probe, "shares", False) else self._lock.alone()
         with held, budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
             self._module.eval()

@@ -29,11 +29,17 @@ from vitviz.views.shown import Shown, nearest_shapes, record, shapes_only
 COLOURS = {"attention": "#0072b2", "rollout": "#e69f00", "relevance": "#009e73", "occlusion": "#cc79a7",
            "your choice": "#d55e00", "random": "#777777"}
 """Okabe and Ito's colour-blind-safe palette, one colour per map."""
-CAVEATS = ("What this shows and what it does not: taking tokens out keeps every remaining patch exactly as it was "
-           "(no grey square pasted in, which the model never saw in training), but a sequence with tokens missing "
-           "is still one the model was never trained on, so every curve also measures how the model copes with "
-           "that. A map that beats the random orders points at patches the prediction depends on here; it does not "
-           "show how the model reasons, and a map that loses may still be right about something else.")
+
+
+def caveats(measured: str) -> str:
+    """What the token-dropping tests show and do not, for ``measured`` (what the view measures: "every curve",
+    "every score here")."""
+    return ("What this shows and what it does not: taking tokens out keeps every remaining patch exactly as it was "
+            "(no grey square pasted in, which the model never saw in training), but a sequence with tokens missing "
+            f"is still one the model was never trained on, so {measured} also measures how the model copes with "
+            "that. A map that beats the random orders points at patches the prediction depends on here; it does not "
+            "show how the model reasons, and a map that loses may still be right about something else.")
+
 
 
 def _runner(values: dict, progress=None) -> Runner:
@@ -68,6 +74,28 @@ def _input_grid(runner: Runner, rgb: np.ndarray) -> tuple[tuple[int, int], np.nd
 KINDS = {"deletion": ("deletion",), "insertion": ("insertion",), "both": ("deletion", "insertion")}
 
 
+def check_work(runner: Runner, grid: tuple[int, int], values: dict) -> int:
+    """The multiply-adds the deletion view's settings would send through ``runner``'s model (from the settings
+    alone); ``ValueError`` naming what to lower when that is over :data:`faithful.MAX_TEST_MACS`."""
+    kinds = KINDS[values["curves"]]
+    maps = (3 if runner.labels else 2) + 1  # attention, rollout, relevance (with classes), occlusion
+    macs = faithful.planned_macs(runner.spec, grid, maps, values["points"], values["seeds"], values["regions"], kinds)
+    if macs <= faithful.MAX_TEST_MACS:
+        return macs
+    forwards = macs / faithful.sequence_macs(runner.spec, grid[0] * grid[1] + runner.spec.prefix)
+    lower = ([f"`points` (now {values['points']}; 11 reads a point every 10%)"] if values["points"] > 11 else []) \
+        + ([f"`seeds` (now {values['seeds']})"] if values["seeds"] > 1 else []) \
+        + ([f"`regions` (now {values['regions']})"] if values["regions"] > 2 else [])
+    said = (", ".join(lower[:-1]) + " or " + lower[-1]) if len(lower) > 1 else "".join(lower)
+    ask = ["lower " + said] * bool(lower) + ["ask for one kind of `curves` (now both)"] * (len(kinds) > 1)
+    ask = ask or ["choose a smaller model"]
+    raise ValueError(
+        f"`curves`, `points`, `seeds`, `regions`: with these settings the test would send about "
+        f"{macs / 1e12:.1f} trillion multiply-adds through {runner.spec.key} (about {forwards:.0f} of its forwards "
+        f"on a {grid[0]}×{grid[1]} grid); one request may send at most {faithful.MAX_TEST_MACS / 1e12:.1f} trillion. "
+        + (lambda t: t[0].upper() + t[1:])(", or ".join(ask)) + ".")
+
+
 def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what: str, model: str,
                   kinds: tuple[str, ...]) -> Image.Image:
     x = c.fractions * 100
@@ -75,14 +103,14 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
             as (fig, axes):
         for ax, kind in zip(axes[0], kinds):
             curves = c.deletion if kind == "deletion" else c.insertion
-            band = np.stack([curves[r] for r in randoms])
+            band = np.stack([curves[r] for r in randoms])  # a point the model cannot score is NaN: not drawn
             ax.fill_between(x, band.min(0), band.max(0), color="#bbbbbb", label="random (range)")
             ax.plot(x, band.mean(0), ":", color=COLOURS["random"], label="random (mean)")
             for name in names:
                 ax.plot(x, curves[name], "o-", ms=3, color=COLOURS.get(name, "#000000"), label=name)
             ax.set_xlabel("% of patches taken out" if kind == "deletion" else "% of patches put in")
             ax.set_title(kind)
-            ax.set_ylim(min(0.0, float(band.min())), max(1.0, float(band.max())) * 1.02)
+            ax.set_ylim(min(0.0, float(np.nanmin(band))), max(1.0, float(np.nanmax(band))) * 1.02)
         axes[0][0].set_ylabel(what[:40])
         handles, labels = axes[0][-1].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", frameon=False)
@@ -104,6 +132,7 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     s = settle(values)
     grid, _ = _input_grid(runner, rgb)
     kinds = KINDS[values["curves"]]
+    check_work(runner, grid, values)
     t = runner.analyse(faithful.TestProbe(grid, runner.spec.prefix, values["points"], values["seeds"],
                                           values["regions"], kinds, values["rank"]), rgb).value
     c, occ, names, randoms = t.curves, t.occlusion, t.orders, t.randoms
@@ -127,10 +156,15 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         said.append(f"putting them in first, it rises fastest for **{best}**")
     beats = [k for k in names if all((area[k][kind] < spread[kind].min()) if kind == "deletion" else
                                      (area[k][kind] > spread[kind].max()) for kind in kinds)]
-    text = (f"Scored by the {what} (the whole picture: {c.full:.3f}). " + "; ".join(said).capitalize() + ". "
+    ends = "" if c.ends else (
+        "This model's head pools the patch tokens, so with none left it has nothing to read: its curves have no "
+        "point at 100% taken out and 0% put in, and each area covers the points they have (deletion "
+        f"0–{c.fractions[-2]:.0%} taken out, insertion {c.fractions[1]:.0%}–100% put in, the same range for every "
+        "order). ")
+    text = (f"Scored by the {what} (the whole picture: {c.full:.3f}). " + ends + "; ".join(said).capitalize() + ". "
             + (f"Beating every random order: {', '.join(beats)}. " if beats else "No map beats every random order. ")
             + f"Occlusion: the picture cut into {occ.count} regions (about {values['regions']} per side), each taken "
-            f"out once. {CAVEATS}")
+            f"out once. {caveats('every curve')}")
     if c.target is None:
         text = ("This model has no classes, so each sequence is scored by how close its final [CLS] stays to the "
                 "whole picture's (cosine similarity), not by a probability. " + text)
@@ -141,6 +175,7 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                "random_auc": {kind: [float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0]
                               for kind, v in spread.items()},
                "occlusion": {"regions": occ.count, "per_side": values["regions"]}, "grid": list(grid),
+               "ends": c.ends,
                "cost": {"tokens": t.tokens, "forwards": t.tokens / faithful.tokens_of(runner)}}
     figure = render_curves(c, names, randoms, what, runner.spec.key, kinds)
     return Shown({"curves": figure}, {"text": table + "\n\n" + text, "table": table}, numbers, s, runner.spec.key,
@@ -211,8 +246,11 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     fell = ""
     if c.probs is not None:
         changed = next((i for i, t in enumerate(c.top) if t != c.target), None)
-        fell = (f" The trained class's probability goes from {c.probs[0]:.1%} to {c.probs[-1]:.1%}"
-                + (f"; the prediction changes at step {changed}." if changed is not None else "."))
+        said = labels[c.top[step]] if labels else f"class {int(c.top[step])}"
+        fell = (f" The trained class's probability: {c.probs[0]:.1%} in the trained model"
+                + (f", {c.probs[step]:.1%} at step {step}, where the model predicts “{said}”" if step else "")
+                + (f" (the prediction first changes at step {changed}; the chart shows every step's value)."
+                   if changed is not None else " (the chart shows every step's value)."))
     text = (f"Step {step} of {c.layers}: the top {step} of {runner.spec.key}'s blocks are re-drawn from a ViT's "
             "initial distribution (seeded), the rest keep their trained weights. A map that stays alike to the "
             "trained one when the weights that made the prediction are gone is not about what the model learned. "
@@ -283,7 +321,8 @@ def render_choice(ch: faithful.Choice, picture: np.ndarray, grid: tuple[int, int
         doc="Predict, then test: the patches given (rows and columns of the model's grid) are taken out of the "
             "sequence (mode 'drop') or kept alone ('keep'); numbers.scores gives the score with them and with the "
             "same number of patches ranked highest by each map and by random orders; numbers.rank is your "
-            "choice's place among them (1 = it mattered most).")
+            "choice's place among the chart's bars: your choice, each map and the random orders' mean (1 = it "
+            "mattered most), of numbers.of; numbers.beats_random how many of the random orders it beats.")
 def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The student's patches taken out (or kept alone), beside the same number of patches by each map."""
     runner = _runner(values, progress)
@@ -297,18 +336,26 @@ def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     names = [k for k in ch.others if k not in randoms]
     what, name = _what(runner, ch.target, rgb)
     everyone = {"your choice": ch.chosen} | ch.others
-    # dropping what the model needs lowers the score most; keeping it alone keeps the score highest
-    ranked = sorted(everyone, key=lambda k: everyone[k], reverse=keep)
+    # ranked as the chart draws them: your choice, each map, the random orders' mean (the whole picture is the
+    # yardstick, not a contender); dropping what the model needs lowers the score most, keeping it alone keeps
+    # the score highest
+    bars = {"your choice": ch.chosen} | {k: ch.others[k] for k in names} | {
+        "random (mean)": float(np.mean([ch.others[r] for r in randoms]))}
+    ranked = sorted(bars, key=lambda k: bars[k], reverse=keep)
     place = ranked.index("your choice") + 1
+    beats = sum((ch.chosen > ch.others[r]) if keep else (ch.chosen < ch.others[r]) for r in randoms)
     verb = "taking them out" if not keep else "keeping only them"
     text = (f"With your {len(chosen)} patches {'taken out' if not keep else 'kept alone'}, the {what} goes from "
             f"{ch.full:.3f} to **{ch.chosen:.3f}**. Doing the same with the {len(chosen)} patches each map ranks "
             "highest: " + ", ".join(f"{k} {ch.others[k]:.3f}" for k in names)
-            + f"; random patches {np.mean([ch.others[r] for r in randoms]):.3f} on average. Your choice ranks "
-            f"**{place} of {len(everyone)}** ({verb}, 1 = the patches the prediction needed most). {CAVEATS}")
+            + f"; random patches {bars['random (mean)']:.3f} on average. Among the chart's {len(bars)} bars below "
+            f"the whole picture (your choice, the {len(names)} maps and the random orders' mean) your choice ranks "
+            f"**{place} of {len(bars)}** ({verb}, 1 = the patches the prediction needed most), and it beats "
+            f"{beats} of the {len(randoms)} random order{'s' if len(randoms) != 1 else ''}. "
+            f"{caveats('every score here')}")
     numbers = {"model": runner.spec.key, "score": what, "class": name or None, "full": ch.full,
                "patches": [list(c) for c in values["patches"]], "mode": values["mode"],
-               "scores": everyone, "rank": place, "of": len(everyone), "grid": list(grid)}
+               "scores": everyone, "rank": place, "of": len(bars), "beats_random": beats, "grid": list(grid)}
     figure = render_choice(ch, picture, grid, chosen, names, randoms, values["mode"], what)
     data = {"picker": picker_payload(runner, rgb, values["patches"])}
     return Shown({"choice": figure}, {"text": text}, numbers, s, runner.spec.key,
