@@ -442,3 +442,109 @@ def test_each_field_of_an_entry_is_checked_and_named(tmp_path, change, field, wh
     with pytest.raises(added.EntryError) as err:
         added._entry({**good, **change}, tmp_path)
     assert (err.value.field, str(err.value)) == (field, why)
+
+
+def _header_only(path: Path, tensors: dict, claimed_end: int | None = None) -> Path:
+    """A safetensors file of ``tensors`` (name -> (dtype, shape)) whose data is a hole: the header is written and the
+    file truncated to the length the data takes (a sparse file: no disk used), or to ``claimed_end`` bytes of data."""
+    import math
+    import struct
+
+    sizes = {"F32": 4, "F16": 2}
+    header, at = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = math.prod(shape) * sizes[dtype]
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + n]}
+        at += n
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with path.open("wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        f.truncate(8 + len(text) + (at if claimed_end is None else claimed_end))
+    return path
+
+
+def _vit_tiny_tensors(classes: int) -> dict:
+    import timm
+    import torch
+
+    with torch.device("meta"):
+        model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=classes)
+    return {k: ("F32", tuple(v.shape)) for k, v in model.state_dict().items()}
+
+
+def test_weights_larger_than_a_model_may_take_are_refused_from_their_header_before_anything_is_allocated(tmp_path):
+    """issue 68 item 16: a sparse 8 GB safetensors in a models file made timm build a head of 402,653,184 classes
+    ("can't allocate memory: you tried to allocate 1649267441664 bytes"). The header's sizes are checked against
+    the file and against the budget (added.MODEL_BYTES) first, in vitviz's words; nothing is allocated (files of
+    8 GiB and 1.5 TiB claimed are sparse: no disk is used, and the check takes milliseconds)."""
+    import time
+
+    liar = _header_only(tmp_path / "liar.safetensors",
+                        {**_vit_tiny_tensors(2), "head.weight": ("F32", (402_653_184, 1024))}, claimed_end=8 * 2**30)
+    big = _header_only(tmp_path / "big.safetensors", {**_vit_tiny_tensors(2), "head.weight": ("F16", (22_369_622, 192)),
+                                                      "head.bias": ("F16", (22_369_622,))})
+    assert big.stat().st_size > 8 * 2**30 and big.stat().st_blocks * 512 < 2**20  # 8 GiB, sparse
+    (tmp_path / "models.toml").write_text("""
+[[model]]
+name = "Liar"
+timm = "vit_tiny_patch16_224"
+weights = "liar.safetensors"
+[[model]]
+name = "Big"
+timm = "vit_tiny_patch16_224"
+weights = "big.safetensors"
+""")
+    t = time.perf_counter()
+    try:
+        report = added.install(tmp_path / "models.toml", adopt=cache.adopt, forget=cache.forget)
+    finally:
+        added.remove(forget=cache.forget)
+    assert time.perf_counter() - t < 5
+    faults = {p.name: (p.field, p.why) for p in report.problems}
+    assert not report.added and set(faults) == {"Liar", "Big"}
+    assert faults["Liar"] == ("weights", "the header says its tensors take 1,536.0 GiB, but the file holds 8.0 GiB "
+                                         "after it: the file is cut short, or not what it claims.")
+    field, why = faults["Big"]
+    numbers = sum(int(np.prod(shape)) for name, (_, shape) in _vit_tiny_tensors(2).items()
+                  if not name.startswith("head.")) + 22_369_622 * 193  # the tiny ViT with the big head
+    assert field == "weights" and why.startswith(f"its tensors hold {numbers:,} numbers, 16.1 GiB once loaded as "
+                                                 "float32")
+    assert "at most 4.0 GiB (VITVIZ_MODEL_MB)" in why
+    for said in faults.values():
+        assert "allocate" not in said[1] and "RuntimeError" not in said[1]
+
+
+def test_a_safetensors_header_whose_sizes_do_not_add_up_is_not_a_safetensors_file(tmp_path):
+    import struct
+
+    path = tmp_path / "w.safetensors"
+    text = json.dumps({"w": {"dtype": "F32", "shape": [1000, 1000], "data_offsets": [0, 16]}}).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(16))
+    with pytest.raises(added.EntryError, match=r"tensor 'w', \(1000, 1000\) as F32, takes 4,000,000 bytes, but its "
+                                               r"byte range holds 16"):
+        added.safetensors_header(path)
+    text = json.dumps({"w": {"dtype": "Q7", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(8))
+    with pytest.raises(added.EntryError, match="has no dtype or byte range safetensors writes"):
+        added.safetensors_header(path)
+
+
+def test_a_transformers_folder_with_code_of_its_own_is_refused_in_vitvizs_words(tmp_path):
+    """issue 68 item 16: a folder whose config.json names its own code (auto_map) got transformers' advice to pass
+    trust_remote_code=True and a link to hf.co. vitviz refuses it before transformers reads it."""
+    folder = tmp_path / "custom"
+    _tiny_hf("dinov2").save_pretrained(folder, safe_serialization=True)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"model_type": "my-vit", "auto_map": {
+        "AutoConfig": "configuration_my.MyConfig", "AutoModel": "modeling_my.MyModel"}}))
+    (folder / "modeling_my.py").write_text("raise SystemExit('this must never run')\n")
+    (tmp_path / "models.toml").write_text('[[model]]\nname = "Custom"\ntransformers = "custom"\n')
+    try:
+        report = added.install(tmp_path / "models.toml", adopt=cache.adopt, forget=cache.forget)
+    finally:
+        added.remove(forget=cache.forget)
+    (problem,) = report.problems
+    assert problem.field == "transformers" and problem.why.startswith(
+        "its config.json asks for the checkpoint's own code (auto_map): vitviz runs only transformers' own classes")
+    assert "trust_remote_code" not in problem.why and "hf.co" not in problem.why and not report.added

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import threading
 import tomllib
 from dataclasses import dataclass, field
@@ -236,10 +237,35 @@ def read_labels(e: Entry) -> list[str] | None:
     return names
 
 
-def safetensors_shapes(path: Path) -> dict[str, list[int]]:
-    """Every tensor's shape in a safetensors file, read from its header alone (``EntryError`` for a file that is
-    not one: a pickle renamed, a header that claims more than :data:`HEADER_BYTES` or more than the file holds)."""
+MODEL_BYTES = int(float(os.environ.get("VITVIZ_MODEL_MB", "4096")) * 2**20)
+"""The most memory one added model's weights may take once loaded, as float32 (``VITVIZ_MODEL_MB``, 4 GiB unless set:
+ViT-H/14 takes 2.5 GiB): checked from the weights' header and the architecture built on the meta device, before
+anything is allocated."""
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "I16": 2, "F16": 2, "BF16": 2,
+               "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8}
+"""Bytes per number of each of safetensors' dtypes."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
+
+
+def _within_budget(numbers: int, what: str, field_name: str = "weights") -> None:
+    """``EntryError`` when ``numbers`` parameters, as float32, would take more than :data:`MODEL_BYTES`."""
+    if numbers * 4 > MODEL_BYTES:
+        raise EntryError(field_name, f"{what} {numbers:,} numbers, {_mib(numbers * 4)} once loaded as float32; a model "
+                                     f"added here may take at most {_mib(MODEL_BYTES)} (VITVIZ_MODEL_MB). Use a smaller "
+                                     "checkpoint, or set VITVIZ_MODEL_MB higher if this server has the memory.")
+
+
+def safetensors_header(path: Path) -> dict[str, tuple[str, list[int], int]]:
+    """Every tensor of a safetensors file as (dtype, shape, bytes), read from its header alone and checked against the
+    file: ``EntryError`` for a file that is not one (a pickle renamed, a header that claims more than
+    :data:`HEADER_BYTES` or more than the file holds, a tensor whose shape and dtype do not make its bytes) or whose
+    tensors would take more than :data:`MODEL_BYTES` once loaded. Nothing else is read: a sparse file of 8 GB costs
+    nothing to check."""
     import json
+    import math
     import struct
 
     size = path.stat().st_size
@@ -255,11 +281,72 @@ def safetensors_shapes(path: Path) -> dict[str, list[int]]:
             raise EntryError("weights", "not a safetensors file (its header is not JSON).") from None
     if not isinstance(header, dict):
         raise EntryError("weights", "not a safetensors file (its header lists no tensors).")
-    shapes = {k: v.get("shape") for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)}
-    if not shapes or not all(isinstance(s, list) and all(isinstance(d, int) and d >= 0 for d in s)
-                             for s in shapes.values()):
+    tensors, end = {}, 0
+    for name, v in header.items():
+        if name == "__metadata__" or not isinstance(v, dict):
+            continue
+        shape, dtype, offsets = v.get("shape"), v.get("dtype"), v.get("data_offsets")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                for d in shape)):
+            raise EntryError("weights", "not a safetensors file (its header lists no tensors with shapes).")
+        if dtype not in DTYPE_BYTES or not (isinstance(offsets, list) and len(offsets) == 2 and all(
+                isinstance(o, int) and not isinstance(o, bool) for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+            raise EntryError("weights", f"not a safetensors file (tensor {name[:60]!r} has no dtype or byte range "
+                                        "safetensors writes).")
+        nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
+        if offsets[1] - offsets[0] != nbytes:
+            raise EntryError("weights", f"not a safetensors file (tensor {name[:60]!r}, {tuple(shape)} as {dtype}, "
+                                        f"takes {nbytes:,} bytes, but its byte range holds {offsets[1] - offsets[0]:,}).")
+        tensors[name] = (dtype, shape, nbytes)
+        end = max(end, offsets[1])
+    if not tensors:
         raise EntryError("weights", "not a safetensors file (its header lists no tensors with shapes).")
-    return shapes
+    if end > size - 8 - n:
+        raise EntryError("weights", f"the header says its tensors take {_mib(end)}, but the file holds "
+                                    f"{_mib(size - 8 - n)} after it: the file is cut short, or not what it claims.")
+    _within_budget(sum(math.prod(shape) for _, shape, _ in tensors.values()), "its tensors hold")
+    return tensors
+
+
+def safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    """Every tensor's shape in a safetensors file, read from its header alone and checked
+    (:func:`safetensors_header`)."""
+    return {name: shape for name, (_, shape, _) in safetensors_header(path).items()}
+
+
+CONFIG_BYTES = 2**20
+"""The largest config.json read from a transformers folder (a real one is a few kB)."""
+
+
+def _own_code(folder: Path) -> None:
+    """``EntryError`` for a transformers folder that is not a plain checkpoint of transformers' own classes: a
+    config.json that asks for code of its own (``auto_map``, or ``custom_pipelines``), or weights over the budget
+    (every ``*.safetensors`` header: :func:`safetensors_header`). Said before transformers reads the folder (it would
+    advise passing ``trust_remote_code=True``, which vitviz never does)."""
+    import json
+
+    config = folder / "config.json"
+    if not config.is_file():
+        raise EntryError("transformers", "the folder has no config.json (save the model with save_pretrained).")
+    if config.stat().st_size > CONFIG_BYTES:
+        raise EntryError("transformers", f"its config.json is over {CONFIG_BYTES // 2**20} MiB; a model's is a few kB.")
+    try:
+        values = json.loads(config.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise EntryError("transformers", "its config.json is not JSON text.") from None
+    if not isinstance(values, dict):
+        raise EntryError("transformers", "its config.json holds no settings.")
+    asks = [k for k in ("auto_map", "custom_pipelines") if values.get(k)]
+    if asks:
+        raise EntryError("transformers", f"its config.json asks for the checkpoint's own code ({asks[0]}): vitviz runs "
+                                         "only transformers' own classes, never code that comes with a checkpoint. "
+                                         "Use a folder saved from ViTModel, DeiTModel or Dinov2Model (or their "
+                                         "ForImageClassification), without auto_map.")
+    import math
+
+    numbers = sum(math.prod(shape) for file in sorted(folder.glob("*.safetensors"))
+                  for _, shape, _ in safetensors_header(file).values())
+    _within_budget(numbers, "its weights hold")
 
 
 VIT_MODULES = ("timm.models.vision_transformer", "timm.models.deit")
@@ -291,6 +378,7 @@ def _timm_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
             raise EntryError("labels", f"{len(labels)} labels, but the weights' head has "
                                        f"{classes or 'no'} output{'s' if classes != 1 else ''}.")
         kwargs["num_classes"] = overlay["num_classes"] = classes
+        _within_budget(_numbers_of(e.timm, num_classes=classes), f"{e.timm} with {classes:,} classes holds", "timm")
         want = _shape_of(e.timm, "pos_embed", num_classes=classes)
         held = shapes.get("pos_embed")
         if held is not None and want is not None and len(held) == 3 and held[2] == want[2] and held[1] != want[1]:
@@ -319,14 +407,28 @@ def _shape_of(name: str, parameter: str, **kwargs) -> tuple[int, ...] | None:
     return tuple(p.shape) if p is not None else None
 
 
+def _numbers_of(name: str, **kwargs) -> int:
+    """How many parameters timm's ``name`` has, built on the meta device (nothing allocated)."""
+    import timm
+
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False, **kwargs)
+    return sum(p.numel() for p in model.parameters())
+
+
 def _hf_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
     from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
     source = str(e.transformers) if e.transformers is not None else e.hub
+    if e.transformers is not None:
+        _own_code(e.transformers)
     kw = dict(local_files_only=e.transformers is not None or not loaders.hub_reachable(), trust_remote_code=False)
     try:
         config = AutoConfig.from_pretrained(source, **kw)
     except (OSError, ValueError) as err:
+        if "trust_remote_code" in str(err):  # a hub checkpoint that needs its own code: said in our words
+            raise EntryError("hub", "the checkpoint asks for its own code (auto_map): vitviz runs only transformers' "
+                                    "own classes, never code that comes with a checkpoint.") from None
         raise EntryError("transformers" if e.transformers else "hub", f"no usable config.json ({err}).") from None
     if config.model_type not in loaders.RECORDABLE_HF:
         raise EntryError("transformers" if e.transformers else "hub",
