@@ -266,7 +266,10 @@ class Server:
         making = parent / f".{SERVER_PREFIX}{uuid.uuid4().hex}"
         making.mkdir()
         self._fd = os.open(making / "lock", os.O_CREAT | os.O_RDWR, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:  # a file system without locks: no other server can take it either, so it stays
+            log.warning("cannot lock %s (%s): what this server leaves if it is killed stays", making, err)
         self.folder = parent / f"{SERVER_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(making, self.folder)  # the lock is on the file, whatever the folder's name
         self.outputs = Outputs(self.folder / "outputs")
