@@ -125,7 +125,10 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
 @record(declared.DELETION, tab="classify", figures=("curves",), bundle=True,
         doc="Deletion and insertion curves: each map's order of the patch tokens (last-layer attention, rollout, "
             "relevance, occlusion) taken out (or put in) a share at a time, against seeded random orders; "
-            "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful).")
+            "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful); "
+            "numbers.ends is false for a head that pools the patch tokens, which has no score with every patch "
+            "out (that point is null and the areas cover the others). Settings that would send more than 8e12 "
+            "multiply-adds through the model are refused, naming what to lower.")
 def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Deletion and insertion curves of each map against random orders, with the areas under them."""
     runner = _runner(values, progress)
@@ -348,9 +351,9 @@ def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     text = (f"With your {len(chosen)} patches {'taken out' if not keep else 'kept alone'}, the {what} goes from "
             f"{ch.full:.3f} to **{ch.chosen:.3f}**. Doing the same with the {len(chosen)} patches each map ranks "
             "highest: " + ", ".join(f"{k} {ch.others[k]:.3f}" for k in names)
-            + f"; random patches {bars['random (mean)']:.3f} on average. Among the chart's {len(bars)} bars below "
-            f"the whole picture (your choice, the {len(names)} maps and the random orders' mean) your choice ranks "
-            f"**{place} of {len(bars)}** ({verb}, 1 = the patches the prediction needed most), and it beats "
+            + f"; random patches {bars['random (mean)']:.3f} on average. Your choice ranks **{place} of "
+            f"{len(bars)}** among the chart's bars below the whole picture (your choice, the {len(names)} maps and "
+            f"the random orders' mean; {verb}, 1 = the patches the prediction needed most), and it beats "
             f"{beats} of the {len(randoms)} random order{'s' if len(randoms) != 1 else ''}. "
             f"{caveats('every score here')}")
     numbers = {"model": runner.spec.key, "score": what, "class": name or None, "full": ch.full,
