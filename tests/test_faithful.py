@@ -217,20 +217,27 @@ def test_a_model_without_a_class_token_is_refused_and_a_cnn_is_not_offered():
 def _interleaved(monkeypatch, where: str, view: str, values: dict) -> list[str]:
     """The order of events when another request's forward (the explorer's probe on the same model) is started
     while ``view`` runs its first call of ``faithful.<where>``, which then waits (at most 5 s) for that forward:
-    each call of ``where`` (a step of the view's work) and the explorer's answer."""
+    each call of ``where`` (a step of the view's work) and the explorer's answer. Meanwhile the shared model's
+    attention path must stay as loaded (an eager switch would be seen by the explorer's forward)."""
     import threading
 
     from vitviz.analyses import attention
     from vitviz.core import owned
     from vitviz.models import cache as models
 
+    from vitviz.models import hooks
+
     runner = models.get_model(registry.OFFLINE_KEY)
+    paths = [m for m in hooks.attention_modules(module_of(runner)) if hasattr(m, "fused_attn")]
+    loaded = [m.fused_attn for m in paths]
+    assert paths
     events: list[str] = []
     started, answered = threading.Event(), threading.Event()
     real = getattr(faithful, where)
 
     def watched(*args, **kwargs):
         events.append(where)
+        assert [m.fused_attn for m in paths] == loaded
         if not started.is_set():
             started.set()
             answered.wait(5)
