@@ -220,6 +220,34 @@ def test_the_lesson_maker_holds_one_own_picture_and_refuses_an_over_long_lesson_
         ctx.close()
 
 
+def test_the_pages_lesson_reader_refuses_what_the_bar_would_refuse_in_the_libraries_words(browser, app_url, tmp_path):
+    """issue 68 item 15: the reader said "Opened steps41.md: 41 steps" and the bar then "at most 40 steps" (the same for
+    a 601-character caption, an SVG picture line, a javascript: step). The reader runs the library's one check (its
+    twin, lib/lessons.mjs) and says lesson.parse's message itself; nothing opens, no picture is sent."""
+    step = "1. [Cut into patches.](?tab=patches&patch=16)"
+    cases = {"steps41.md": "# Many\n" + "".join(f"{i}. [A step.](?tab=patches&step={i})\n" for i in range(1, 42)),
+             "caption.md": "# Long\n1. [" + "c" * 601 + "](?tab=patches)\n",
+             "svg.md": "# Drawn\n\n![p](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9ImFsZXJ0KDEpIi8+)\n" + step + "\n",
+             "prank.md": "# Prank\n1. [Click me](javascript:alert(document.cookie))\n"}
+    ctx, page = open_tab(browser, app_url, "patches")
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if "keep_picture" in (r.post_data or "") else None)
+    try:
+        page.get_by_text("Make a lesson from these views").click()
+        for name, text in cases.items():
+            path = tmp_path / name
+            path.write_text(text)
+            with pytest.raises(ValueError) as err:
+                lesson.parse(text)
+            page.locator("#lesson-file").set_input_files(str(path))
+            sync_api.expect(page.locator("#lesson-said")).to_have_text(f"{name}: {err.value}")
+            assert "lesson=" not in page.url and page.locator("#lesson-bar").count() in (0, 1)
+            assert "Opened" not in page.locator("#lesson-said").inner_text()
+        assert not sent
+    finally:
+        ctx.close()
+
+
 def test_a_lesson_with_a_teachers_own_picture_is_made_edited_reordered_carried_and_printed(browser, app_url,
                                                                                                tmp_path):
     """The whole path of a teacher's lesson: steps made on her upload and on an example, one caption edited, one
