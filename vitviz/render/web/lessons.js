@@ -102,8 +102,8 @@ async function handout() {
   a.href = under(`gradio_api/file=${got.path}`);
   a.download = got.name;
   a.click();
-  say(`Printed ${got.name}: a page per step, each with its link and QR code.` +
-      (got.notes.length ? ` Not as asked: ${got.notes.join("; ")}.` : ""));
+  say(`Printed ${got.name}: a page per step, each with its link and QR code.` +  // notes name their step, and
+      (got.notes.length ? ` But: ${got.notes.join("; ")}` : ""));  // say what it could not have (a QR code included)
 }
 maker.addEventListener("click", (ev) => {
   const b = ev.target.closest("button");
