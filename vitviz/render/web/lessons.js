@@ -112,7 +112,7 @@ maker.addEventListener("click", (ev) => {
   if (b.id === "lesson-add") {
     const box = maker.querySelector("#lesson-caption");
     const caption = cleanCaption(box.value || "") || `Step ${lesson.steps.length + 1}`;
-    if (caption.length > LIMITS.caption) { say(`A step's caption holds at most ${LIMITS.caption} characters.`); return; }
+    if ([...caption].length > LIMITS.caption) { say(`A step's caption holds at most ${LIMITS.caption} characters.`); return; }
     if (lesson.steps.length >= LIMITS.steps) { say(`A lesson has at most ${LIMITS.steps} steps.`); return; }
     const steps = [...lesson.steps, { caption, link: here() }];
     try { uploadOf(steps); } catch (e) {
@@ -141,7 +141,7 @@ maker.addEventListener("click", (ev) => {
   } else if (b.dataset.act === "save") {
     const caption = cleanCaption(b.parentElement.querySelector("textarea").value);
     if (!caption) { say("A step needs a caption."); return; }
-    if (caption.length > LIMITS.caption) { say(`A step's caption holds at most ${LIMITS.caption} characters.`); return; }
+    if ([...caption].length > LIMITS.caption) { say(`A step's caption holds at most ${LIMITS.caption} characters.`); return; }
     editing = -1;
     keep({ ...lesson, steps: lesson.steps.map((s, i) => (i === k ? { ...s, caption } : s)) });
     say(`Step ${k + 1} changed.`);
