@@ -198,3 +198,21 @@ def test_a_tab_without_a_picture_opened_by_its_link_is_answered_once(browser, ap
             assert [names.get(i) for i in sent] == ["on_load"], [names.get(i) for i in sent]
         finally:
             ctx.close()
+
+
+def test_an_upload_past_the_servers_room_for_uploads_is_refused_in_words_on_the_page(page, app_url, tmp_path,
+                                                                                    monkeypatch):
+    """The uploads' disk budget (``VITVIZ_UPLOADS_MB``; 100 kB here) refuses with a sentence gradio's page shows."""
+    import os
+
+    from vitviz.app import uploads
+
+    monkeypatch.setattr(uploads, "UPLOAD_BYTES", 100_000)
+    monkeypatch.setattr(uploads, "RECEIVED", uploads.Received())
+    large = tmp_path / "large.png"
+    large.write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(300_000))
+    page.goto(f"{app_url}?tab=patches")
+    page.locator("#patch-grid img").wait_for(state="visible", timeout=120_000)
+    idle(page)
+    page.locator(".tabitem:visible").first.locator("input[type=file]").first.set_input_files(str(large))
+    sync_api.expect(page.locator(".toast-body").first).to_contain_text("this server keeps at most", timeout=30_000)
