@@ -254,7 +254,7 @@ def _whole_model():
         cache.forget(WHOLE)
 
 
-DONE = "(n) => Number(document.querySelector('#device-panel .vx-device').dataset.done) >= n"
+DONE = "(n) => Number(document.querySelector('#device-panel .vx-device')?.dataset.done) >= n"
 """The device panel has computed at least n pictures."""
 
 
@@ -590,3 +590,156 @@ def test_the_guided_tour_on_a_device_page_computes_its_forward_pass_steps_on_the
         assert page.evaluate("() => window.vitvizForwardDevice.done") == 1  # the same picture: not run again
     finally:
         page.close()
+
+
+WATCH = """window.__long = []; window.__said = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__long.push([e.startTime, e.duration]); })
+  .observe({ type: 'longtask', buffered: true });
+document.addEventListener('DOMContentLoaded', () => new MutationObserver(() => {
+  const s = document.querySelector('#device-panel .vx-dev-status')?.textContent;
+  if (s && s !== window.__said[window.__said.length - 1]) window.__said.push(s);
+}).observe(document.body, { childList: true, characterData: true, subtree: true }));"""
+"""An init script: the page's long tasks ([start, duration] in ms, Chromium's PerformanceObserver) and every text the
+device panel's status showed, in order."""
+READY = "() => document.querySelector('#device-panel .vx-dev-what')?.textContent.includes('MB')"
+
+
+def _compute_watched(page, app_url: str, picture: Path) -> dict:
+    """The device link opened, ``picture`` chosen in the device's box and computed: the longest main-thread task
+    from the choice until it is drawn (ms), every status said meanwhile, the page's uncaught errors."""
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url + "?tab=attention&device=1")
+    page.wait_for_function(READY, timeout=120_000)
+    idle(page)
+    since = page.evaluate("() => { window.__said.length = 0; return performance.now(); }")
+    page.locator("#device-picture").set_input_files(str(picture))
+    page.wait_for_function(DONE, arg=1, timeout=120_000)
+    page.wait_for_function("() => document.querySelector('#attention-explorer .vx').__vx.p?.local && "
+                           "document.querySelector('#attention-explorer .vx-big canvas')", timeout=30_000)
+    page.wait_for_timeout(500)  # the explorer's drawing after the answer, and its long tasks' reports
+    got = page.evaluate("""(t) => ({ ran: window.vitvizDevice.ranAt ?? Infinity, long: window.__long.filter(([s]) => s >= t),
+        said: window.__said, status: document.querySelector('#device-panel .vx-dev-status').textContent })""", since)
+    working = [d for s, d in got["long"] if s < got["ran"]]  # begun while the device prepared and computed
+    drawing = [d for s, d in got["long"] if s >= got["ran"]]  # the explorer drawing what it computed
+    return got | {"longest": max(working, default=0.0), "drawing": max(drawing, default=0.0), "errors": errors}
+
+
+def test_the_page_answers_while_the_device_prepares_and_computes(app_url, browser):
+    """A first visit (nothing in the browser's cache): ONNX Runtime and the model are downloaded, prepared and run
+    off the page's main thread (the runtime's proxy worker), so no task of the page's main thread begun from the
+    choice of the picture until the forward's outputs are back takes over 200 ms (it was 1.4 s with the offline
+    model, 25 s with DINO ViT-S/8's shape), and nothing is thrown. (The explorer's drawing of the outputs after
+    that is the same as of a server's answer.)"""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    ctx.add_init_script(WATCH)
+    try:
+        got = _compute_watched(ctx.new_page(), app_url, EXAMPLES / "scene_star.png")
+    finally:
+        ctx.close()
+    assert "computed on this device" in got["status"], got["status"]
+    assert got["longest"] <= 200, got
+    assert got["errors"] == [], got["errors"]
+
+
+def test_the_status_says_what_is_happening_and_a_second_visit_downloads_nothing(app_url, browser):
+    """The panel's status says each step as it happens: a first visit downloads ONNX Runtime and the model (so
+    much of so much), a second (the same browser: its cache holds both) reads the model from the cache, prepares
+    and computes, and never says it is downloading (it said "downloading the model (1.2 MB, once)…" on every visit,
+    while the runtime was being prepared)."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    ctx.add_init_script(WATCH)
+    try:
+        first = _compute_watched(ctx.new_page(), app_url, EXAMPLES / "scene_star.png")
+        second = _compute_watched(ctx.new_page(), app_url, EXAMPLES / "scene_ring.png")
+    finally:
+        ctx.close()
+    said = first["said"]
+    assert any(s.startswith("downloading ONNX Runtime: ") and " of 14.2 MB" in s for s in said), said
+    assert any(s.startswith("downloading the model: ") for s in said), said
+    assert [s for s in said if s.startswith("preparing ONNX Runtime and the model")], said
+    said = second["said"]
+    assert not [s for s in said if "downloading" in s], said
+    steps = [next((i for i, s in enumerate(said) if s.startswith(start)), None)
+             for start in ("reading the model from this browser's cache", "preparing ONNX Runtime and the model",
+                           "computing the picture on this device")]
+    assert None not in steps and steps == sorted(steps), said
+    assert "computed on this device" in said[-1], said
+
+
+def test_a_device_slower_than_the_server_says_so_on_the_first_screen_and_the_server_answers(app_url, browser):
+    """A device slower than the server (standing in: a server forward of 0.5 ms, no 5-s floor): the switch turns
+    off, the panel's words say why at the top of the first screen (they were hidden with the panel), the link's
+    example is then the server's to answer and the explorer draws the server's maps (the first screen showed empty
+    boxes); a picture chosen by hand is not sent: the words ask for its upload, in the box right under them. No
+    uncaught error (explorer.js threw "Cannot read properties of null (reading 'fields')")."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    ctx.add_init_script("window.vitvizDeviceServer = { ms: 0.5, floor: 0 };")
+    errors, sent = [], []
+    in_view = """(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
+        return r.height > 0 && r.top >= 0 && r.bottom <= innerHeight; }"""
+    try:
+        page = ctx.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(app_url + "?tab=attention&device=1&image=scene_star")
+        page.wait_for_function(DONE, arg=1, timeout=120_000)
+        status = page.locator("#device-panel .vx-dev-status")
+        sync_api.expect(status).to_contain_text("more than three times the server's", timeout=10_000)
+        sync_api.expect(status).to_contain_text("the server answers instead, for the example scene_star")
+        page.wait_for_function("() => { const s = document.querySelector('#attention-explorer .vx')?.__vx;"
+                               " return s?.p && !s.p.local && s.cls && s.img; }", timeout=120_000)
+        idle(page)
+        assert not page.locator("#device-switch input").is_checked()
+        assert page.evaluate("() => location.search") == "?tab=attention&image=scene_star"
+        assert page.evaluate(in_view, "#device-panel .vx-dev-status"), "the words are not on the first screen"
+        assert page.evaluate(in_view, "#attention-explorer .vx-big canvas")
+        page.screenshot(path=str(Path(__import__("tempfile").gettempdir()) / "vitviz-device-fallback.png"))
+        page.close()
+        page = ctx.new_page()  # a picture chosen by hand: asked for, never sent
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: sent.append(r.url) if "/upload" in r.url or "/queue/join" in r.url else None)
+        page.goto(app_url + "?tab=attention&device=1")
+        page.wait_for_function(READY, timeout=120_000)
+        page.locator("#device-picture").set_input_files(str(EXAMPLES / "scene_ring.png"))
+        page.wait_for_function(DONE, arg=1, timeout=120_000)
+        status = page.locator("#device-panel .vx-dev-status")
+        sync_api.expect(status).to_contain_text("upload the picture in the box below")
+        page.wait_for_timeout(1000)
+        assert page.evaluate(in_view, "#device-panel .vx-dev-status")
+        below = page.evaluate("""() => { const s = document.querySelector('#device-panel').getBoundingClientRect(),
+            b = document.querySelector('.tabitem:has(#device-panel) .vx-picture').getBoundingClientRect();
+            return b.height > 100 && b.top >= s.bottom - 1 && b.top < innerHeight; }""")
+        assert below, "the picture box is not under the words"
+        # no empty boxes where the server's figures will be, and no device box offered while the switch is off
+        assert page.locator("#attn-crops").is_hidden() and page.locator("#device-panel .vx-dev-pick").is_hidden()
+        page.screenshot(path=str(Path(__import__("tempfile").gettempdir()) / "vitviz-device-fallback-hand.png"))
+        page.close()
+    finally:
+        ctx.close()
+    assert errors == [] and sent == [], (errors, sent)
+
+
+def test_while_the_switch_is_on_no_picture_leaves_through_the_tabs_own_box(app_url, browser):
+    """With "Compute on this device" on, the device's own picture box is on the first screen (1280×720), and a
+    photo given to the tab's own picture box (it was uploaded: POST /gradio_api/upload, then queue/join) is computed
+    on the device instead: Chromium's request log shows no upload and no queued event."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    sent = []
+    try:
+        page.goto(app_url + "?tab=attention&device=1")
+        page.wait_for_function(READY, timeout=120_000)
+        idle(page)
+        pick = page.evaluate("() => { const r = document.querySelector('#device-picture').getBoundingClientRect();"
+                             " return [r.top, r.bottom, r.height]; }")
+        page.on("request", lambda r: sent.append((r.method, r.url)) if "heartbeat" not in r.url else None)
+        own = page.locator(".tabitem:has(#device-panel) input[type=file]:not(#device-picture)").first
+        own.set_input_files(str(EXAMPLES / "scene_ring.png"))
+        with contextlib.suppress(sync_api.TimeoutError):
+            page.wait_for_function(DONE, arg=1, timeout=60_000)
+        page.wait_for_timeout(1500)  # an upload, and the event after it, would be sent by now
+        got = page.evaluate("() => [window.vitvizDevice.done, window.vitvizDevice.from, window.vitvizDevicePicture?.name]")
+    finally:
+        page.close()
+    assert [u for _, u in sent if "/upload" in u or "/queue/join" in u] == [], sent
+    assert got == [1, "hand", "scene_ring.png"], got
+    assert pick[2] > 0 and 0 <= pick[0] and pick[1] <= 720, pick

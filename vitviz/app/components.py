@@ -33,7 +33,7 @@ WEB = Path(web.__file__).resolve().parent
 def image_input(label: str = "Image") -> gr.Image:
     """The picture: upload, webcam or clipboard. Events read the file as sent and vitviz's intake decodes it."""
     return gr.Image(label=label, type="filepath", image_mode=None, sources=["upload", "webcam", "clipboard"],
-                    height=320)
+                    height=320, elem_classes="vx-picture")  # (a device switch hides it: theme.css, device.js)
 
 
 def control(field: Field, **overrides: Any) -> gr.components.Component:
@@ -192,7 +192,7 @@ def browser_view(name: str, elem_id: str, label: str, **kwargs: Any) -> gr.HTML:
 
 DEVICE_TEMPLATE = (
     '<div class="vx-device"><p class="vx-dev-what"></p>'
-    '<label class="vx-dev-pick">Picture (read and computed here, never uploaded)'
+    '<label class="vx-dev-pick">Picture: drop it here or choose it (read and computed here, never uploaded)'
     '<input id="{input_id}" type="file" accept="image/*"></label>'
     '<p class="vx-dev-status" role="status" aria-live="polite"></p>'
     '<div class="vx-dev-top5-box" hidden><p>Top 5, computed on this device</p><ol class="vx-dev-top5"></ol></div>'

@@ -26,6 +26,8 @@ HELD = tuple(A[n] for n in ("layer", "head", "keep", "alpha", "cmap", "query"))
 """The Attention view's settings the explorer holds in the browser."""
 SIDED = ("attention", "forward")
 """The tabs whose device manifest follows the short side asked (Classify's is its classifier's own size)."""
+RUNTIME_WASM = {"wasm": "ort-wasm-simd-threaded.wasm", "webgpu": "ort-wasm-simd-threaded.asyncify.wasm"}
+"""ONNX Runtime Web's WebAssembly file of each build (render/web/device.js names the same)."""
 TABS = tuple(t.id for t in declared_tabs.TABS.values() if t.device)
 """The tabs that compute on a device (a "compute on this device" switch: ``TabSpec.device``)."""
 
@@ -69,6 +71,8 @@ def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict
     # examples are the app's allowed paths): a device page computes the link's picture when none was chosen by hand
     made["examples"] = {p.stem: f"gradio_api/file={p}" for p in sorted(assets.EXAMPLES.iterdir())
                         if p.suffix.lower() in (".png", ".jpg", ".jpeg")}
+    # ONNX Runtime's WebAssembly for each build, which a first visit downloads (the page counts it as it comes)
+    made["runtime_bytes"] = {build: (assets.ORT / name).stat().st_size for build, name in RUNTIME_WASM.items()}
     made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side),
              "side_note": runner.side_reason(values["resolution"]), "shapes_warning": warning.replace("**", ""),
              "scenes": sorted(scene_keys()) if warning else []}

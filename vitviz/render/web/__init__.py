@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 WEB = Path(__file__).resolve().parent
-LIB = ("numbers", "maps", "picture", "server", "lessons", "address", "forward")
+LIB = ("numbers", "maps", "picture", "server", "lessons", "address", "forward", "device")
 """The modules every page script starts with, in this order (none imports another)."""
 
 

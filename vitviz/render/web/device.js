@@ -30,8 +30,6 @@ const OWN = typeof drawOwn === "function" ? drawOwn : null;
 
 function say(text) { const s = $d(".vx-dev-status"); if (s) s.textContent = text; }
 
-function mb(n) { return `${(n / 1e6).toFixed(1)} MB`; }
-
 async function readPicture(file) {  // the file's pixels, (h, w, 3) uint8, as decoded here (orientation applied)
   const bmp = await createImageBitmap(file, { imageOrientation: "from-image", premultiplyAlpha: "none",
                                               colorSpaceConversion: "none" });
@@ -87,6 +85,9 @@ function runtime() {  // the runtime, loaded once per page from this server (bot
       // site's frame it is not, and one thread runs
       ort.env.wasm.numThreads = window.crossOriginIsolated ? Math.max(1, navigator.hardwareConcurrency || 1) : 1;
       if (gpu) ort.env.webgpu.adapter = gpu;
+      // WebAssembly runs in ONNX Runtime's proxy worker (its own script, started as a worker), off the page's main
+      // thread: preparing a session and a forward take seconds there, and the page must answer meanwhile
+      ort.env.wasm.proxy = !gpu && window.vitvizDeviceProxy !== false;
       shared.gpu = !!gpu;
       return ort;
     })();
@@ -103,18 +104,60 @@ function backendWords() {
   return `WebAssembly, ${threads}${why}`;
 }
 
+// ONNX Runtime's WebAssembly file for the build this page loads (its size is the manifest's runtime_bytes)
+const RUNTIME_WASM = { wasm: "ort-wasm-simd-threaded.wasm", webgpu: "ort-wasm-simd-threaded.asyncify.wasm" };
+
+async function inCache(url) {  // whether this browser holds the file already (its cache asked, nothing sent)
+  try {
+    const r = await fetch(url, { cache: "only-if-cached", mode: "same-origin" });
+    r.body?.cancel();
+    return r.ok;
+  } catch (e) { return false; }
+}
+
+// a file of this server, saying how much of it has come (`step`: lib/device.mjs's words, or null to say nothing);
+// its bytes (Uint8Array) when `keep`, else only in the browser's cache, where the runtime then finds it
+async function counted(url, total, step, keep) {
+  const r = await fetch(url);
+  if (!r.ok || !r.body) throw new Error(`${url.split("/").pop()} could not be downloaded (${r.status})`);
+  const reader = r.body.getReader(), parts = [];
+  let got = 0, said = -1e9;
+  if (step) say(deviceStatus(step, { got, total }));
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    got += value.length;
+    if (keep) parts.push(value);
+    if (step && performance.now() - said > 150) { said = performance.now(); say(deviceStatus(step, { got, total })); }
+  }
+  if (!keep) return null;
+  const all = new Uint8Array(got);
+  let at = 0;
+  for (const part of parts) { all.set(part, at); at += part.length; }
+  return all;
+}
+
 async function makeSession(m) {
-  const ort = await runtime(), url = `${appRoot()}/vitviz/device/${m.file}`;
+  const ort = await runtime(), url = `${appRoot()}/vitviz/device/${m.file}`, build = D.gpu ? "webgpu" : "wasm";
+  // what is actually happening, said as it happens: ONNX Runtime's WebAssembly and the model downloaded the first
+  // time (counted), read from this browser's cache after that; then both prepared (off the page's main thread)
+  const wasm = `${appRoot()}/vitviz/ort/${RUNTIME_WASM[build]}`;
+  if (!(await inCache(wasm))) await counted(wasm, m.runtime_bytes?.[build] || 0, "runtime", false);
+  const cached = await inCache(url);
+  if (cached) say(deviceStatus("cached", { total: m.bytes }));
+  const model = await counted(url, m.bytes, cached ? null : "model", true);
+  say(deviceStatus("preparing", { backend: D.gpu ? "WebGPU" : backendWords() }));
   if (D.gpu && !D.gpuFailed) {
     try {
-      const s = await ort.InferenceSession.create(url, { executionProviders: ["webgpu"], graphOptimizationLevel: "all" });
+      const s = await ort.InferenceSession.create(model, { executionProviders: ["webgpu"], graphOptimizationLevel: "all" });
       D.backend = "webgpu";
       return s;
     } catch (err) {  // an adapter but no device, or an operator the backend lacks: WebAssembly from the same build
       D.gpuFailed = String(err.message || err).slice(0, 200);
     }
   }
-  const s = await ort.InferenceSession.create(url, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
+  // (the proxy worker is handed the bytes: they are gone from here once it has them)
+  const s = await ort.InferenceSession.create(model, { executionProviders: ["wasm"], graphOptimizationLevel: "all" });
   D.backend = "wasm";
   return s;
 }
@@ -173,7 +216,7 @@ async function probe(m, sess, ort) {
   const pm = atSide(m, Math.min(m.side, PROBE_SIDE - (PROBE_SIDE % m.patch)));
   const [, , W, H] = fitShape(pm.side, pm.side, pm), grid = [H / m.patch, W / m.patch], T = m.prefix + grid[0] * grid[1];
   const feeds = { pixels: new ort.Tensor("float32", new Float32Array(3 * H * W), [1, 3, H, W]),
-                  pos: new ort.Tensor("float32", await positions(m, grid), [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
+                  pos: new ort.Tensor("float32", (await positions(m, grid)).slice(), [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
   let t = performance.now();
   await sess.run(feeds);
   if (D.backend === "webgpu" && !D.warm.has(m.file)) { D.warm.add(m.file); t = performance.now(); await sess.run(feeds); }
@@ -192,13 +235,12 @@ async function run(file) {
   try {
     say(`reading ${file.name} here (it is not sent anywhere)…`);
     const pic = await readPicture(file);
-    say(D.sessions.has(m.file) ? "running the model on this device…" : `downloading the model (${mb(m.bytes)}, once)…`);
     const t0 = performance.now(), sess = await session(m), loaded = performance.now(), ort = await runtime();
     // the side: the one asked, or the largest this device affords (measured first when it has not run this graph)
     let used = m, afford = null;
     if (!IN_CLASSIFY && m.cost && m.side > PROBE_SIDE && window.vitvizDeviceProbe !== false) {  // (a benchmark's off)
       const askedMacs = forwardMacs(m.cost, tokensAt(pic.w, pic.h, m));
-      if (!D.speed.has(m.file)) { say(`measuring this device with a blank ${PROBE_SIDE}-px picture…`); await probe(m, sess, ort); }
+      if (!D.speed.has(m.file)) { say(deviceStatus("measuring", { side: PROBE_SIDE })); await probe(m, sess, ort); }
       afford = largestSide(pic.w, pic.h, m, D.speed.get(m.file), SLOWER_MS);
       if (afford) afford.askedMs = D.speed.get(m.file) * askedMacs;  // what the side asked would take here
       if (afford === null) {
@@ -213,8 +255,10 @@ async function run(file) {
     }
     const p0 = performance.now(), prep = prepare(pic.rgb, pic.w, pic.h, used), prepMs = performance.now() - p0;
     const grid = [prep.H / m.patch, prep.W / m.patch], table = await positions(m, grid);
-    const feeds = { pixels: new ort.Tensor("float32", prep.x, [1, 3, prep.H, prep.W]),
-                    pos: new ort.Tensor("float32", table, [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
+    // (copies: the proxy worker is handed the inputs' buffers, which the page keeps: the picture's, the table's)
+    const feeds = { pixels: new ort.Tensor("float32", prep.x.slice(), [1, 3, prep.H, prep.W]),
+                    pos: new ort.Tensor("float32", table.slice(), [1, m.pos_prefix + grid[0] * grid[1], m.width]) };
+    say(deviceStatus("computing", { backend: backendWords() }));
     let t1 = performance.now(), out = await sess.run(feeds), ms = performance.now() - t1, firstMs = null;
     if (D.backend === "webgpu" && !D.warm.has(m.file)) {  // a session's first WebGPU run compiles its shaders:
       D.warm.add(m.file);                                  // judged (and said) by a second, compiled run
@@ -222,6 +266,7 @@ async function run(file) {
       t1 = performance.now(); out = await sess.run(feeds); ms = performance.now() - t1;
     }
     D.timings.push(ms);
+    D.ranAt = performance.now();  // prepared and computed: what follows draws it (the tests time the two apart)
     if (m.cost) D.speed.set(m.file, ms / forwardMacs(m.cost, m.prefix + grid[0] * grid[1]));  // the next picture's guess
     const png = await pngOf(prep.rgb, prep.W, prep.H);
     const p = payloadOf(m, out, png, `${m.file}-${file.name}-${file.size}-${file.lastModified}-${used.side}`, grid);
@@ -252,9 +297,11 @@ async function run(file) {
       `${m.side} px it would take about ${seconds(afford.askedMs)}, so upload the picture above for ` +
       `${m.side} px from the server`;
     // a side the probe chose is shown whatever it took (the next picture's side follows the time measured now)
-    if (!afford && used.server_ms && ms > Math.max(3 * used.server_ms, SLOWER_MS)) {
-      fallBack(`this device took ${Math.round(ms)} ms for the forward, slower than the server (about ` +
-               `${Math.round(used.server_ms)} ms)`);
+    // (a test may stand in for a faster server: window.vitvizDeviceServer = {ms, floor})
+    const serverMs = window.vitvizDeviceServer?.ms ?? used.server_ms, floor = window.vitvizDeviceServer?.floor ?? SLOWER_MS;
+    if (!afford && serverMs && ms > Math.max(3 * serverMs, floor)) {
+      fallBack(`this device took ${Math.round(ms)} ms for the forward, more than three times the server's (about ` +
+               `${serverMs < 10 ? serverMs.toFixed(1) : Math.round(serverMs)} ms)`);
     } else {
       const note = m.side_note ? m.side_note.replace(/\.$/, "") : "";
       const compiled = firstMs === null ? "" : `, after ${Math.round(firstMs)} ms for a first run that prepared the GPU`;
@@ -283,10 +330,41 @@ async function knownScene(pic, scenes) {
   return scenes.includes(await pictureKey(pic.rgb, pic.h, pic.w));
 }
 
-function fallBack(why) {  // the server answers instead: said, and the switch turned off
-  say(`${why[0].toUpperCase()}${why.slice(1)}: the server answers instead (upload the picture above).`);
+// The server answers instead: said in words where the first screen shows them (the panel stays, at the top of its
+// column: body class FELL, theme.css), and the switch turned off. The link's example is the server's to show: the
+// link is opened again without device=1, so the server's opener sets the picture and answers; a picture chosen by
+// hand stays here until the person uploads it in the tab's picture box, which the words ask for.
+const FELL = `vx-${KEY}-fell`;
+function fallBack(why) {
+  const example = D.from && D.from !== "hand" ? D.from : null;
+  const then = example ? `the server answers instead, for the example ${example} (its own copy)`
+    : "the server can answer instead: upload the picture in the box below (it is then sent to the server)";
+  say(`${why[0].toUpperCase()}${why.slice(1)}: ${then}.`);
+  D.fell = why;
+  document.body.classList.add(FELL);
+  for (const part of [".vx-dev-what", ".vx-dev-pick", ".vx-dev-top5-box", ".vx-dev-warning"]) {
+    const e = $d(part);
+    if (e) e.hidden = true;
+  }
   const box = document.querySelector(SWITCH);
   if (box && box.checked) box.click();
+  if (!example) return;
+  const started = performance.now();
+  const reopen = () => {  // once the switch's change has taken device=1 out of the link
+    if (new URLSearchParams(window.location.search).get("device") === "1" && performance.now() - started < 5000) {
+      setTimeout(reopen, 50);
+      return;
+    }
+    window.vitvizLink?.go(window.location.href, true);
+  };
+  setTimeout(reopen, 0);
+}
+
+function unfall() {  // the switch on again: the panel as it was
+  if (!D.fell) return;
+  D.fell = null;
+  document.body.classList.remove(FELL);
+  for (const part of [".vx-dev-what", ".vx-dev-pick"]) { const e = $d(part); if (e) e.hidden = false; }
 }
 
 // the explorer's settings as the page holds them (the link's, or as the explorer left them) over the manifest's
@@ -313,6 +391,7 @@ async function want(on, model, side, ...more) {
   // the server's answers beside this panel are of the server's picture, not this one: hidden while it is on
   document.body.classList.toggle(ON, !!on);
   if (!on) { show(null); return; }
+  unfall();
   say("looking up the model…");
   const q = new URLSearchParams({ tab: TAB, model: String(model ?? "") });
   if (!IN_CLASSIFY && side != null) q.set("side", String(Math.round(Number(side))));
@@ -337,7 +416,7 @@ function show(m) {
   }
   if (m.error) { what.textContent = ""; fallBack(m.error); return; }
   if (typeof WebAssembly !== "object") { fallBack("this browser has no WebAssembly"); return; }
-  what.textContent = `${m.model}: ${mb(m.bytes)}, downloaded once and kept by this browser. Choose a picture: it ` +
+  what.textContent = `${m.model}: ${megabytes(m.bytes)}, downloaded once and kept by this browser. Choose a picture: it ` +
     `is read and computed here and never uploaded.${m.notice ? " " + m.notice.replace(/\*\*/g, "") : ""}`;
   say(D.last ? "" : "no picture yet");
   runChosen();  // the model or the side changed: the same picture again
@@ -383,17 +462,51 @@ setInterval(() => {
   runChosen();
 }, 500);
 
+function chooseByHand(f) {  // the page's picture from now on, in every device panel (it never leaves the device)
+  window.vitvizDevicePicture = f;
+  window.dispatchEvent(new CustomEvent("vitviz-device-picture", { detail: { from: TAB } }));
+  runChosen();
+}
 element.addEventListener("change", (ev) => {  // on the element: its inside may be drawn again
   if (ev.target && ev.target.type === "file") {
     const f = ev.target.files && ev.target.files[0];
-    if (f) {
-      window.vitvizDevicePicture = f;  // chosen by hand: the page's picture from now on, in every device panel
-      window.dispatchEvent(new CustomEvent("vitviz-device-picture", { detail: { from: TAB } }));
-      runChosen();
-    }
+    if (f) chooseByHand(f);
     ev.target.value = "";  // the same file chosen again is a new choice
   }
 });
+// a picture dropped on the panel's own box (as on the tab's picture box, which it stands for)
+const pickBox = () => $d(".vx-dev-pick");
+element.addEventListener("dragover", (ev) => {
+  if (!ev.target?.closest?.(".vx-dev-pick")) return;
+  ev.preventDefault();
+  pickBox()?.classList.add("vx-over");
+});
+element.addEventListener("dragleave", () => pickBox()?.classList.remove("vx-over"));
+element.addEventListener("drop", (ev) => {
+  if (!ev.target?.closest?.(".vx-dev-pick")) return;
+  ev.preventDefault();
+  pickBox()?.classList.remove("vx-over");
+  const f = ev.dataTransfer?.files?.[0];
+  if (f) chooseByHand(f);
+});
+// While the switch is on no picture leaves this device through any box of the tab: the tab's own picture boxes
+// (hidden then, theme.css, so the panel's is on the first screen) would upload what is dropped, pasted or chosen in
+// them; caught before gradio's handlers see it (capture, on the window), the picture is this panel's instead.
+function intercept(ev) {
+  if (!document.body.classList.contains(ON)) return;
+  const t = ev.target, box = t?.closest?.(".vx-picture");
+  if (!box || t.closest(".vx-device") || box.closest(".tabitem") !== element.closest(".tabitem")) return;
+  let f = null;
+  if (t.type === "file" && (ev.type === "change" || ev.type === "input")) f = t.files?.[0] || null;
+  else if (ev.type === "drop") f = ev.dataTransfer?.files?.[0] || null;
+  else if (ev.type === "paste") f = [...(ev.clipboardData?.files || [])][0] || null;
+  else if (ev.type !== "dragover") return;
+  ev.preventDefault();
+  ev.stopImmediatePropagation();
+  if (t.type === "file") t.value = "";
+  if (f && (!f.type || f.type.startsWith("image/"))) chooseByHand(f);
+}
+for (const kind of ["change", "input", "drop", "dragover", "paste"]) window.addEventListener(kind, intercept, true);
 element.__device = { D, prepare, resample, top5 };
 // what was computed last (the tests read it)
 window[ROLE.name] = D;

@@ -179,7 +179,9 @@ function held() {  // the Attention view's settings this explorer holds (vitviz/
 }
 
 function publish(quiet) {  // the link and the carrier follow the explorer (the server's figures and the download read it)
-  if (S.p && S.p.local) return;  // a picture that stays on this device: the server draws nothing for it
+  // no answer (the device's handed back before the server's came) or a picture that stays on this device: the
+  // server draws nothing for it
+  if (!S.p || S.p.local) return;
   const values = held(), text = JSON.stringify(values);
   if (text === S.published) return;
   S.published = text;
