@@ -298,3 +298,33 @@ def test_a_forwards_cost_for_the_probe_is_the_architectures_multiply_accumulates
         assert c["pair"] * t * t == want["attention scores QKᵀ"] + want["attention × V"]
         got = c["token"] * t + c["pair"] * t * t
         assert abs(got / sum(want.values()) - 1) < 0.02, (side, got, sum(want.values()))
+
+
+def test_the_servers_forward_time_is_the_median_of_its_latest_forwards_per_model_and_side(rgb_cat):
+    """What a device's forward is compared with (and the panel says) is the median of the server's latest forwards
+    of that model at that side: one slow moment does not stick for the process (a single run kept for good said
+    534 ms beside Classify's 40-51 ms), the requests' own forwards count, each side has its own, and the manifest
+    a page gets answers with the median as it is now, not as it was when the manifest was made."""
+    from vitviz.analyses.attention import analyse
+    from vitviz.app.manifests import device_manifest, made_manifest
+    from vitviz.core import owned
+    from vitviz.models import runner as runners
+
+    owned.reset("results")
+    tiny = cache.get_model(registry.OFFLINE_KEY)
+    key, shape = tiny.timing_key, (64, 64)
+    first = device.server_ms(tiny, 64)  # measured: three timed forwards after a first one
+    assert len(runners.forward_ms(key, shape)) == 3 and first == float(np.median(runners.forward_ms(key, shape)))
+    runners.note_forward(key, shape, 534.0)  # one slow moment
+    assert device.server_ms(tiny, 64) < 534.0 and len(runners.forward_ms(key, shape)) == 4
+    analyse(tiny, rgb_cat)  # a request's own forward (the attention probe at 64 px) is one of the latest
+    assert len(runners.forward_ms(key, shape)) == 5
+    for _ in range(runners.FORWARD_SAMPLES):  # the server gets busy: its latest forwards take 40 ms
+        runners.note_forward(key, shape, 40.0)
+    assert device.server_ms(tiny, 64) == 40.0 and runners.forward_ms(key, (32, 32)) == ()
+    made = device_manifest({"model": registry.OFFLINE_KEY, "resolution": 224}, tab="classify")
+    assert made["server_ms"] == 40.0
+    for _ in range(5):  # quiet again: the manifest already made says so
+        runners.note_forward(key, shape, 2.0)
+    assert made_manifest("classify", registry.OFFLINE_KEY)["server_ms"] == 2.0
+    owned.reset("results")

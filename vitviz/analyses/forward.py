@@ -117,6 +117,7 @@ class ForwardProbe:
     grad: bool = False
     own_size: bool = False
     shares: bool = True  # its hooks see its own thread only and it changes nothing on the module
+    timed: bool = True  # one forward and its records: its time is the server's forward time (runner.note_forward)
 
     @property
     def key(self) -> tuple:

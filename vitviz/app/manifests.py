@@ -44,6 +44,9 @@ def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
     made = MADE.get((tab, model, side))
     if made is None:
         return None
+    # the server's forward as it is now: the median of its latest (made once, the manifest would keep one moment's)
+    now = device.recent_ms(tuple(made["timing"][0]), tuple(made["timing"][1]))
+    made = made | ({"server_ms": now} if now else {})
     return made | browser.explorer_template({f.name: f.default for f in HELD}, {f.name: f for f in HELD},
                                             made.get("layers"))
 
@@ -74,6 +77,7 @@ def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict
     # ONNX Runtime's WebAssembly for each build, which a first visit downloads (the page counts it as it comes)
     made["runtime_bytes"] = {build: (assets.ORT / name).stat().st_size for build, name in RUNTIME_WASM.items()}
     made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side),
+             "timing": [list(runner.timing_key), [side, side]],  # what the server's time is kept under
              "side_note": runner.side_reason(values["resolution"]), "shapes_warning": warning.replace("**", ""),
              "scenes": sorted(scene_keys()) if warning else []}
     if tab == "forward":  # its stages, their words and links, what the residual view follows, the lens's caveat

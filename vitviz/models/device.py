@@ -50,7 +50,7 @@ from vitviz.core import digest
 from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import hooks, loaders, parts
-from vitviz.models.runner import Call, Runner
+from vitviz.models.runner import Call, Runner, forward_ms, note_forward
 from vitviz.specs import views as declared
 
 log = logging.getLogger("vitviz")
@@ -464,20 +464,27 @@ def find(name: str) -> Path | None:
 
 # ---- what the browser is told ----------------------------------------------------------------------------------
 
-_server_ms: LRU[float] = owned.keep("device.server_ms", "results", LRU(256), "the server's forward time per side")
-
-
 def server_ms(runner: Runner, side: int) -> float:
-    """Milliseconds of the server's own fused forward of ``runner`` at ``side``×``side`` (measured once, after a
-    first run): what a device's forward is compared with."""
-    def measure() -> float:
-        x = torch.zeros(1, 3, side, side)
+    """Milliseconds of the server's forward of ``runner`` at ``side``×``side``: the median of its latest forwards at
+    that shape (:func:`vitviz.models.runner.forward_ms`: the requests' own forwards that only record, and what this
+    measures), what a device's forward is compared with. While fewer than three are known, the fused forward is
+    timed (after a first run, which is not counted) until there are: one slow run (a busy moment) is not the figure."""
+    shape = (int(side), int(side))
+    if len(forward_ms(runner.timing_key, shape)) < 3:
+        x = torch.zeros(1, 3, *shape)
         probe = Call(lambda _m, x, forward: forward(x))
         runner.run(probe, x)
-        t0 = time.perf_counter()
-        runner.run(probe, x)
-        return (time.perf_counter() - t0) * 1000
-    return _server_ms.get_or_make((runner.spec.key, runner.weights_id, int(side)), measure)
+        while len(forward_ms(runner.timing_key, shape)) < 3:
+            t0 = time.perf_counter()
+            runner.run(probe, x)
+            note_forward(runner.timing_key, shape, (time.perf_counter() - t0) * 1000)
+    return recent_ms(runner.timing_key, shape)
+
+
+def recent_ms(key, shape: tuple[int, int]) -> float | None:
+    """The median of the latest forward times kept for ``key`` (a runner's ``timing_key``) at ``shape``, or None."""
+    times = forward_ms(key, shape)
+    return float(np.median(times)) if times else None
 
 
 RESAMPLING = ("bicubic", "bilinear")

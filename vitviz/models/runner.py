@@ -105,6 +105,24 @@ _by_token: dict[str, Hashable] = owned.keep("runner.tokens", "results", {}, "a p
 """Each run's token -> its key in the result store (the explorer's parts are fetched by token: no scan)."""
 
 
+FORWARD_SAMPLES = 9
+"""How many of a model's latest forwards at one input shape :func:`forward_ms` keeps."""
+_forward_ms: LRU[tuple[float, ...]] = owned.keep("runner.forward_ms", "results", LRU(1024),
+                                                 "the latest forwards' milliseconds, by model and input shape")
+
+
+def note_forward(key: Hashable, shape: tuple[int, int], ms: float) -> None:
+    """Keep ``ms``, one forward of the model ``key`` (its registry key and weights id) on a (1, 3, H, W) input of
+    ``shape`` (H, W), among the :data:`FORWARD_SAMPLES` latest (two threads noting at once may lose one)."""
+    k = (key, tuple(shape))
+    _forward_ms.put(k, ((_forward_ms.get(k) or ()) + (float(ms),))[-FORWARD_SAMPLES:])
+
+
+def forward_ms(key: Hashable, shape: tuple[int, int]) -> tuple[float, ...]:
+    """The latest forwards' milliseconds noted for ``key`` at ``shape`` (:func:`note_forward`), oldest first."""
+    return _forward_ms.get((key, tuple(shape))) or ()
+
+
 def results_bytes() -> int:
     """What the kept results weigh now, in bytes (at most ``RESULTS_BYTES``, but for a single larger one)."""
     return _results.held
@@ -404,7 +422,16 @@ class Runner:
                 with torch.inference_mode(False), torch.enable_grad():
                     return probe(self._module, x, self._forward)
             with torch.inference_mode():
-                return probe(self._module, x, self._forward)
+                t0 = time.perf_counter()
+                value = probe(self._module, x, self._forward)
+                if getattr(probe, "timed", False) and x.shape[0] == 1:  # one picture's forward, as it says
+                    note_forward(self.timing_key, tuple(x.shape[-2:]), (time.perf_counter() - t0) * 1000)
+                return value
+
+    @property
+    def timing_key(self) -> tuple[str, str]:
+        """What :func:`note_forward` keeps this model's forward times under: its registry key and weights id."""
+        return (self.spec.key, self.weights_id)
 
     def analyse(self, probe: Probe[T], rgb: np.ndarray, resolution: int | None = None) -> Run[T]:
         """Fit ``rgb``, check the budget, run ``probe`` once under the lock, keep the result (one cache for all).
