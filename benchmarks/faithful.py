@@ -16,6 +16,9 @@ student's ``/explorer`` over HTTP as a page speaks it (``benchmarks.classroom``'
 first alone (median of 7 after a warm-up), then each a second after the last while another student's heaviest
 offered ``/deletion`` (both curves, 21 points, 10 random orders, 8 regions per side) runs on the same model, then alone
 again; one table, the ratio of the explorer's median while the deletion runs to its median alone (goal <= 3x).
+Measured 2026-12-01 (two cores, other work on the machine): the deletion took 127 s, 70 explorer requests began
+while it ran, median 0.78 s against 0.43 s alone (1.81×, slowest 1.20 s); with the deletion as one probe holding the
+model alone (the commit before issue 68's slices) the one explorer request that began during it waited 132 s (310×).
 """
 
 from __future__ import annotations
