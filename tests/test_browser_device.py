@@ -488,7 +488,7 @@ def test_a_side_the_device_cannot_afford_runs_at_the_largest_it_can_and_says_so(
             in status and "the picture was not sent" in status, status
         ms = speed * macs(320)  # said as device.js's seconds() says it
         said = f"{ms / 1000:.1f} s" if ms < 10_000 else f"{int(ms / 1000 + 0.5)} s"
-        assert f"at 320 px it would take about {said}, so upload the picture above" in status, status
+        assert f"at 320 px it would take about {said}, so switch this off and upload the picture" in status, status
 
 
 def test_the_forward_pass_is_computed_and_drawn_on_the_device_as_the_server_shows_it(app_url, browser):

@@ -291,10 +291,10 @@ async function run(file) {
     const warn = $d(".vx-dev-warning");
     if (warn) { warn.textContent = photo ? m.shapes_warning : ""; warn.hidden = !photo; }
     const server = m.server_ms ? ` The server's forward for this model takes about ${Math.round(m.server_ms)} ms` +
-      `${used === m ? "" : ` at ${m.side} px`}.` : "";
+      `${used === m ? "" : ` at ${m.side} px`} (the median of its latest).` : "";
     // the side used, when it is not the side asked: why, and how to have the one asked
     const smaller = used === m ? "" : `: the largest side expected to run here within ${seconds(afford.allowed)}; at ` +
-      `${m.side} px it would take about ${seconds(afford.askedMs)}, so upload the picture above for ` +
+      `${m.side} px it would take about ${seconds(afford.askedMs)}, so switch this off and upload the picture for ` +
       `${m.side} px from the server`;
     // a side the probe chose is shown whatever it took (the next picture's side follows the time measured now)
     // (a test may stand in for a faster server: window.vitvizDeviceServer = {ms, floor})
