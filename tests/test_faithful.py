@@ -281,14 +281,17 @@ def test_the_planned_work_is_the_work_done_and_a_test_over_the_bound_is_refused_
 
     from vitviz.views import faithful as shown_faithful
 
+    from vitviz.models import cache as models
+
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
-    values = {"model": registry.OFFLINE_KEY, "curves": "both", "points": 11, "seeds": 1, "regions": 2}
-    numbers = views.show("deletion", rgb, views.VIEWS["deletion"].check(values)).numbers
-    # the plan counts the tokens the test sends through the model: the 3 forwards' worth of the maps and each
-    # shorter sequence with its prefix
+    runner = models.get_model(registry.OFFLINE_KEY)
+    both = ("deletion", "insertion")
+    tested = runner.analyse(faithful.TestProbe((8, 8), 1, 11, 1, 2, both), rgb).value
+    # the plan counts the tokens the test sends through the model (what the view reports as its cost): the 3
+    # forwards' worth of the maps and each shorter sequence with its prefix
     spec = registry.spec(registry.OFFLINE_KEY)
-    lengths = faithful.planned_lengths((8, 8), 4, 11, 1, 2, ("deletion", "insertion"))
-    assert numbers["cost"]["tokens"] == 3 * 65 + sum(k + spec.prefix for k in lengths)
+    lengths = faithful.planned_lengths((8, 8), 4, 11, 1, 2, both)
+    assert tested.tokens == 3 * 65 + sum(k + spec.prefix for k in lengths)
     assert faithful.sequence_macs(spec, 65) == 4 * (12 * 65 * 96 ** 2 + 2 * 65 ** 2 * 96)
     # every offered setting passes on a DINO ViT-S/8 and a ViT-B/16 at 224 px; the heaviest on a ViT-B/8 does not
     heaviest = {"curves": "both", "points": 21, "seeds": 10, "regions": 8}
