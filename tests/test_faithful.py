@@ -412,3 +412,20 @@ def test_the_randomised_weights_are_a_truncated_normal_redrawn_not_clamped():
     assert torch.equal(layer.weight.detach(), want) and not layer.bias.any()
     # a normal cut at ±2σ has σ·sqrt(1 - 2·2φ(2)/(2Φ(2) - 1)) = 0.8796σ; 200,000 draws give it within 1%
     assert float(w.std()) == pytest.approx(0.02 * 0.87962, rel=0.01)
+
+
+def test_the_long_views_queue_one_at_a_time_apart_from_the_model_group(served):
+    # a class's deletions (or randomisations) at once take one place at a time, in a group of their own: the model
+    # group's places stay for the other students' requests (with both long ones in the model group of 2, an
+    # explorer waited behind them in gradio's queue)
+    from vitviz.app import serving
+
+    demo, _ = served
+    groups = {fn.api_name: (fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() if fn.api_name}
+    for name in ("deletion", "randomise", "bundle_deletion", "bundle_randomise"):
+        assert groups[name] == ("long", 1), (name, groups.get(name))
+    for name in ("predict", "attention", "classify"):
+        assert groups[name] == ("model", serving.MODEL_CONCURRENCY), (name, groups.get(name))
+    panels = {o.elem_id: (fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() for o in fn.outputs
+              if getattr(o, "elem_id", None) in ("deletion-curves", "randomise-randomise")}
+    assert panels == {"deletion-curves": ("long", 1), "randomise-randomise": ("long", 1)}, panels

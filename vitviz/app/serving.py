@@ -44,6 +44,15 @@ starts a fresh one). gradio keeps about 0.5 MiB per session (a copy of the page'
 are at most about 260 MiB (gradio's default of 10,000 would be 5 GiB)."""
 MODEL = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
 """The concurrency group of everything that runs a model."""
+LONG = dict(concurrency_id="long", concurrency_limit=1)
+"""The group of the views whose one request sends many forwards through the model (``Record.long``: Test the map's
+deletion and randomised weights), one at a time: however many of them a class asks at once, they never hold every
+place of :data:`MODEL`, and other students' requests keep theirs (the views' own slices let their forwards in)."""
+
+
+def queue_of(r) -> dict:
+    """The concurrency group of view record ``r``'s events: :data:`LONG`, :data:`MODEL` or none."""
+    return LONG if r.long else MODEL if r.runs_model else {}
 log = logging.getLogger("vitviz")
 
 
@@ -642,14 +651,15 @@ carries. Checked as every declared setting is."""
 
 
 def endpoint(view: View, respond: Callable[..., Any], *, name: str | None = None, doc: str = "",
-             runs_model: bool = True, figures_switch: bool = False) -> None:
+             runs_model: bool = True, figures_switch: bool = False, queue: dict | None = None) -> None:
     """Register ``/<name or view.name>``: ``respond(picture as sent, checked settings)`` behind the view's typed
     signature; with ``figures_switch``, the signature ends with :data:`FIGURES` and ``respond`` gets its checked
-    value as a third argument. ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
+    value as a third argument; ``queue``: its concurrency group (else :data:`MODEL` when it ``runs_model``).
+    ValueErrors become messages. Inside :func:`endpoints_last`, made when it ends."""
     later = _LATER.get()
     if later is not None:
         later.append(functools.partial(endpoint, view, respond, name=name, doc=doc, runs_model=runs_model,
-                                       figures_switch=figures_switch))
+                                       figures_switch=figures_switch, queue=queue))
         return
     extra = [FIGURES] if figures_switch else []
     sig = signature(view, extra)
@@ -665,7 +675,8 @@ def endpoint(view: View, respond: Callable[..., Any], *, name: str | None = None
     doc = doc or f"The {view.title} view: " + "; ".join(
         f"{f.name}: {f.label}, {f.accepts()}" for f in (*view.settings(), *extra))
     call = adapters.typed(call, sig, name or view.name, doc)
-    gr.api(friendly(call), api_name=name or view.name, **(MODEL if runs_model else {}))
+    group = queue if queue is not None else MODEL if runs_model else {}
+    gr.api(friendly(call), api_name=name or view.name, **group)
 
 
 def endpoints(records) -> None:
@@ -685,9 +696,10 @@ def endpoints(records) -> None:
         def bundle(pic, values, r=r):
             return bundle_file(r.name, values, uploads.picture(pic) if r.needs_picture else None)
 
-        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model, figures_switch=True)
+        endpoint(r.view, respond, name=r.name, doc=r.doc, runs_model=r.runs_model, figures_switch=True,
+                 queue=queue_of(r))
         if r.bundle:
-            endpoint(r.view, bundle, name=f"bundle_{r.name}", runs_model=r.runs_model,
+            endpoint(r.view, bundle, name=f"bundle_{r.name}", runs_model=r.runs_model, queue=queue_of(r),
                      doc=f"The {r.view.title} view as files: a ZIP of its figures (PNG and PDF), numbers and "
                          "settings.")
 

@@ -18,7 +18,7 @@ from PIL import Image
 
 from vitviz.app import files, uploads
 from vitviz.app.components import Form, door, figure, figure_value, folded, open_door
-from vitviz.app.serving import MODEL, bundle_file, by_hand, endpoints, friendly, on
+from vitviz.app.serving import bundle_file, by_hand, endpoints, friendly, on, queue_of
 from vitviz.core import owned
 from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import View
@@ -396,7 +396,7 @@ class Tab:
                 figures = []
                 gallery = gr.Gallery(show_label=False, label=r.view.title, elem_id=f"{r.name}-figures",
                                      columns=1, object_fit="contain", format="png")
-        kwargs = MODEL if r.runs_model else {}
+        kwargs = queue_of(r)
         triggers = [c.change for c in controls] + list(triggers)
         if r.figures:
             self.accordion(r.view, box, triggers, figures, ("text", note), **kwargs)

@@ -122,7 +122,7 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
                                                             for k in kinds) + ".")
 
 
-@record(declared.DELETION, tab="classify", figures=("curves",), bundle=True,
+@record(declared.DELETION, tab="classify", figures=("curves",), bundle=True, long=True,
         doc="Deletion and insertion curves: each map's order of the patch tokens (last-layer attention, rollout, "
             "relevance, occlusion) taken out (or put in) a share at a time, against seeded random orders; "
             "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful); "
@@ -228,7 +228,7 @@ def render_cascade(c: faithful.Cascade, picture: np.ndarray, grid: tuple[int, in
                               + "; ".join(f"{k} " + ", ".join(f"{v:.2f}" for v in r) for k, r in rho.items()) + ".")
 
 
-@record(declared.RANDOMISE, tab="classify", figures=("randomise",), bundle=True,
+@record(declared.RANDOMISE, tab="classify", figures=("randomise",), bundle=True, long=True,
         doc="The sanity check of Adebayo et al. (2018): the model's blocks re-initialised from the top down, one "
             "more at each step; numbers.spearman gives each map's rank correlation with the trained model's at "
             "every step, numbers.probability the trained class's probability.")
