@@ -45,7 +45,8 @@ def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
     if made is None:
         return None
     # the server's forward as it is now: the median of its latest (made once, the manifest would keep one moment's)
-    now = device.recent_ms(tuple(made["timing"][0]), tuple(made["timing"][1]))
+    timing = made.get("timing")
+    now = device.recent_ms(tuple(timing[0]), tuple(timing[1])) if timing else None
     made = made | ({"server_ms": now} if now else {})
     return made | browser.explorer_template({f.name: f.default for f in HELD}, {f.name: f for f in HELD},
                                             made.get("layers"))
