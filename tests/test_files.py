@@ -3,6 +3,7 @@ files it hands out swept and removed when it stops (SIGTERM included), pictures 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -476,3 +477,202 @@ def test_thirty_two_clients_starting_at_once_all_connect(server):
         got = list(pool.map(connect, range(32)))
     assert errors == [] and got == ["ok"] * 32, errors[:3]
     assert httpx.get(url + "config", timeout=30).content == first  # the same configuration, made once
+
+
+# ---- review of issue 68 items 11 and 12: what the sweeps and the uploads' budget may remove ----------------------
+
+def _dead_server_listing(root: Path, path: Path) -> files.Server:
+    """A server that listed ``path`` and was killed (its lock let go), its list written 10 s ago."""
+    dead = files.Server(root)
+    dead.note([path])
+    os.close(dead._fd)
+    then = time.time() - 10
+    os.utime(dead.folder / "files", (then, then))
+    return dead
+
+
+def test_a_file_cached_at_a_dead_servers_path_after_its_last_list_stays(tmp_path):
+    """gradio names a cached copy by its bytes and name, so the new server's build caches its example at the very
+    path a killed server listed (touching it): the start's sweep removed it (its ctime was before the sweep). Only
+    what nothing changed after the dead server's last list goes."""
+    root = tmp_path / "gradio"
+    example, upload = root / ("e" * 64) / "scene_star.png", root / ("u" * 64) / "photo.png"
+    for p in (example, upload):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"x" * 100)
+    dead = files.Server(root)
+    dead.note([upload])
+    os.close(dead._fd)
+    later = time.time() + 1  # its list was written after its upload's last change...
+    os.utime(dead.folder / "files", (later, later))
+    assert files.sweep_stale(root) == [dead.folder] and not upload.exists()  # ...so its own upload goes
+    dead = _dead_server_listing(root, example)  # listed 10 s ago
+    os.utime(example, (time.time(), example.stat().st_mtime))  # the new server's build caches it: ctime is now
+    assert files.sweep_stale(root) == [dead.folder]
+    assert example.is_file()
+
+
+def test_this_processs_own_blocks_files_are_spared_and_never_listed(tmp_path, monkeypatch):
+    """The start's sweep spares the files this process's blocks hold (an example's cached copy, a file gradio made)
+    even when a dead server listed them before they changed; and an upload that is an example's cached file is
+    not listed (it is every server's, and the next start would remove it)."""
+    root = tmp_path / "gradio"
+    kept, made, upload = (root / (c * 64) / f"{c}.png" for c in "kmu")
+    for p in (kept, made, upload):
+        p.parent.mkdir(parents=True)
+        p.write_bytes(b"x")
+    blocks = types.SimpleNamespace(blocks={1: types.SimpleNamespace(keep_in_cache={str(kept)}), 2: object()},
+                                   temp_file_sets=[{str(made)}])
+    monkeypatch.setattr(files, "_blocks", blocks)
+    assert files.own_files() == ({str(kept)}, {str(made)})
+    dead = files.Server(root)
+    dead.note([kept, made, upload])
+    os.close(dead._fd)
+    later = time.time() + 1
+    os.utime(dead.folder / "files", (later, later))
+    keep, made_now = files.own_files()
+    assert files.sweep_stale(root, live=keep | made_now) == [dead.folder]
+    assert kept.is_file() and made.is_file() and not upload.exists()
+    alive = files.Server(root)
+    try:
+        alive.note([kept, made])
+        assert (alive.folder / "files").read_text().splitlines() == [str(made)]
+    finally:
+        alive.close()
+
+
+def test_a_server_starting_beside_another_never_takes_its_half_made_folder(tmp_path, monkeypatch):
+    """Between making its lock file and locking it, a server starting at the same moment could take that lock,
+    judge the folder dead and remove it (the first then failed to start). The lock is made under a name of its own
+    and named ``lock`` only once held."""
+    root = tmp_path / "gradio"
+    real, swept = files.fcntl.flock, []
+
+    def flock(fd, op):
+        if not swept:  # the other server's sweep, at the worst moment
+            swept.append(None)
+            swept[0] = files.sweep_stale(root)
+        return real(fd, op)
+
+    monkeypatch.setattr(files.fcntl, "flock", flock)
+    server = files.Server(root)
+    try:
+        assert swept == [[]] and (server.folder / "lock").is_file()
+        assert files.sweep_stale(root) == [] and server.folder.is_dir()
+    finally:
+        server.close()
+
+
+def test_a_lock_held_elsewhere_stops_the_start_and_a_file_system_without_locks_does_not(tmp_path, monkeypatch):
+    """Only a file system without locks (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL) starts unlocked; any other error (a
+    lock another process holds: EWOULDBLOCK) was taken for one too."""
+    import errno as e
+
+    root = tmp_path / "gradio"
+    for code, starts in ((e.ENOLCK, True), (e.EOPNOTSUPP, True), (e.EWOULDBLOCK, False), (e.EBADF, False)):
+        def flock(fd, op, code=code):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(files.fcntl, "flock", flock)
+        if starts:
+            server = files.Server(root)
+            assert (server.folder / "lock").is_file()
+            server.close()
+        else:
+            with pytest.raises(OSError):
+                files.Server(root)
+            assert list(root.iterdir()) == []  # nothing half made is left
+
+
+def test_making_room_never_removes_an_example_another_servers_file_or_a_file_replaced_since(monkeypatch):
+    """The oldest uploads go to make room, but not the file gradio keeps for an example (an upload of the same
+    picture is that file), one another server sharing gradio's folder lists, or one at an upload's path that is no
+    longer the file received there (the same picture uploaded again is renamed to the same path)."""
+    from gradio import utils
+
+    from vitviz.app import uploads
+
+    root = Path(utils.get_upload_folder())
+    monkeypatch.setattr(uploads, "UPLOAD_BYTES", 1000)
+    received = uploads.Received()
+    paths = []
+    for name in ("example", "other", "replaced", "plain"):
+        p = root / uuid.uuid4().hex / f"{name}.png"
+        p.parent.mkdir(parents=True)
+        p.write_bytes(os.urandom(200))
+        paths.append(p)
+    example, other, replaced, plain = paths
+    monkeypatch.setattr(files, "_blocks", types.SimpleNamespace(
+        blocks={1: types.SimpleNamespace(keep_in_cache={str(example)})}, temp_file_sets=[]), raising=False)
+    neighbour = files.Server(root)
+    try:
+        neighbour.note([other])
+        received.received(paths, 0)
+        assert received.held() == 600  # the example's file is not this server's upload
+        part = replaced.with_name("part")
+        part.write_bytes(replaced.read_bytes())
+        os.replace(part, replaced)  # an identical upload renamed into its path, not yet counted
+        assert received.make_room(700) is None  # the other's spared, the replaced one uncounted, plain goes
+        assert example.is_file() and other.is_file() and replaced.is_file() and not plain.exists()
+        assert received.held() == 200
+    finally:
+        neighbour.close()
+        for p in paths:
+            p.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                p.parent.rmdir()
+
+
+def test_the_budgets_refusal_never_says_0_mib(monkeypatch):
+    """A budget under 1 MiB was said as "at most 0 MiB"."""
+    from vitviz.app import uploads
+
+    monkeypatch.setattr(uploads, "UPLOAD_BYTES", 300 * 2**10)
+    said = uploads.Received().make_room(400 * 2**10)
+    assert "at most 300 KiB" in said and "400 KiB" in said and "0 MiB" not in said, said
+    assert [uploads._size(n) for n in (2**31, 2**20, 1_153_434, 512, 2**19)] == [
+        "2 GiB", "1 MiB", "1.1 MiB", "512 bytes", "512 KiB"]
+
+
+def test_the_gradio_and_uvicorn_attributes_the_server_reads_exist():
+    """files reads a Blocks' ``blocks``, ``temp_file_sets`` and its components' ``keep_in_cache``; serving sets
+    uvicorn's ``h11_max_incomplete_event_size`` on the server's config: a rename in an upgrade fails here instead of
+    silently turning off the sweep or the long links' words."""
+    import gradio as gr
+    import uvicorn
+
+    with gr.Blocks() as demo:
+        image = gr.Image(type="filepath")
+    assert isinstance(demo.blocks, dict) and image in demo.blocks.values()
+    assert isinstance(demo.temp_file_sets, list) and isinstance(image.keep_in_cache, set)
+    assert files.own_files(demo) == (set(), set())
+    config = uvicorn.Config(app=lambda *a: None)
+    assert hasattr(config, "h11_max_incomplete_event_size")
+    from gradio import http_server
+
+    assert "config" in http_server.Server.__init__.__code__.co_names or issubclass(http_server.Server, uvicorn.Server)
+
+
+def test_the_start_lists_the_files_gradio_made_before_the_first_minute(monkeypatch):
+    """The files gradio made for the app were listed only by the once-a-minute sweep: a server killed before it left
+    them for ever. The lifespan lists them as it starts."""
+    import asyncio
+
+    from gradio import utils
+
+    made = Path(utils.get_upload_folder()) / uuid.uuid4().hex / "made.png"
+    made.parent.mkdir(parents=True)
+    made.write_bytes(b"x")
+    blocks = types.SimpleNamespace(blocks={}, temp_file_sets=[{str(made)}])
+    monkeypatch.setattr(files, "_blocks", getattr(files, "_blocks", None), raising=False)
+    app = types.SimpleNamespace(get_blocks=lambda: blocks)
+
+    async def run():
+        async with files.lifespan(app):
+            return (files.server().folder / "files").read_text().splitlines()
+
+    try:
+        assert str(made) in asyncio.run(run())
+    finally:
+        made.unlink()
+        made.parent.rmdir()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -250,6 +251,9 @@ OUTPUTS_PREFIX = "vitviz-outputs-"
 """The outputs folders of servers before 2026-12-01 (``vitviz-outputs-<pid>``): removed when their process is gone."""
 SERVER_PREFIX = "vitviz-server-"
 """A server's own folder in gradio's: ``vitviz-server-<pid>-<random>``, holding ``lock``, ``files`` and ``outputs/``."""
+NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+"""The errors of ``flock`` that mean a file system without locks (a server then starts unlocked, warned); any other
+(a lock another process holds) stops the start."""
 UNLOCKED_SECONDS = 60.0
 """A server folder without its lock file this long (its server died while making it) is a dead server's."""
 
@@ -265,11 +269,20 @@ class Server:
         parent.mkdir(parents=True, exist_ok=True)
         making = parent / f".{SERVER_PREFIX}{uuid.uuid4().hex}"
         making.mkdir()
-        self._fd = os.open(making / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+        # locked under a name of its own, then named ``lock``: a server starting at the same moment finds no lock it
+        # could take (a folder without one is young, so alive), never one made but not yet locked
+        taking = making / f"lock.{uuid.uuid4().hex}"
+        self._fd = os.open(taking, os.O_CREAT | os.O_RDWR, 0o600)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:  # a file system without locks: no other server can take it either, so it stays
+        except OSError as err:
+            if err.errno not in NO_LOCKS:
+                os.close(self._fd)
+                shutil.rmtree(making, ignore_errors=True)
+                raise
+            # a file system without locks: no other server can take it either, so it stays
             log.warning("cannot lock %s (%s): what this server leaves if it is killed stays", making, err)
+        os.rename(taking, making / "lock")
         self.folder = parent / f"{SERVER_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(making, self.folder)  # the lock is on the file, whatever the folder's name
         self.outputs = Outputs(self.folder / "outputs")
@@ -277,8 +290,11 @@ class Server:
         self._lock = threading.Lock()
 
     def note(self, paths) -> None:
-        """Files this server made gradio keep (an upload's): listed at once, for whoever finds this server dead."""
-        paths = [str(p) for p in paths if "\n" not in str(p)]
+        """Files this server made gradio keep (an upload's): listed at once, for whoever finds this server dead. A
+        file gradio keeps for the app's own blocks (an example's cached copy: an upload of the same picture is that
+        very file) is not listed: it is every server's, and no other server may remove it."""
+        keep = own_files()[0]
+        paths = [str(p) for p in paths if "\n" not in str(p) and str(p) not in keep]
         with self._lock:
             fresh = [p for p in paths if p not in self.listed]
             if not fresh:
@@ -303,18 +319,59 @@ class Server:
             os.close(self._fd)
 
 
+_blocks = None
+
+
+def watch(blocks) -> None:
+    """The app's gradio Blocks, whose files (:func:`own_files`) this process's server keeps (set before it starts)."""
+    global _blocks
+    _blocks = blocks
+
+
+def own_files(blocks=None) -> tuple[set[str], set[str]]:
+    """(the files gradio keeps for the blocks' components: the examples' cached copies, ``keep_in_cache``; the files
+    gradio made for the app: ``temp_file_sets``) of ``blocks``, else of the Blocks this process serves
+    (:func:`watch`). gradio names such a file by its bytes and name, so the same picture has the same path on every
+    server: these are this process's, whoever listed them."""
+    blocks = _blocks if blocks is None else blocks
+    keep: set[str] = set()
+    made: set[str] = set()
+    if blocks is None:
+        return keep, made
+    for component in list(blocks.blocks.values()):
+        keep.update(str(p) for p in list(getattr(component, "keep_in_cache", ())))
+    for group in list(blocks.temp_file_sets):
+        made.update(str(f) for f in list(group))
+    return keep, made
+
+
 def server() -> Server:
     """This process's :class:`Server` folder (made on first use; the folders of servers that died without removing
-    theirs, and what they listed, are removed then: :func:`sweep_stale`)."""
+    theirs, and what they listed, are removed then: :func:`sweep_stale`, sparing this process's own blocks' files)."""
     global _server
     with _state_lock:
         if _server is None:
             from gradio import utils
 
             folder = Path(utils.get_upload_folder())
-            sweep_stale(folder)
+            keep, made = own_files()
+            sweep_stale(folder, live=keep | made)
             _server = Server(folder)
         return _server
+
+
+def listed_by_others() -> set[str]:
+    """Every file another server sharing gradio's folder lists (its uploads, the files gradio made for it): this
+    server never removes them while making room (a dead server's list too, until the next start sweeps it)."""
+    from gradio import utils
+
+    parent = Path(utils.get_upload_folder())
+    own = _server.folder if _server is not None else None
+    out: set[str] = set()
+    for path in [*parent.glob(f"{SERVER_PREFIX}*"), *parent.glob(f".{SERVER_PREFIX}*")] if parent.is_dir() else ():
+        if path != own:
+            out.update(_listed(path))
+    return out
 
 
 def outputs() -> Outputs:
@@ -369,12 +426,13 @@ def _listed(folder: Path) -> list[str]:
 
 def _remove_listed(path: str, root: Path, before: float) -> bool:
     """Remove a file a dead server listed: only inside gradio's folder ``root``, and only if nothing changed it
-    since ``before`` (a file written or held since belongs to a live server); its content's folder too, if empty."""
+    after ``before`` (the dead server's last write of its list: a file written, cached or held since belongs to
+    someone alive); its content's folder too, if empty."""
     p = Path(path)
     try:
         if not p.resolve().is_relative_to(root) or p.resolve() == root or p.is_symlink() or not p.is_file():
             return False
-        if p.stat().st_ctime >= before:
+        if p.stat().st_ctime > before:
             return False
         p.unlink()
     except OSError:
@@ -385,11 +443,14 @@ def _remove_listed(path: str, root: Path, before: float) -> bool:
     return True
 
 
-def sweep_stale(folder: Path) -> list[Path]:
+def sweep_stale(folder: Path, live=()) -> list[Path]:
     """Remove what servers that are gone (killed with SIGKILL, the machine stopped: nothing ran their cleanup) left
     in gradio's ``folder``: each dead server's folder, and the files it listed (its uploads, the files gradio made for
-    it) that no live server lists; also the outputs folders of servers before server folders whose process is gone.
-    A live server's folder and files stay. Returns the folders removed."""
+    it) that no live server lists, that are not in ``live`` (this process's own blocks' files) and that nothing
+    changed after the dead server last wrote its list (gradio names a file by its bytes and name, so another server
+    may have received or cached the same picture at the same path since); also the outputs folders of servers
+    before server folders whose process is gone. A live server's folder and files stay. Returns the folders
+    removed."""
     gone, started = [], time.time()
     root = folder.resolve() if folder.is_dir() else folder
     for path in folder.glob(f"{OUTPUTS_PREFIX}*") if folder.is_dir() else ():
@@ -397,7 +458,7 @@ def sweep_stale(folder: Path) -> list[Path]:
         if path.is_dir() and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             gone.append(path)
-    dead, live_files = [], set()
+    dead, live_files = [], {str(p) for p in live}
     servers = [*folder.glob(f"{SERVER_PREFIX}*"), *folder.glob(f".{SERVER_PREFIX}*")] if folder.is_dir() else []
     for path in servers:
         if not path.is_dir():
@@ -410,9 +471,13 @@ def sweep_stale(folder: Path) -> list[Path]:
     removed = 0
     for path, fd in dead:
         try:
+            try:
+                before = min(started, (path / "files").stat().st_mtime)
+            except OSError:
+                before = started
             for listed in _listed(path):
                 if listed not in live_files:
-                    removed += _remove_listed(listed, root, started)
+                    removed += _remove_listed(listed, root, before)
             shutil.rmtree(path, ignore_errors=True)
             gone.append(path)
         finally:
@@ -445,7 +510,12 @@ async def lifespan(app=None) -> AsyncIterator[None]:
             await asyncio.sleep(SWEEP_SECONDS)
             await asyncio.to_thread(sweep)
 
+    get = getattr(app, "get_blocks", None)
+    if callable(get):
+        watch(get())  # its files are this server's: spared by the sweep at start, never noted as uploads
     await asyncio.to_thread(server)  # made now: what servers that died left is removed at start
+    # listed at once: gradio's files of a server killed before its first relist would stay for ever
+    await asyncio.to_thread(lambda: server().relist(gradios_files(_blocks)))
     with _state_lock:
         _running += 1
     task = asyncio.create_task(every_minute())
@@ -467,12 +537,7 @@ def gradios_files(blocks) -> set[str]:
     not those it keeps for the examples), as this server lists them."""
     if blocks is None:
         return set()
-    keep: set[str] = set()
-    for component in list(getattr(blocks, "blocks", {}).values()):
-        keep.update(getattr(component, "keep_in_cache", set()))
-    made: set[str] = set()
-    for files in list(getattr(blocks, "temp_file_sets", [])):
-        made.update(str(f) for f in list(files))
+    keep, made = own_files(blocks)
     return made - keep
 
 

@@ -51,7 +51,9 @@ class Received:
     (:meth:`received`). gradio's own cleaner removes uploads too; what it removed is no longer counted."""
 
     def __init__(self) -> None:
-        self._files: OrderedDict[str, int] = OrderedDict()  # path -> bytes, the oldest first
+        # path -> (bytes, inode, mtime in ns) as received, the oldest first: a file at that path later (the same
+        # picture uploaded again is renamed to the same path) is another file, never removed for this one
+        self._files: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
         self._arriving = 0  # bytes reserved by uploads whose bodies are being read
         self._lock = threading.Lock()
 
@@ -59,7 +61,7 @@ class Received:
         """Bytes of the uploads kept now (those still on disk)."""
         with self._lock:
             self._forget_gone()
-            return sum(self._files.values())
+            return sum(size for size, _, _ in self._files.values())
 
     def _forget_gone(self) -> None:
         for path in [p for p in self._files if not os.path.isfile(p)]:
@@ -67,50 +69,65 @@ class Received:
 
     def make_room(self, nbytes: int) -> str | None:
         """Reserve ``nbytes`` for an upload arriving, removing the oldest uploads no open page holds until it fits;
-        the refusal's words when it cannot (then nothing is reserved)."""
+        the refusal's words when it cannot (then nothing is reserved). Never removed: a file an open page holds, one
+        gradio keeps for the app's blocks (an upload equal to an example is the example's cached file), one another
+        server sharing gradio's folder lists, and one that is no longer the file received at that path (checked and
+        removed under the lock :meth:`received` counts under)."""
         limit = UPLOAD_BYTES
         if nbytes > limit:
-            return (f"This upload is {nbytes / 2**20:.1f} MiB; this server keeps at most {limit / 2**20:.0f} MiB of "
-                    "uploads in all. Please send a smaller picture.")
-        held = set(files.PICTURES.held())
-        gone: list[str] = []
+            return (f"This upload is {_size(nbytes)}; this server keeps at most {_size(limit)} of uploads in all. "
+                    "Please send a smaller picture.")
+        spared: set[str] | None = None
+        gone = 0
         with self._lock:
             self._forget_gone()
-            total = sum(self._files.values()) + self._arriving
+            total = sum(size for size, _, _ in self._files.values()) + self._arriving
             for path in list(self._files):
                 if total + nbytes <= limit:
                     break
-                if path in held:
+                if spared is None:  # read only when room must be made
+                    spared = set(files.PICTURES.held()) | files.own_files()[0] | files.listed_by_others()
+                if path in spared:
                     continue
-                total -= self._files.pop(path)
-                gone.append(path)
+                size, ino, mtime = self._files[path]
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    st = None
+                if st is None or (st.st_ino, st.st_mtime_ns) != (ino, mtime):
+                    del self._files[path]  # gone, or another file now (not this upload's to remove)
+                    total -= size
+                    continue
+                del self._files[path]
+                total -= size
+                gone += _remove_upload(path)
             fits = total + nbytes <= limit
             if fits:
                 self._arriving += nbytes
-        for path in gone:
-            _remove_upload(path)
         if gone:
-            log.info("removed %d upload(s), the oldest, to keep uploads within %d MiB", len(gone), limit // 2**20)
+            log.info("removed %d upload(s), the oldest, to keep uploads within %s", gone, _size(limit))
         if fits:
             return None
-        log.info("refused an upload of %d bytes: the uploads open pages use fill the %d MiB", nbytes, limit // 2**20)
-        return (f"This server keeps at most {limit / 2**20:.0f} MiB of uploaded pictures, and the pictures open "
+        log.info("refused an upload of %d bytes: the uploads open pages use fill the %s", nbytes, _size(limit))
+        return (f"This server keeps at most {_size(limit)} of uploaded pictures, and the pictures open "
                 "pages use fill it now. Please try again in a few minutes, or use an example.")
 
     def received(self, paths, reserved: int) -> None:
         """An upload's files arrived (the newest; listed for whoever finds this server dead) and its reservation
         of ``reserved`` bytes ends."""
-        sizes = {}
-        for path in map(str, paths):
-            with contextlib.suppress(OSError):
-                sizes[path] = os.stat(path).st_size
+        stats = {}
+        keep = files.own_files()[0]  # an upload equal to an example is the example's cached file: not this upload's
         with self._lock:
+            for path in (str(p) for p in paths if str(p) not in keep):
+                with contextlib.suppress(OSError):
+                    st = os.stat(path)
+                    stats[path] = (st.st_size, st.st_ino, st.st_mtime_ns)
             self._arriving = max(0, self._arriving - reserved)
-            for path, size in sizes.items():
+            for path, stat in stats.items():
                 self._files.pop(path, None)
-                self._files[path] = size
-        if sizes:
-            files.server().note(sizes)
+                self._files[path] = stat
+        if stats:
+            files.server().note(stats)
 
     def ended(self, reserved: int) -> None:
         """An upload refused or failed: its reservation ends."""
@@ -122,13 +139,24 @@ class Received:
             self._files.clear()
 
 
-def _remove_upload(path: str) -> None:
-    """An upload's file removed (and its content's folder, gradio's, when empty)."""
+def _remove_upload(path: str) -> bool:
+    """An upload's file removed (and its content's folder, gradio's, when empty); whether it was."""
     p = Path(path)
-    with contextlib.suppress(OSError):
+    try:
         p.unlink()
+    except OSError:
+        return False
     with contextlib.suppress(OSError):
         p.parent.rmdir()
+    return True
+
+
+def _size(n: int) -> str:
+    """A size in words, never "0 MiB": 2 GiB, 1.1 MiB, 512 KiB, 300 bytes (one decimal at most, none when it is .0)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n:,} bytes"
 
 
 RECEIVED = owned.keep("uploads.received", "gates", Received(), "the uploads this server keeps, within their budget")
