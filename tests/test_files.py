@@ -676,3 +676,13 @@ def test_the_start_lists_the_files_gradio_made_before_the_first_minute(monkeypat
     finally:
         made.unlink()
         made.parent.rmdir()
+
+
+def test_a_cors_preflight_is_gradios_answer_and_carries_no_nosniff_as_the_operators_guide_says(app_url):
+    """docs/operators.md says every response the app gives is marked nosniff, except CORS preflights, which gradio's
+    own middleware answers from outside vitviz's: checked, so the guide is corrected when gradio's order changes."""
+    r = httpx.options(f"{app_url}gradio_api/upload", timeout=10, headers={
+        "Origin": "http://localhost:9", "Access-Control-Request-Method": "POST"})
+    assert r.headers.get("access-control-allow-origin") == "http://localhost:9", r.headers
+    assert "x-content-type-options" not in r.headers, r.headers
+    assert httpx.get(f"{app_url}config", timeout=30).headers.get("x-content-type-options") == "nosniff"

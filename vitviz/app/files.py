@@ -3,7 +3,8 @@
 - **This server's folder** (:class:`Server`, ``vitviz-server-<pid>-<random>`` inside gradio's cache folder): a lock
   held while the process lives, the list of the files it made gradio keep (each upload as it arrives), and its
   outputs. The next server to start removes what a dead one left (SIGKILL runs no cleanup): its folder and the files
-  it listed that no live server lists (:func:`sweep_stale`); a live server's lock cannot be taken, so its files stay.
+  it listed that no live server lists, that the new server's own app does not hold and that nothing changed after
+  the dead one last wrote its list (:func:`sweep_stale`); a live server's lock cannot be taken, so its folder stays.
 - **Outputs** (the PNG figures an API or MCP client receives, the bundles): written into this server's folder (so
   gradio serves them), named by content. The folder is swept every minute:
   a file not handed out for ``OUTPUT_SECONDS`` goes, the folder stays under ``OUTPUT_BYTES`` (oldest first), empty
@@ -262,8 +263,10 @@ class Server:
     """This process's folder in gradio's upload folder, kept while the process lives: ``lock`` (held with
     ``flock`` from before the folder has its name: the kernel lets go of it however the process ends, SIGKILL
     included, so a lock that can be taken is a dead server's), ``files`` (the files this server made gradio keep:
-    every upload as it arrives, and once a minute the files gradio made for the app; one path a line) and
-    ``outputs/`` (:class:`Outputs`). Another vitviz server sharing gradio's folder never takes a live one's files."""
+    every upload as it arrives, and at start and once a minute the files gradio made for the app; one path a line)
+    and ``outputs/`` (:class:`Outputs`). Another vitviz server sharing gradio's folder removes none of the files a
+    live one lists; one a live server made in the minute before its next list and a dead server listed too can go
+    (see :func:`sweep_stale`)."""
 
     def __init__(self, parent: Path) -> None:
         parent.mkdir(parents=True, exist_ok=True)

@@ -393,9 +393,12 @@ class Isolated:
 
 
 class NoSniff:
-    """ASGI middleware: every response says ``X-Content-Type-Options: nosniff``, so a browser takes each file as
-    the type the server names and never guesses another from its bytes (an uploaded file served back is never run
-    as a script or a page). gradio sends it on none of its routes."""
+    """ASGI middleware: every response the app itself gives says ``X-Content-Type-Options: nosniff``, so a browser
+    takes each file as the type the server names and never guesses another from its bytes (an uploaded file served
+    back is never run as a script or a page). gradio sends it on none of its routes. Not marked: what never reaches
+    the app's own middleware, that is a CORS preflight (gradio adds its ``CustomCORSMiddleware`` with
+    ``add_middleware`` after building the app with this one, so it sits outside and answers ``OPTIONS`` itself) and
+    uvicorn's own refusals of a request it cannot parse (its bare 400s); these carry no body a browser could run."""
 
     HEADER = (b"x-content-type-options", b"nosniff")
 
@@ -522,8 +525,9 @@ def upload_budget() -> list:
 
 
 def guards() -> list:
-    """:class:`NoSniff` and :class:`LinkLimit`, the outermost of the app's middleware: every response is marked,
-    and an over-long address is refused before anything else reads it."""
+    """:class:`NoSniff` and :class:`LinkLimit`, the outermost of the app's own middleware (gradio's CORS and Brotli
+    middleware sit outside them): every response the app gives is marked, and an over-long address is refused
+    before the app reads it."""
     from starlette.middleware import Middleware
 
     return [Middleware(NoSniff), Middleware(LinkLimit)]
