@@ -241,9 +241,11 @@ MODEL_BYTES = int(float(os.environ.get("VITVIZ_MODEL_MB", "4096")) * 2**20)
 """The most memory one added model's weights may take once loaded, as float32 (``VITVIZ_MODEL_MB``, 4 GiB unless set:
 ViT-H/14 takes 2.5 GiB): checked from the weights' header and the architecture built on the meta device, before
 anything is allocated."""
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "I16": 2, "F16": 2, "BF16": 2,
-               "U32": 4, "I32": 4, "F32": 4, "U64": 8, "I64": 8, "F64": 8}
-"""Bytes per number of each of safetensors' dtypes."""
+DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+              "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+              "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64}
+"""Bits per number of each dtype safetensors knows (the 22 of safetensors 0.8's format; F4 and F6 pack numbers
+across bytes, and a tensor of them must fill whole bytes)."""
 
 
 def _mib(n: int) -> str:
@@ -289,11 +291,19 @@ def safetensors_header(path: Path) -> dict[str, tuple[str, list[int], int]]:
         if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                 for d in shape)):
             raise EntryError("weights", "not a safetensors file (its header lists no tensors with shapes).")
-        if dtype not in DTYPE_BYTES or not (isinstance(offsets, list) and len(offsets) == 2 and all(
+        if isinstance(dtype, str) and dtype not in DTYPE_BITS:
+            raise EntryError("weights", f"unknown dtype {dtype[:20]!r} (tensor {name[:60]!r}): not one of the "
+                                        f"{len(DTYPE_BITS)} safetensors knows, so its size cannot be checked.")
+        if dtype is None or not isinstance(dtype, str) or not (
+                isinstance(offsets, list) and len(offsets) == 2 and all(
                 isinstance(o, int) and not isinstance(o, bool) for o in offsets) and 0 <= offsets[0] <= offsets[1]):
             raise EntryError("weights", f"not a safetensors file (tensor {name[:60]!r} has no dtype or byte range "
                                         "safetensors writes).")
-        nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
+        bits = math.prod(shape) * DTYPE_BITS[dtype]
+        if bits % 8:
+            raise EntryError("weights", f"not a safetensors file (tensor {name[:60]!r}, {tuple(shape)} as {dtype}, "
+                                        "does not fill whole bytes).")
+        nbytes = bits // 8
         if offsets[1] - offsets[0] != nbytes:
             raise EntryError("weights", f"not a safetensors file (tensor {name[:60]!r}, {tuple(shape)} as {dtype}, "
                                         f"takes {nbytes:,} bytes, but its byte range holds {offsets[1] - offsets[0]:,}).")
@@ -420,6 +430,7 @@ def _hf_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
     from transformers import AutoConfig, AutoModel, AutoModelForImageClassification
 
     source = str(e.transformers) if e.transformers is not None else e.hub
+    where = "transformers" if e.transformers else "hub"
     if e.transformers is not None:
         _own_code(e.transformers)
     kw = dict(local_files_only=e.transformers is not None or not loaders.hub_reachable(), trust_remote_code=False)
@@ -427,11 +438,11 @@ def _hf_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
         config = AutoConfig.from_pretrained(source, **kw)
     except (OSError, ValueError) as err:
         if "trust_remote_code" in str(err):  # a hub checkpoint that needs its own code: said in our words
-            raise EntryError("hub", "the checkpoint asks for its own code (auto_map): vitviz runs only transformers' "
-                                    "own classes, never code that comes with a checkpoint.") from None
-        raise EntryError("transformers" if e.transformers else "hub", f"no usable config.json ({err}).") from None
+            raise EntryError(where, "the checkpoint asks for its own code (auto_map): vitviz runs only "
+                                    "transformers' own classes, never code that comes with a checkpoint.") from None
+        raise EntryError(where, f"no usable config.json ({err}).") from None
     if config.model_type not in loaders.RECORDABLE_HF:
-        raise EntryError("transformers" if e.transformers else "hub",
+        raise EntryError(where,
                          f"vitviz cannot record the attention of a {config.model_type!r} model (it records "
                          f"{', '.join(loaders.RECORDABLE_HF)}).")
     classifier = labels is not None or any(a.endswith("ForImageClassification") for a in config.architectures or ())
@@ -441,10 +452,43 @@ def _hf_module(e: Entry, labels: list[str] | None) -> torch.nn.Module:
     cls = AutoModelForImageClassification if classifier else AutoModel
     extra = {"add_pooling_layer": False} if not classifier and config.model_type == "vit" else {}
     try:
-        return cls.from_pretrained(source, config=config, attn_implementation="sdpa", use_safetensors=True,
-                                   **kw, **extra)
+        with torch.device("meta"):  # the architecture config.json describes, counted with nothing allocated
+            skeleton = cls.from_config(config, **extra)
+    except (OSError, ValueError, TypeError, RuntimeError) as err:
+        raise EntryError(where, f"its config.json does not describe a model transformers can build ({err}).") from None
+    layers = getattr(config, "num_hidden_layers", "?")
+    _within_budget(sum(p.numel() for p in skeleton.parameters()),
+                   f"the architecture its config.json describes ({config.model_type}, {layers} layers) holds", where)
+    try:
+        module, info = cls.from_pretrained(source, config=config, attn_implementation="sdpa", use_safetensors=True,
+                                           output_loading_info=True, **kw, **extra)
     except (OSError, ValueError, RuntimeError) as err:
         raise EntryError("weights" if e.transformers else "hub", f"the weights cannot be loaded ({err}).") from None
+    _covered(module, info, layers, "weights" if e.transformers else "hub")
+    return module
+
+
+def _covered(module: torch.nn.Module, info: dict, layers: object, field_name: str) -> None:
+    """``EntryError`` when the checkpoint's weights do not cover the architecture its config.json describes (what
+    transformers would fill in with random numbers: ``info["missing_keys"]``), or hold tensors it has no place for
+    (``unexpected_keys``, but for a pooler vitviz leaves out); the counts are in the message."""
+    state = module.state_dict()
+    missing = sorted(info.get("missing_keys") or ())
+    unexpected = sorted(k for k in info.get("unexpected_keys") or () if "pooler" not in k)
+    if not missing and not unexpected:
+        return
+    numbers = sum(state[k].numel() for k in missing if k in state)
+    said = []
+    if missing:
+        said.append(f"{len(missing):,} of the model's tensors ({numbers:,} numbers, e.g. {missing[0][:60]!r}) are not "
+                    "in the weights, and transformers would fill them with random numbers")
+    if unexpected:
+        said.append(f"{len(unexpected):,} tensors of the weights (e.g. {unexpected[0][:60]!r}) have no place in it")
+    if missing and all(k.startswith("classifier.") for k in missing):  # labels given for a checkpoint without a head
+        said[0] += " (the classifier: the checkpoint has none, so labels cannot be given for it)"
+    raise EntryError(field_name, f"the weights do not cover the architecture its config.json describes "
+                                 f"({layers} layers): {'; '.join(said)}. Save the model and its config.json together "
+                                 "with save_pretrained.")
 
 
 def _hf_preprocessing(e: Entry) -> tuple[tuple | None, tuple | None, int | None]:
