@@ -686,3 +686,21 @@ def test_a_cors_preflight_is_gradios_answer_and_carries_no_nosniff_as_the_operat
     assert r.headers.get("access-control-allow-origin") == "http://localhost:9", r.headers
     assert "x-content-type-options" not in r.headers, r.headers
     assert httpx.get(f"{app_url}config", timeout=30).headers.get("x-content-type-options") == "nosniff"
+
+
+def test_an_upload_a_page_held_just_before_the_kill_is_still_removed(tmp_path, monkeypatch):
+    """Only what nothing changed after a dead server's last list goes; a page holding an upload touches it, so one
+    held in the minute before the kill (before the next list) stayed for ever. Holding makes the list as new."""
+    root = tmp_path / "gradio"
+    upload = root / ("u" * 64) / "photo.png"
+    upload.parent.mkdir(parents=True)
+    upload.write_bytes(b"x")
+    dead = files.Server(root)
+    dead.note([upload])
+    then = time.time() - 30
+    os.utime(dead.folder / "files", (then, then))  # listed 30 s ago
+    monkeypatch.setattr(files, "_server", dead)
+    files.Pictures().hold("page", upload)  # a page uses it now
+    os.close(dead._fd)
+    monkeypatch.setattr(files, "_server", None)
+    assert files.sweep_stale(root) == [dead.folder] and not upload.exists()

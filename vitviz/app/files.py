@@ -129,6 +129,8 @@ class Pictures:
             self._pages.setdefault(page, {})[path] = time.monotonic()
         with contextlib.suppress(OSError):
             _touch(Path(path))
+        if _server is not None:  # its list is as new as the touch: killed now, the next start still removes it
+            _server.touched()
 
     def used(self, path: str | os.PathLike) -> None:
         """The picture at ``path`` was used again (by any page holding it): it is the last to be let go."""
@@ -305,6 +307,12 @@ class Server:
             self.listed.update(fresh)
             with (self.folder / "files").open("a", encoding="utf-8") as f:
                 f.write("".join(p + "\n" for p in fresh))
+
+    def touched(self) -> None:
+        """A file this server lists was touched (a page holds it): the list's time follows, since the next server
+        removes only what nothing changed after it (:func:`sweep_stale`)."""
+        with self._lock, contextlib.suppress(OSError):
+            os.utime(self.folder / "files")
 
     def relist(self, also=()) -> None:
         """The list written again: what is still on disk of what it named, and ``also`` (the files gradio made for
