@@ -314,6 +314,24 @@ def _marked_step(marks: int = 232) -> lesson.Step:
         {"tm_model": "vitviz tiny (shapes only)", "open": "predict", "tm_patches": ";".join(cells)}, safe=""))
 
 
+def test_the_segno_internals_the_qr_bound_reads_are_there_with_the_numbers_of_the_qr_standard():
+    """lesson.qr_bits reads segno's encoder and capacity table (segno has no public way to ask whether a text fits
+    short of making the code: a full make of a fitting 2,300-character link takes about 0.2 s, and each step's code
+    would be made twice). An upgrade of segno that moves or changes them fails here, loudly, with what was expected:
+    the bits of a text in its mode with the mode's indicator and count (ISO/IEC 18004: 4 + 16 + 8 per byte, 4 + 14 +
+    10 per three digits, 4 + 13 + 11 per two of its upper-case alphabet, at version 40) and the data bits of
+    versions 1 and 40 at error correction M (16 and 2,334 codewords)."""
+    from segno import consts, encoder
+
+    level = encoder.normalize_errorlevel(lesson.QR_ERROR)
+    assert isinstance(consts.SYMBOL_CAPACITY, dict)
+    assert consts.SYMBOL_CAPACITY[lesson.QR_VERSION][level] == 2334 * 8
+    assert consts.SYMBOL_CAPACITY[1][level] == 16 * 8
+    for text, bits in (("a" * 10, 4 + 16 + 80), ("777", 4 + 14 + 10), ("AB", 4 + 13 + 11)):
+        assert encoder.prepare_data(text, None, None).bit_length_with_overhead(lesson.QR_VERSION, False) == bits
+    assert lesson.qr_bits("a" * 10) == (100, 18672)
+
+
 def test_a_qr_codes_bound_is_segnos_own_capacity_checked_before_a_code_is_made():
     """issue 68 item 14: a step's link longer than a QR code holds failed the whole handout with segno's "Data too
     large". The bound is segno's (its mode for the text, its capacity table at error correction M), checked up

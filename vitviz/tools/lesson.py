@@ -311,7 +311,9 @@ QR_VERSION = 40
 def qr_bits(text: str) -> tuple[int, int]:
     """(bits ``text`` takes in a QR code, bits the largest code holds at :data:`QR_ERROR`), as segno counts them
     (its own choice of encoding mode for ``text``, its own capacity table): ``text`` fits when the first is at most
-    the second, and segno would say "Data too large" otherwise."""
+    the second, and segno would say "Data too large" otherwise. These are segno's internals (it has no public way to
+    ask short of making the code, 0.2 s for a long link): tests/test_lesson.py checks they are there, with the QR
+    standard's numbers, so an upgrade that moves them fails there."""
     from segno import consts, encoder
 
     level = encoder.normalize_errorlevel(QR_ERROR)
