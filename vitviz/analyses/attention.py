@@ -14,6 +14,7 @@ kept with the analysis: a panel opened later runs no second forward.
 from __future__ import annotations
 
 import math
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -59,7 +60,17 @@ def collect(model: torch.nn.Module, x: torch.Tensor, forward: Forward, patch: in
     keys: dict[int, LayerKeys] = {}
     precision = _PRECISION.setdefault(model, {})
 
+    aside = getattr(forward, "aside", None)  # a timed forward (Runner.run): the ms spent here are not the model's
+
     def on_qk(layer: int, q: torch.Tensor, k: torch.Tensor, scale: float) -> None:
+        t0 = time.perf_counter()
+        try:
+            keep(layer, q, k, scale)
+        finally:
+            if aside is not None:
+                aside.append((time.perf_counter() - t0) * 1000)
+
+    def keep(layer: int, q: torch.Tensor, k: torch.Tensor, scale: float) -> None:
         q, k = q[0].detach(), k[0].detach()  # (H, T, d), the first image
         if q.shape[1] != t:
             raise RuntimeError(f"expected {t} tokens, the model used {q.shape[1]}")

@@ -46,7 +46,7 @@ def made_manifest(tab: str, model: str, side: str = "") -> dict | None:
         return None
     # the server's forward as it is now: the median of its latest (made once, the manifest would keep one moment's)
     timing = made.get("timing")
-    now = device.recent_ms(tuple(timing[0]), tuple(timing[1])) if timing else None
+    now = device.recent_ms(tuple(timing[0]), made["cost"], timing[1]) if timing else None
     made = made | ({"server_ms": now} if now else {})
     return made | browser.explorer_template({f.name: f.default for f in HELD}, {f.name: f for f in HELD},
                                             made.get("layers"))
@@ -78,7 +78,8 @@ def device_manifest(values: dict, progress=None, tab: str = "attention") -> dict
     # ONNX Runtime's WebAssembly for each build, which a first visit downloads (the page counts it as it comes)
     made["runtime_bytes"] = {build: (assets.ORT / name).stat().st_size for build, name in RUNTIME_WASM.items()}
     made |= {"notice": runner.notice, "server_ms": device.server_ms(runner, side),
-             "timing": [list(runner.timing_key), [side, side]],  # what the server's time is kept under
+             # what the server's time is kept under, and the tokens of the side it is said at (scaled by the cost)
+             "timing": [list(runner.timing_key), device.square_tokens(runner, side)],
              "side_note": runner.side_reason(values["resolution"]), "shapes_warning": warning.replace("**", ""),
              "scenes": sorted(scene_keys()) if warning else []}
     if tab == "forward":  # its stages, their words and links, what the residual view follows, the lens's caveat

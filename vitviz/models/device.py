@@ -50,7 +50,7 @@ from vitviz.core import digest
 from vitviz.core import owned
 from vitviz.core.lru import LRU
 from vitviz.models import hooks, loaders, parts
-from vitviz.models.runner import Call, Runner, forward_ms, note_forward
+from vitviz.models.runner import Call, Runner, forward_ms
 from vitviz.specs import views as declared
 
 log = logging.getLogger("vitviz")
@@ -465,26 +465,35 @@ def find(name: str) -> Path | None:
 # ---- what the browser is told ----------------------------------------------------------------------------------
 
 def server_ms(runner: Runner, side: int) -> float:
-    """Milliseconds of the server's forward of ``runner`` at ``side``×``side``: the median of its latest forwards at
-    that shape (:func:`vitviz.models.runner.forward_ms`: the requests' own forwards that only record, and what this
-    measures), what a device's forward is compared with. While fewer than three are known, the fused forward is
-    timed (after a first run, which is not counted) until there are: one slow run (a busy moment) is not the figure."""
-    shape = (int(side), int(side))
-    if len(forward_ms(runner.timing_key, shape)) < 3:
-        x = torch.zeros(1, 3, *shape)
-        probe = Call(lambda _m, x, forward: forward(x))
-        runner.run(probe, x)
-        while len(forward_ms(runner.timing_key, shape)) < 3:
-            t0 = time.perf_counter()
-            runner.run(probe, x)
-            note_forward(runner.timing_key, shape, (time.perf_counter() - t0) * 1000)
-    return recent_ms(runner.timing_key, shape)
+    """Milliseconds of the server's forward of ``runner`` at ``side``×``side``: the median of its latest forwards'
+    milliseconds per multiply-accumulate (:func:`vitviz.models.runner.forward_ms`, the requests' own forwards of any
+    shape: a 3:2 photo's as well as a square's) times that side's (:func:`recent_ms`), what a device's forward is
+    compared with. While fewer than three are known, the model's forward at that side is timed (after a first run,
+    which is not counted) until there are: one slow run (a busy moment) is not the figure."""
+    tokens = square_tokens(runner, side)
+    if len(forward_ms(runner.timing_key)) < 3:
+        x = torch.zeros(1, 3, int(side), int(side))
+        runner.run(Call(lambda _m, x, forward: forward(x)), x)
+        timed = Call(lambda _m, x, forward: forward(x), timed=True)  # Runner.run notes its forward's time
+        while len(forward_ms(runner.timing_key)) < 3:
+            runner.run(timed, x)
+    return recent_ms(runner.timing_key, cost(runner), tokens)
 
 
-def recent_ms(key, shape: tuple[int, int]) -> float | None:
-    """The median of the latest forward times kept for ``key`` (a runner's ``timing_key``) at ``shape``, or None."""
-    times = forward_ms(key, shape)
-    return float(np.median(times)) if times else None
+def square_tokens(runner: Runner, side: int) -> int:
+    """Tokens of a ``side``×``side`` input to ``runner``: its prefix and (side // patch)² patches."""
+    return runner.spec.prefix + (int(side) // runner.spec.patch) ** 2
+
+
+def recent_ms(key, costs: dict[str, int], tokens: int) -> float | None:
+    """What the latest forwards kept for ``key`` (a runner's ``timing_key``) say a forward of ``tokens`` tokens
+    takes: the median of their milliseconds per multiply-accumulate (``costs``, :func:`cost`: token·T + pair·T²,
+    each at its own token count) times ``tokens``' multiply-accumulates; None when none is kept."""
+    def macs(t: int) -> int:
+        return costs["token"] * t + costs["pair"] * t * t
+
+    kept = forward_ms(key)
+    return float(np.median([ms / macs(t) for t, ms in kept])) * macs(tokens) if kept else None
 
 
 RESAMPLING = ("bicubic", "bilinear")

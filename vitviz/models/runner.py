@@ -106,21 +106,22 @@ _by_token: dict[str, Hashable] = owned.keep("runner.tokens", "results", {}, "a p
 
 
 FORWARD_SAMPLES = 9
-"""How many of a model's latest forwards at one input shape :func:`forward_ms` keeps."""
-_forward_ms: LRU[tuple[float, ...]] = owned.keep("runner.forward_ms", "results", LRU(1024),
-                                                 "the latest forwards' milliseconds, by model and input shape")
+"""How many of a model's latest forwards :func:`forward_ms` keeps (of any input shape)."""
+_forward_ms: LRU[tuple[tuple[int, float], ...]] = owned.keep(
+    "runner.forward_ms", "results", LRU(256), "the latest forwards' token counts and milliseconds, by model")
 
 
-def note_forward(key: Hashable, shape: tuple[int, int], ms: float) -> None:
-    """Keep ``ms``, one forward of the model ``key`` (its registry key and weights id) on a (1, 3, H, W) input of
-    ``shape`` (H, W), among the :data:`FORWARD_SAMPLES` latest (two threads noting at once may lose one)."""
-    k = (key, tuple(shape))
-    _forward_ms.put(k, ((_forward_ms.get(k) or ()) + (float(ms),))[-FORWARD_SAMPLES:])
+def note_forward(key: Hashable, tokens: int, ms: float) -> None:
+    """Keep ``ms``, one forward of the model ``key`` (its registry key and weights id) over one picture of ``tokens``
+    tokens (prefix and patches: a 3:2 photo's as well as a square's), among the :data:`FORWARD_SAMPLES` latest of that
+    model (two threads noting at once may lose one). The reader scales them by the cost model to the tokens it asks
+    about (:func:`vitviz.models.device.recent_ms`)."""
+    _forward_ms.put(key, ((_forward_ms.get(key) or ()) + ((int(tokens), float(ms)),))[-FORWARD_SAMPLES:])
 
 
-def forward_ms(key: Hashable, shape: tuple[int, int]) -> tuple[float, ...]:
-    """The latest forwards' milliseconds noted for ``key`` at ``shape`` (:func:`note_forward`), oldest first."""
-    return _forward_ms.get((key, tuple(shape))) or ()
+def forward_ms(key: Hashable) -> tuple[tuple[int, float], ...]:
+    """The latest forwards noted for ``key`` (:func:`note_forward`) as (tokens, milliseconds), oldest first."""
+    return _forward_ms.get(key) or ()
 
 
 def results_bytes() -> int:
@@ -422,11 +423,30 @@ class Runner:
                 with torch.inference_mode(False), torch.enable_grad():
                     return probe(self._module, x, self._forward)
             with torch.inference_mode():
-                t0 = time.perf_counter()
-                value = probe(self._module, x, self._forward)
-                if getattr(probe, "timed", False) and x.shape[0] == 1:  # one picture's forward, as it says
-                    note_forward(self.timing_key, tuple(x.shape[-2:]), (time.perf_counter() - t0) * 1000)
-                return value
+                if not (getattr(probe, "timed", False) and x.shape[0] == 1):
+                    return probe(self._module, x, self._forward)
+                return self._timed(probe, x)
+
+    def _timed(self, probe: Probe[T], x: torch.Tensor) -> T:
+        """``probe`` over (1, 3, H, W) ``x`` with a forward that times itself: only the model's forward (and the
+        records its hooks take) is noted (:func:`note_forward`), not the probe's work around it (the Forward pass's
+        logit lens) nor what its hooks say they spent inside it on their own work (``forward.aside``, ms: the
+        attention maps' float16 packing and its check), and only when the probe ran exactly one forward."""
+        spent: list[float] = []
+
+        def forward(inp: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor]:
+            t0 = time.perf_counter()
+            out = self._forward(inp)
+            spent.append((time.perf_counter() - t0) * 1000)
+            return out
+
+        forward.aside = []  # type: ignore[attr-defined] - ms the probe's own hooks spent inside it, not the model's
+        value = probe(self._module, x, forward)
+        if len(spent) == 1:
+            p = self.spec.patch
+            note_forward(self.timing_key, (x.shape[-2] // p) * (x.shape[-1] // p) + self.spec.prefix,
+                         max(spent[0] - sum(forward.aside), 0.0))  # type: ignore[attr-defined]
+        return value
 
     @property
     def timing_key(self) -> tuple[str, str]:
@@ -482,6 +502,7 @@ class Call:
     key: Hashable = "call"
     grad: bool = False
     own_size: bool = False
+    timed: bool = False  # its one forward is the server's forward time (note_forward): fn only calls forward(x)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return budget.forward_bytes(spec, tokens)
