@@ -429,3 +429,72 @@ def test_the_long_views_queue_one_at_a_time_apart_from_the_model_group(served):
     panels = {o.elem_id: (fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() for o in fn.outputs
               if getattr(o, "elem_id", None) in ("deletion-curves", "randomise-randomise")}
     assert panels == {"deletion-curves": ("long", 1), "randomise-randomise": ("long", 1)}, panels
+
+
+@pytest.mark.parametrize("which", ["deletion", "randomise", "one forward"])
+def test_memory_is_waited_for_before_the_models_lock_and_the_randomised_copy_is_always_counted(which, monkeypatch,
+                                                                                              rgb_cat):
+    # the server's budget is full for a moment when the request comes: it must wait for memory holding no lock on
+    # the model (a sharer waiting so keeps out a thread waiting to be alone, and everyone behind that one), and the
+    # randomisation check's copy must be counted from before it is made until the last step (it was made, then its
+    # steps waited for their memory with the copy counted nowhere)
+    import threading
+
+    from vitviz.models import budget
+    from vitviz.models.runner import Call
+
+    runner = loaders.load_embedded()
+    x = runner.preprocess(rgb_cat)
+    prefix = runner.spec.prefix
+    one = Call(lambda m, xx, forward: forward(xx))
+
+    class Staged:  # as a deletion runs: stages, one with the model alone and one shared (quicker than the view's)
+        key, grad, own_size = "staged", False, True
+
+        def estimate(self, spec, tokens):
+            return faithful.TestProbe((8, 8), prefix).estimate(spec, tokens)
+
+        def staged(self, xx, run):
+            return run(one), run(faithful.RowsProbe(torch.zeros(1, 65, 96), prefix, (), None))
+
+    probe = {"deletion": Staged(), "randomise": faithful.CascadeProbe(prefix), "one forward": one}[which]
+    whole = runner.forward_estimate(probe, x)
+    copy_bytes = runner.forward_estimate(faithful._Copy(), x)
+    gate = budget.Gate(whole, wait=10)
+    monkeypatch.setattr(budget, "SERVER", gate)
+    lock, events = runner._lock, []
+
+    class Watched(type(gate._cond)):
+        def wait(self, timeout=None):
+            events.append(("wait", lock.idle))
+            return super().wait(timeout)
+
+    gate._cond = Watched()
+    real_copy = faithful._Copy.__call__
+    monkeypatch.setattr(faithful._Copy, "__call__", lambda *a: (events.append(("copy", None)), real_copy(*a))[1])
+    monkeypatch.setattr(faithful.CascadeProbe, "steps", lambda *a: events.append(("steps", gate.used)))
+    # another request holds all but 1 byte (the randomisation: all but the copy's bytes, so that the copy alone
+    # would fit) for 0.3 s
+    busy = whole - copy_bytes if which == "randomise" else whole - 1
+    held, go = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with budget.reserve(busy, "another request"):
+            held.set()
+            go.wait(0.3)
+
+    t = threading.Thread(target=other)
+    t.start()
+    held.wait(5)
+    try:
+        runner.run(probe, x)
+    finally:
+        go.set()
+        t.join()
+    waits = [idle for kind, idle in events if kind == "wait"]
+    assert waits and all(waits), events  # it waited, and only with nobody holding the model's lock
+    if which == "randomise":
+        kinds = [kind for kind, _ in events]
+        assert kinds.index("copy") > max(i for i, k in enumerate(kinds) if k == "wait"), events  # no wait after
+        assert dict(events)["steps"] >= whole, events  # the copy and the steps counted while the steps run
+    assert gate.used == 0

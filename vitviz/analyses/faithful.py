@@ -396,7 +396,7 @@ class TestProbe:
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return _eager_estimate(spec, tokens)
 
-    def staged(self, x: torch.Tensor, run: Callable, reserve: Callable) -> Tested:
+    def staged(self, x: torch.Tensor, run: Callable) -> Tested:
         p, z, s, maps = run(MapsProbe(self.prefix, self.rank))
         slices = in_slices(run, z, self.prefix, s)
         occ = occlusion(p, z, self.prefix, s, self.grid, self.regions, slices)
@@ -628,9 +628,11 @@ class CascadeProbe:
         weights = int(spec.params_m * 1e6 * 4)  # the copy
         return weights + budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
 
-    def staged(self, x: torch.Tensor, run: Callable, reserve: Callable) -> Cascade:
+    def staged(self, x: torch.Tensor, run: Callable) -> Cascade:
+        # the runner holds this probe's whole estimate (the copy's weights with the steps') from before the copy
+        # is made until the last step ends: the copy is never alive uncounted, and nothing here waits for memory
         twin, twin_forward = run(_Copy())  # the shared model is never changed
-        with reserve(self), torch.inference_mode(False), torch.enable_grad():
+        with torch.inference_mode(False), torch.enable_grad():
             return self.steps(twin, x, twin_forward)
 
     def steps(self, twin: torch.nn.Module, x: torch.Tensor, twin_forward: Forward) -> Cascade:
@@ -708,7 +710,7 @@ class ChoiceProbe:
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         return _eager_estimate(spec, tokens)
 
-    def staged(self, x: torch.Tensor, run: Callable, reserve: Callable) -> Choice:
+    def staged(self, x: torch.Tensor, run: Callable) -> Choice:
         """The maps with the model alone, then the sets as slices with the model shared (as :class:`TestProbe`)."""
         p, z, s, maps = run(MapsProbe(self.prefix, self.rank))
         n, k = z.shape[1] - self.prefix, len(self.chosen)

@@ -406,18 +406,21 @@ class Runner:
     def run(self, probe: Probe[T], x: torch.Tensor) -> T:
         """``probe`` over one forward of the prepared input ``x`` (B, 3, H, W), under the model's lock (shared when
         the probe says it ``shares``, else alone), with its estimate reserved from the server-wide budget while it
-        runs.
+        runs. The budget is reserved first, then the lock taken: work waiting for memory never holds the model (a
+        sharer waiting so would keep out a thread waiting to be alone, and everyone queued behind that one).
 
-        A probe in stages (one with ``staged(x, run, reserve)``) is not run under the lock itself: it runs each of
-        its stages as a probe of its own through ``run(stage)``, each taking the lock (shared or alone, as that stage
-        says) and giving it back, so other requests' forwards get in between its stages; ``reserve(part)`` holds a
-        part's estimate of the server's budget for work on a copy of the model of its own, which needs no lock."""
+        A probe in stages (one with ``staged(x, run)``) is not run under the lock itself: its whole estimate is
+        reserved once, before any lock, for as long as it runs (the stages' and what it keeps between them: the
+        randomisation check's copy of the model); then it runs each of its stages as a probe of its own through
+        ``run(stage)``, each taking the lock (shared or alone, as that stage says) and giving it back, so other
+        requests' forwards get in between its stages. A stage's own reservation is then nested in the probe's
+        (:class:`vitviz.models.budget.Gate`: it never waits), so no stage waits for memory holding the lock."""
         staged = getattr(probe, "staged", None)
         if staged is not None:
-            return staged(x, lambda stage: self.run(stage, x),
-                          lambda part: budget.reserve(self.forward_estimate(part, x), f"a forward of {self.spec.key}"))
+            with budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
+                return staged(x, lambda stage: self.run(stage, x))
         held = self._lock.shared() if getattr(probe, "shares", False) else self._lock.alone()
-        with held, budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
+        with budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"), held:
             self._module.eval()
             if probe.grad:
                 with torch.inference_mode(False), torch.enable_grad():
