@@ -414,21 +414,23 @@ def test_the_randomised_weights_are_a_truncated_normal_redrawn_not_clamped():
     assert float(w.std()) == pytest.approx(0.02 * 0.87962, rel=0.01)
 
 
-def test_the_long_views_queue_one_at_a_time_apart_from_the_model_group(served):
-    # a class's deletions (or randomisations) at once take one place at a time, in a group of their own: the model
-    # group's places stay for the other students' requests (with both long ones in the model group of 2, an
-    # explorer waited behind them in gradio's queue)
+def test_the_long_views_queue_two_at_a_time_apart_from_the_model_group(served):
+    # a class's deletions (or randomisations) at once take the places of a group of their own: the model group's
+    # places stay for the other students' requests (with both long ones in the model group of 2, an explorer waited
+    # behind them in gradio's queue); two at a time, so one student's long test does not hold every other long
+    # test on the server, on any model (a group of 1 did)
     from vitviz.app import serving
 
     demo, _ = served
+    assert serving.LONG_CONCURRENCY == 2 and serving.LONG["concurrency_limit"] == 2
     groups = {fn.api_name: (fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() if fn.api_name}
     for name in ("deletion", "randomise", "bundle_deletion", "bundle_randomise"):
-        assert groups[name] == ("long", 1), (name, groups.get(name))
+        assert groups[name] == ("long", 2), (name, groups.get(name))
     for name in ("predict", "attention", "classify"):
         assert groups[name] == ("model", serving.MODEL_CONCURRENCY), (name, groups.get(name))
     panels = {o.elem_id: (fn.concurrency_id, fn.concurrency_limit) for fn in demo.fns.values() for o in fn.outputs
               if getattr(o, "elem_id", None) in ("deletion-curves", "randomise-randomise")}
-    assert panels == {"deletion-curves": ("long", 1), "randomise-randomise": ("long", 1)}, panels
+    assert panels == {"deletion-curves": ("long", 2), "randomise-randomise": ("long", 2)}, panels
 
 
 @pytest.mark.parametrize("which", ["deletion", "randomise", "one forward"])

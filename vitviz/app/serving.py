@@ -44,10 +44,15 @@ starts a fresh one). gradio keeps about 0.5 MiB per session (a copy of the page'
 are at most about 260 MiB (gradio's default of 10,000 would be 5 GiB)."""
 MODEL = dict(concurrency_id="model", concurrency_limit=MODEL_CONCURRENCY)
 """The concurrency group of everything that runs a model."""
-LONG = dict(concurrency_id="long", concurrency_limit=1)
+LONG_CONCURRENCY = int(os.environ.get("VITVIZ_LONG_CONCURRENCY", "2"))
+"""How many long requests (:data:`LONG`) run at once, on any model: 2, so that one student's long test does not
+keep every other student's long test of the whole server queued behind it (with 1, a class's deletions on any
+models ran one after the other), while the model group's places stay apart from them."""
+LONG = dict(concurrency_id="long", concurrency_limit=LONG_CONCURRENCY)
 """The group of the views whose one request sends many forwards through the model (``Record.long``: Test the map's
-deletion and randomised weights), one at a time: however many of them a class asks at once, they never hold every
-place of :data:`MODEL`, and other students' requests keep theirs (the views' own slices let their forwards in)."""
+deletion and randomised weights), :data:`LONG_CONCURRENCY` at a time: however many of them a class asks at once,
+they never hold any place of :data:`MODEL`, and other students' requests keep theirs (the views' own slices let
+their forwards in)."""
 
 
 def queue_of(r) -> dict:

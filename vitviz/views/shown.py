@@ -91,7 +91,8 @@ class Record:
         runs_model: whether it runs a model (its endpoint then queues in the model group).
         long: whether one request sends many forwards through the model (Test the map's deletion and randomised
             weights: a minute or more on a laptop's cores): its endpoint and panel then queue in a group of their
-            own, one at a time, so that a class's long requests never take every place of the model group.
+            own, two at a time (``serving.LONG_CONCURRENCY``), so that a class's long requests never take a place
+            of the model group.
         api: whether it is an endpoint of its own (the explorer's page-only answer is not).
         figures: the names of its figures, in the order a panel of its own shows them.
         doc: what its endpoint says about it (the declaration's labels are added).
