@@ -214,11 +214,14 @@ def test_a_model_without_a_class_token_is_refused_and_a_cnn_is_not_offered():
 
 # ---- issue 68: a class waits; a NaN end point; the captions -----------------------------------------------------
 
-def _interleaved(monkeypatch, where: str, view: str, values: dict) -> list[str]:
+def _interleaved(monkeypatch, where: str, view: str, values: dict, copies: list | None = None) -> list[str]:
     """The order of events when another request's forward (the explorer's probe on the same model) is started
     while ``view`` runs its first call of ``faithful.<where>``, which then waits (at most 5 s) for that forward:
     each call of ``where`` (a step of the view's work) and the explorer's answer. Meanwhile the shared model's
-    attention path must stay as loaded (an eager switch would be seen by the explorer's forward)."""
+    attention path must stay as loaded (an eager switch would be seen by the explorer's forward). ``copies``
+    gets, for each of the view's maps computed on another module than the shared one (the randomisation's copy):
+    the shared model's attention flags as they were during that module's forward (its attention path switched to
+    eager then), and whether that module shares any storage with the shared model."""
     import threading
 
     from vitviz.analyses import attention
@@ -244,6 +247,24 @@ def _interleaved(monkeypatch, where: str, view: str, values: dict) -> list[str]:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(faithful, where, watched)
+    shared = module_of(runner)
+    storage = {t.untyped_storage().data_ptr() for t in [*shared.parameters(), *shared.buffers()]}
+    real_maps = faithful._maps_of
+
+    def maps_of(model, x, forward, *args):
+        if model is shared or copies is None:
+            return real_maps(model, x, forward, *args)
+        flags: list = []
+
+        def watched_forward(inp):
+            flags.append([m.fused_attn for m in paths])  # inside the maps' recording: the copy is eager now
+            return forward(inp)
+
+        own = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+        copies.append((flags, bool(own & storage)))
+        return real_maps(model, x, watched_forward, *args)
+
+    monkeypatch.setattr(faithful, "_maps_of", maps_of)
     owned.reset("results")
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
     other = images.load_rgb(EXAMPLES / "scene_triangle.png")
@@ -272,8 +293,17 @@ def test_another_students_forward_gets_in_while_a_deletion_runs(monkeypatch):
 def test_another_students_forward_gets_in_while_the_weights_are_randomised(monkeypatch):
     # the randomised steps run on the probe's own copy, outside the model's lock: the explorer answers between
     # the first block's re-initialisation and the last (with the model alone, after all four)
-    events = _interleaved(monkeypatch, "reinitialise", "randomise", {"step": 2})
+    from vitviz.models import hooks
+
+    copies: list = []
+    events = _interleaved(monkeypatch, "reinitialise", "randomise", {"step": 2}, copies)
     assert events == ["reinitialise", "explorer answered", "reinitialise", "reinitialise", "reinitialise"], events
+    # every step's maps (the trained copy's and four re-initialised) on a copy that shares no storage with the
+    # shared model, whose attention path stays as loaded while the copy's forward runs on the eager path (a shallow
+    # copy, or a switch of the shared modules, would show here)
+    loaded = [m.fused_attn for m in hooks.attention_modules(module_of(cache.get_model(registry.OFFLINE_KEY)))
+              if hasattr(m, "fused_attn")]
+    assert len(copies) == 5 and all(flags == [loaded] and not overlap for flags, overlap in copies), (copies, loaded)
 
 
 def test_the_planned_work_is_the_work_done_and_a_test_over_the_bound_is_refused_naming_what_to_lower(monkeypatch):
