@@ -323,20 +323,31 @@ def test_the_planned_work_is_the_work_done_and_a_test_over_the_bound_is_refused_
     lengths = faithful.planned_lengths((8, 8), 4, 11, 1, 2, both)
     assert tested.tokens == 3 * 65 + sum(k + spec.prefix for k in lengths)
     assert faithful.sequence_macs(spec, 65) == 4 * (12 * 65 * 96 ** 2 + 2 * 65 ** 2 * 96)
-    # every offered setting passes on a DINO ViT-S/8 and a ViT-B/16 at 224 px; the heaviest on a ViT-B/8 does not
+    # every offered setting passes on a DINO ViT-S/8 and a ViT-B/16 at 224 px on a square picture, and on a 3:2
+    # photo, which a model without classes sees whole (DINO ViT-S/8: 28×42 patches; DINO ViT-B/16: 14×21; a model
+    # with classes sees its centre square); the heaviest on a ViT-B/8 does not, nor on a 2:1 picture on ViT-S/8
     heaviest = {"curves": "both", "points": 21, "seeds": 10, "regions": 8}
-    for key, labels in (("DINO ViT-S/8", None), ("ViT-B/16 (ImageNet-1k)", ["x"])):
+    for key, labels, grid in (("DINO ViT-S/8", None, (28, 28)), ("ViT-B/16 (ImageNet-1k)", ["x"], (14, 14)),
+                              ("DINO ViT-S/8", None, (28, 42)), ("DINO ViT-S/8", None, (42, 28)),
+                              ("DINO ViT-B/16", None, (14, 21))):
         s = registry.spec(key)
-        g = 224 // s.patch
-        assert shown_faithful.check_work(SimpleNamespace(spec=s, labels=labels), (g, g), heaviest) <= 8e12
+        assert shown_faithful.check_work(SimpleNamespace(spec=s, labels=labels), grid, heaviest) <= 1.1e13, grid
     b8 = SimpleNamespace(spec=registry.spec("DINO ViT-B/8"), labels=None)
     with pytest.raises(ValueError) as refused:
         shown_faithful.check_work(b8, (28, 28), heaviest)
     said = str(refused.value)
-    assert said.startswith("`curves`, `points`, `seeds`, `regions`:") and "at most 8.0 trillion" in said, said
-    assert "about 23.5 trillion multiply-adds through DINO ViT-B/8" in said, said
+    assert said.startswith("`curves`, `points`, `seeds`, `regions`:") and "at most 11.0 trillion" in said, said
+    assert "about 23.5 trillion multiply-adds through DINO ViT-B/8 on this 28×28-patch picture" in said, said
     assert "Lower `points` (now 21; 11 reads a point every 10%), `seeds` (now 10) or `regions` (now 8), or ask " \
-           "for one kind of `curves` (now both)." in said, said
+           "for one kind of `curves` (now both)." in said and "square" not in said, said
+    # a 2:1 picture on DINO ViT-S/8: its grid named, and a squarer crop offered with what it would need
+    s8 = SimpleNamespace(spec=registry.spec("DINO ViT-S/8"), labels=None)
+    with pytest.raises(ValueError) as refused:
+        shown_faithful.check_work(s8, (28, 56), heaviest)
+    said = str(refused.value)
+    assert "about 15.6 trillion multiply-adds through DINO ViT-S/8 on this 28×56-patch picture" in said, said
+    assert "or crop the picture nearer to a square (a 28×28-patch one would need about 6.5 trillion)." in said, said
+    assert shown_faithful.check_work(s8, (28, 56), heaviest | {"curves": "deletion"}) <= 1.1e13  # one kind passes
     # the view refuses before any work, through the same check
     monkeypatch.setattr(faithful, "MAX_TEST_MACS", 1e6)
     with pytest.raises(ValueError, match="one request may send at most 0.0 trillion"):

@@ -88,12 +88,18 @@ def check_work(runner: Runner, grid: tuple[int, int], values: dict) -> int:
         + ([f"`regions` (now {values['regions']})"] if values["regions"] > 2 else [])
     said = (", ".join(lower[:-1]) + " or " + lower[-1]) if len(lower) > 1 else "".join(lower)
     ask = ["lower " + said] * bool(lower) + ["ask for one kind of `curves` (now both)"] * (len(kinds) > 1)
+    if grid[0] != grid[1]:  # a model without classes sees the whole picture: a longer one makes more patches
+        side = min(grid)
+        square = faithful.planned_macs(runner.spec, (side, side), maps, values["points"], values["seeds"],
+                                       values["regions"], kinds)
+        ask.append(f"crop the picture nearer to a square (a {side}×{side}-patch one would need about "
+                   f"{square / 1e12:.1f} trillion)")
     ask = ask or ["choose a smaller model"]
     raise ValueError(
         f"`curves`, `points`, `seeds`, `regions`: with these settings the test would send about "
-        f"{macs / 1e12:.1f} trillion multiply-adds through {runner.spec.key} (about {forwards:.0f} of its forwards "
-        f"on a {grid[0]}×{grid[1]} grid); one request may send at most {faithful.MAX_TEST_MACS / 1e12:.1f} trillion. "
-        + (lambda t: t[0].upper() + t[1:])(", or ".join(ask)) + ".")
+        f"{macs / 1e12:.1f} trillion multiply-adds through {runner.spec.key} on this {grid[0]}×{grid[1]}-patch "
+        f"picture (about {forwards:.0f} of its forwards); one request may send at most "
+        f"{faithful.MAX_TEST_MACS / 1e12:.1f} trillion. " + (lambda t: t[0].upper() + t[1:])(", or ".join(ask)) + ".")
 
 
 def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what: str, model: str,
@@ -127,8 +133,9 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
             "relevance, occlusion) taken out (or put in) a share at a time, against seeded random orders; "
             "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful); "
             "numbers.ends is false for a head that pools the patch tokens, which has no score with every patch "
-            "out (that point is null and the areas cover the others). Settings that would send more than 8e12 "
-            "multiply-adds through the model are refused, naming what to lower.")
+            "out (that point is null and the areas cover the others). Settings that would send more than "
+            f"{faithful.MAX_TEST_MACS:.2g}".replace("e+", "e") + " multiply-adds through the model (on the picture's own patch grid) are "
+            "refused, naming what to lower.")
 def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Deletion and insertion curves of each map against random orders, with the areas under them."""
     runner = _runner(values, progress)
