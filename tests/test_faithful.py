@@ -541,3 +541,22 @@ def test_memory_is_waited_for_before_the_models_lock_and_the_randomised_copy_is_
         assert kinds.index("copy") > max(i for i, k in enumerate(kinds) if k == "wait"), events  # no wait after
         assert dict(events)["steps"] >= whole, events  # the copy and the steps counted while the steps run
     assert gate.used == 0
+
+
+def test_the_area_leaves_out_only_the_declared_end_point_and_refuses_any_other_nan():
+    x = faithful.fractions(5)  # 0, 0.25, 0.5, 0.75, 1
+    y = np.array([1.0, 0.5, 0.25, 0.125, np.nan])
+    # by hand: 0.25 · ((1 + 0.5) + (0.5 + 0.25) + (0.25 + 0.125)) / 2 = 0.328125, over 0 to 0.75
+    assert faithful.auc(x, y, end=-1) == 0.328125
+    assert faithful.auc(x, y[::-1], end=0) == 0.328125
+    assert faithful.auc(x, np.nan_to_num(y), end=-1) == 0.328125 + 0.25 * 0.125 / 2  # a finite end is kept
+    for bad, end in ((y, None), (y, 0), (np.array([1.0, np.nan, 0.25, 0.125, 0.0]), -1),
+                     (np.array([1.0, 0.5, np.inf, 0.125, np.nan]), -1)):
+        with pytest.raises(ValueError, match="not a finite number"):
+            faithful.auc(x, bad, end)
+    # a curve with every point defined but one in the middle gone wrong is refused, not quietly shortened
+    c = faithful.Curves(x, {"m": np.array([1.0, np.nan, 0.25, 0.125, 0.1])}, {}, 1.0, 0, ends=True)
+    with pytest.raises(ValueError, match=r"points \[1\]"):
+        c.area("deletion", "m")
+    c = faithful.Curves(x, {"m": y}, {"m": y[::-1]}, 1.0, 0, ends=False)
+    assert c.area("deletion", "m") == c.area("insertion", "m") == 0.328125

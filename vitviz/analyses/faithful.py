@@ -135,11 +135,19 @@ def fractions(points: int) -> np.ndarray:
     return np.linspace(0.0, 1.0, int(points))
 
 
-def auc(x: np.ndarray, y: np.ndarray) -> float:
-    """The area under the curve ``y`` over ``x`` by the trapezoid rule (x from 0 to 1), over the points where
-    ``y`` is defined (an end point a model cannot score is NaN: the area then covers the rest of the range)."""
+def auc(x: np.ndarray, y: np.ndarray, end: int | None = None) -> float:
+    """The area under the curve ``y`` (F,) over ``x`` (F,) by the trapezoid rule (x from 0 to 1). ``end``: the index
+    of the one end point a model may have no score for (0 or F - 1, see :attr:`Curves.ends`): when it is NaN the
+    area covers the rest of the range. Any other point that is not finite raises ``ValueError`` (a score that went
+    wrong is never left out quietly)."""
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    keep = np.isfinite(y)
+    keep = np.ones(len(y), bool)
+    if end is not None and np.isnan(y[end]):
+        keep[end] = False
+    if not np.all(np.isfinite(y[keep])):
+        bad = [int(i) for i in np.flatnonzero(keep & ~np.isfinite(y))]
+        raise ValueError(f"The model's score is not a finite number at the curve's points {bad} (of 0 to "
+                         f"{len(y) - 1}); only the end point with no patch left may be undefined.")
     x, y = x[keep], y[keep]
     return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2))
 
@@ -167,7 +175,8 @@ class Curves:
     ends: bool = True
 
     def area(self, kind: str, name: str) -> float:
-        return auc(self.fractions, (self.deletion if kind == "deletion" else self.insertion)[name])
+        end = None if self.ends else -1 if kind == "deletion" else 0  # no patch left: deletion's last, insertion's 1st
+        return auc(self.fractions, (self.deletion if kind == "deletion" else self.insertion)[name], end)
 
 
 def _batched(n_tokens_full: int, rows: list[tuple[str, str, int, np.ndarray]]) -> list[list]:

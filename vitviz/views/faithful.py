@@ -134,8 +134,8 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
             "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful); "
             "numbers.ends is false for a head that pools the patch tokens, which has no score with every patch "
             "out (that point is null and the areas cover the others). Settings that would send more than "
-            f"{faithful.MAX_TEST_MACS:.2g}".replace("e+", "e") + " multiply-adds through the model (on the picture's own patch grid) are "
-            "refused, naming what to lower.")
+            f"{faithful.MAX_TEST_MACS / 1e13:g}e13 multiply-adds through the model (on the picture's own patch "
+            "grid) are refused, naming what to lower.")
 def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """Deletion and insertion curves of each map against random orders, with the areas under them."""
     runner = _runner(values, progress)
