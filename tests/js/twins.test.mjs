@@ -7,7 +7,7 @@ import { vectors } from "./load.mjs";
 
 import { fixed, percent, floats, widenHalf, bytes } from "../../vitviz/render/web/lib/numbers.mjs";
 import { colourIndex, massMask, queryRows, headTrace, stepCell, softmax, top5 } from "../../vitviz/render/web/lib/maps.mjs";
-import { resample, prepare, fitShape, pictureKey, forwardMacs, atSide, tokensAt, largestSide } from "../../vitviz/render/web/lib/picture.mjs";
+import { resample, prepare, fitShape, pictureKey, forwardMacs, atSide, tokensAt, largestSide, serverMsFor } from "../../vitviz/render/web/lib/picture.mjs";
 import { appRoot, under } from "../../vitviz/render/web/lib/server.mjs";
 import { stagesAt, forwardSummary, largest, shortName, forwardNumbers, patchNorms } from "../../vitviz/render/web/lib/forward.mjs";
 
@@ -121,6 +121,22 @@ test("appRoot and under follow gradio's root, with or without its trailing slash
 test("pictureKey is the server's image_key of the same pixels", async () => {
   for (const k of V.pictures.keys) assert.equal(await pictureKey(u8(k.b64), k.h, k.w), k.key, `${k.h}×${k.w}`);
   assert.equal(V.pictures.keys.length, 2);
+});
+
+test("serverMsFor: the server's time (at side × side) scaled by the cost to a 3:2 photo's tokens; largestSide uses it", () => {
+  // a "keep" model runs a 3:2 photo at 224 × 336: 28 × 42 patches, not 28 × 28 (the server's time is the square's)
+  const m = { policy: "keep", side: 224, patch: 8, prefix: 1, crop_pct: 1, smallest: 64, server_ms: 100,
+              cost: { token: 21_630_000, pair: 2 * 12 * 384 } };
+  const square = forwardMacs(m.cost, 1 + 28 * 28), photo = forwardMacs(m.cost, 1 + 28 * 42);
+  assert.equal(tokensAt(600, 400, m), 1 + 28 * 42);
+  assert.ok(Math.abs(serverMsFor(600, 400, m) - 100 * photo / square) < 1e-9);
+  assert.equal(serverMsFor(400, 400, m), 100);
+  const at = forwardMacs(m.cost, tokensAt(600, 400, atSide(m, 112)));
+  assert.ok(Math.abs(serverMsFor(600, 400, m, 112) - 100 * at / square) < 1e-9);
+  // a device exactly 3× the server's photo time at 224: allowed (it was judged against the square's time: refused)
+  const speed = 3 * 100 * photo / square / photo;
+  assert.equal(largestSide(600, 400, m, speed * (1 - 1e-9), 0).side, 224);
+  assert.equal(serverMsFor(600, 400, { ...m, server_ms: 0 }), 0);
 });
 
 test("largestSide: the side asked when this device affords it, else the largest whole-patch side it does", () => {

@@ -248,10 +248,7 @@ async function run(file) {
                  `${m.side} px and too long even at ${m.smallest} px`);
         return;
       }
-      if (afford.side !== m.side) {
-        const macs = forwardMacs(m.cost, tokensAt(pic.w, pic.h, atSide(m, afford.side)));
-        used = { ...atSide(m, afford.side), server_ms: m.server_ms && m.server_ms * macs / askedMacs };
-      }
+      if (afford.side !== m.side) used = atSide(m, afford.side);
     }
     const p0 = performance.now(), prep = prepare(pic.rgb, pic.w, pic.h, used), prepMs = performance.now() - p0;
     const grid = [prep.H / m.patch, prep.W / m.patch], table = await positions(m, grid);
@@ -298,7 +295,9 @@ async function run(file) {
       `${m.side} px from the server`;
     // a side the probe chose is shown whatever it took (the next picture's side follows the time measured now)
     // (a test may stand in for a faster server: window.vitvizDeviceServer = {ms, floor})
-    const serverMs = window.vitvizDeviceServer?.ms ?? used.server_ms, floor = window.vitvizDeviceServer?.floor ?? SLOWER_MS;
+    // the server's forward of this picture at the side used (its time at m.side × m.side scaled by the cost model)
+    const serverMs = window.vitvizDeviceServer?.ms ?? serverMsFor(pic.w, pic.h, m, used.side);
+    const floor = window.vitvizDeviceServer?.floor ?? SLOWER_MS;
     if (!afford && serverMs && ms > Math.max(3 * serverMs, floor)) {
       fallBack(`this device took ${Math.round(ms)} ms for the forward, more than three times the server's (about ` +
                `${serverMs < 10 ? serverMs.toFixed(1) : Math.round(serverMs)} ms)`);

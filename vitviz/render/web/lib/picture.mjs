@@ -117,15 +117,23 @@ export function tokensAt(w, h, m) {
   return m.prefix + (f[2] / m.patch) * (f[3] / m.patch);
 }
 
+// The server's forward for a w×h picture at the short side `side` (m.side when not given): m.server_ms is its
+// forward at m.side × m.side (vitviz.models.device.server_ms), scaled by the cost model to the picture's tokens
+// there (a 3:2 photo on a model that keeps the whole picture has more tokens than the square: it takes longer).
+export function serverMsFor(w, h, m, side = m.side) {
+  if (!m.server_ms || !m.cost) return m.server_ms || 0;
+  const square = forwardMacs(m.cost, m.prefix + Math.floor(m.side / m.patch) ** 2);
+  return m.server_ms * forwardMacs(m.cost, tokensAt(w, h, atSide(m, side))) / square;
+}
+
 // The largest short side, from m.side down to m.smallest in whole patches, whose forward here is expected within
 // what it may take: msPerMac (this device's measured milliseconds per multiply-accumulate for this graph) times
-// the side's multiply-accumulates, against three times the server's forward at that side (m.server_ms at m.side,
-// scaled the same way) and never less than floorMs. {side, ms: expected here, allowed} or null when no side is.
+// the side's multiply-accumulates, against three times the server's forward of the picture at that side
+// (serverMsFor) and never less than floorMs. {side, ms: expected here, allowed} or null when no side is.
 export function largestSide(w, h, m, msPerMac, floorMs) {
-  const asked = forwardMacs(m.cost, tokensAt(w, h, m));
   for (let s = m.side; s >= m.smallest; s -= m.patch) {
     const macs = forwardMacs(m.cost, tokensAt(w, h, atSide(m, s))), ms = msPerMac * macs;
-    const allowed = Math.max(3 * (m.server_ms || 0) * macs / asked, floorMs);
+    const allowed = Math.max(3 * serverMsFor(w, h, m, s), floorMs);
     if (ms <= allowed) return { side: s, ms, allowed };
   }
   return null;
