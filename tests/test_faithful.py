@@ -429,6 +429,40 @@ def test_the_randomisation_caption_says_the_steps_own_probability():
         assert (f"{probs[step]:.1%} at step {step}," in text) is (step > 0), text
 
 
+def test_the_randomisation_caption_names_a_photos_prediction_as_the_nearest_shape(rgb_cat):
+    # the shapes-only model on a photo: its prediction at a step is the nearest of its shapes, said as the other
+    # views say it (the caption named the raw label, as if the photo held a star)
+    shown = views.show("randomise", rgb_cat, views.VIEWS["randomise"].check({"model": registry.OFFLINE_KEY,
+                                                                             "step": 1}))
+    said = shown.numbers["prediction"][1]
+    assert "where the model predicts “nearest shape: " in shown.texts["text"], shown.texts["text"]
+    assert said.startswith("nearest shape: ") and f"where the model predicts “{said}”" in shown.texts["text"]
+    scene = views.show("randomise", images.load_rgb(EXAMPLES / "scene_star.png"),
+                       views.VIEWS["randomise"].check({"model": registry.OFFLINE_KEY, "step": 1}))
+    assert not any(p.startswith("nearest") for p in scene.numbers["prediction"]) and "nearest" not in \
+        scene.texts["text"]
+
+
+@pytest.mark.parametrize("kind, asked", [("deletion", "deletion 0–90% taken out"),
+                                         ("insertion", "insertion 10%–100% put in")])
+def test_the_end_point_sentence_names_only_the_kinds_of_curve_asked(kind, asked):
+    module, labels, _ = _pooled("timm mean, with [CLS]")
+    key = views.use_model(module, f"pooling test, {kind} only", labels=labels, resolution=32)
+    try:
+        rgb = images.load_rgb(EXAMPLES / "scene_star.png")
+        text = views.show("deletion", rgb, views.VIEWS["deletion"].check({"model": key, "curves": kind, "seeds": 2,
+                                                                          "points": 11})).texts["text"]
+        start = text.index("This model's head pools the patch tokens")
+        sentence = text[start:text.index(". ", start)]
+        missing = {"deletion": "100% taken out", "insertion": "0% put in"}
+        other = "insertion" if kind == "deletion" else "deletion"
+        assert f"no point at {missing[kind]}," in sentence and f"({asked}, the same range" in sentence, sentence
+        assert other not in sentence and missing[other] not in sentence, sentence
+    finally:
+        listing.remove(key)
+        cache.forget(key)
+
+
 def test_the_predict_text_speaks_of_the_bars_it_shows_and_of_no_curve():
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
     shown = views.show("predict", rgb, views.VIEWS["predict"].check({"model": registry.OFFLINE_KEY,

@@ -540,9 +540,12 @@ def random_order(n: int, seed: int) -> tuple[int, ...]:
 
 def reinitialise(block: torch.nn.Module, seed: int) -> None:
     """Draw ``block``'s weights anew, as a ViT is initialised before training: every linear layer from a truncated
-    normal (``torch.nn.init.trunc_normal_``: std 0.02, cut at two standard deviations, ±0.04; values beyond are
-    drawn again, not clamped to the cut) with zero bias, every norm reset to the identity (seeded: the same draw
-    every time)."""
+    normal (``torch.nn.init.trunc_normal_``: std 0.02, cut at two standard deviations, ±0.04) with zero bias, every
+    norm reset to the identity (seeded: the same draw every time). Every value falls inside the cut with the
+    normal's shape there, none piled on the cut as clamping would; how torch draws them depends on its version: the
+    pinned torch 2.14 draws from the normal and draws again those beyond the cut (for a cut that keeps over 30% of
+    the normal, as this one's 95%), older versions map uniform draws between the cut's two cumulative
+    probabilities through the normal's inverse CDF (``erfinv``)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in block.modules():

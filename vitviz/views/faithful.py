@@ -166,11 +166,13 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         said.append(f"putting them in first, it rises fastest for **{best}**")
     beats = [k for k in names if all((area[k][kind] < spread[kind].min()) if kind == "deletion" else
                                      (area[k][kind] > spread[kind].max()) for kind in kinds)]
+    missing = {"deletion": "100% taken out", "insertion": "0% put in"}  # only the kinds asked for are named
+    ranges = {"deletion": f"deletion 0–{c.fractions[-2]:.0%} taken out",
+              "insertion": f"insertion {c.fractions[1]:.0%}–100% put in"}
     ends = "" if c.ends else (
         "This model's head pools the patch tokens, so with none left it has nothing to read: its curves have no "
-        "point at 100% taken out and 0% put in, and each area covers the points they have (deletion "
-        f"0–{c.fractions[-2]:.0%} taken out, insertion {c.fractions[1]:.0%}–100% put in, the same range for every "
-        "order). ")
+        f"point at {' and '.join(missing[k] for k in kinds)}, and each area covers the points they have "
+        f"({', '.join(ranges[k] for k in kinds)}, the same range for every order). ")
     text = (f"Scored by the {what} (the whole picture: {c.full:.3f}). " + ends + "; ".join(said).capitalize() + ". "
             + (f"Beating every random order: {', '.join(beats)}. " if beats else "No map beats every random order. ")
             + f"Occlusion: the picture cut into {occ.count} regions (about {values['regions']} per side), each taken "
@@ -257,6 +259,7 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     if c.probs is not None:
         changed = next((i for i, t in enumerate(c.top) if t != c.target), None)
         said = labels[c.top[step]] if labels else f"class {int(c.top[step])}"
+        said = next(iter(nearest_shapes({said: 0.0}, runner.spec.key, rgb)))  # a photo: the nearest shape, said
         fell = (f" The trained class's probability: {c.probs[0]:.1%} in the trained model"
                 + (f", {c.probs[step]:.1%} at step {step}, where the model predicts “{said}”" if step else "")
                 + (f" (the prediction first changes at step {changed}; the chart shows every step's value)."
@@ -269,7 +272,9 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     numbers = {"model": runner.spec.key, "step": step, "map": name, "grid": list(grid),
                "spearman": {k: r.tolist() for k, r in rho.items()},
                "probability": None if c.probs is None else c.probs.tolist(),
-               "prediction": None if c.top is None else [labels[t] if labels else int(t) for t in c.top]}
+               "prediction": None if c.top is None else [
+                   next(iter(nearest_shapes({labels[t]: 0.0}, runner.spec.key, rgb))) if labels else int(t)
+                   for t in c.top]}
     return Shown({"randomise": figure}, {"text": text}, numbers, s, runner.spec.key, runner.notice)
 
 
