@@ -33,9 +33,9 @@ class Recording(budget.Gate):
         super().__init__(total, wait)
         self.seen: list[tuple[str, int]] = []
 
-    def reserve(self, nbytes, what):
+    def reserve(self, nbytes, what, covers=False):
         self.seen.append((what, int(nbytes)))
-        return super().reserve(nbytes, what)
+        return super().reserve(nbytes, what, covers)
 
 
 @pytest.fixture
@@ -253,3 +253,29 @@ def test_packing_the_explorers_data_and_drawing_figures_reserve_from_the_budget(
     assert packed == browser.payload_bytes(analysed, analysed.maps.layers) > 3 * analysed.fitted.image.nbytes
     browser.attention_payload(analysed, values, fields)  # the page's, small enough to hold its data: as much
     assert [n for what, n in gate.seen if what == "packing the explorer's data"][-1] == packed
+
+
+def test_a_reservation_that_covers_the_work_inside_it_counts_that_work_once():
+    # a probe in stages reserves its whole estimate, covering its stages' own reservations: they neither wait nor
+    # count again (twice over, they kept other students' requests waiting for memory nobody used)
+    g = budget.Gate(100 * MiB, wait=0.2)
+    with g.reserve(60 * MiB, "a probe in stages", covers=True):
+        for stage in (60, 35):
+            with g.reserve(stage * MiB, "a stage"):
+                assert g.used == 60 * MiB
+                with g.reserve(10 * MiB, "work inside the stage"):  # only what the stage left of the cover
+                    assert g.used == (60 + max(0, 10 - (60 - stage))) * MiB
+        with g.reserve(70 * MiB, "a stage larger than the cover"):
+            assert g.used == 70 * MiB  # counts what it asks beyond
+        with g.reserve(60 * MiB, "a stage"):  # another request fits beside it: nothing is counted twice
+            def other() -> None:
+                with g.reserve(40 * MiB, "another student's forward"):
+                    pass
+
+            t = threading.Thread(target=other)
+            t.start()
+            t.join()
+    assert g.used == 0 and g.waited == 0 and g.refused == 0
+    with g.reserve(60 * MiB, "a bundle"):  # without covers, work inside counts on top (a decode in a bundle)
+        with g.reserve(30 * MiB, "a decode inside it"):
+            assert g.used == 90 * MiB

@@ -109,7 +109,10 @@ class Gate:
     :meth:`reserve` holds an estimate for the length of a ``with`` block; work that would pass the total waits for
     others to finish (first come, first served as the condition wakes them) and is refused with a message after
     ``wait`` seconds. One thread's reservations inside its own (a decode inside a bundle, say) never wait: a thread
-    never waits for memory it holds itself.
+    never waits for memory it holds itself. They count on top of it, unless the outer one ``covers`` them: a
+    reservation made with ``covers=True`` (a probe in stages: its estimate is the largest of its stages') already
+    holds what the work inside it reserves, so a reservation nested in it counts only what it asks beyond what is
+    left of the cover (the cover's part it takes is not left for a reservation nested in it in turn).
     """
 
     def __init__(self, total: int, wait: float = WAIT_SECONDS) -> None:
@@ -128,8 +131,9 @@ class Gate:
         self._held = threading.local()
 
     @contextmanager
-    def reserve(self, nbytes: int, what: str) -> Iterator[None]:
-        """Hold ``nbytes`` (an estimate) of the budget while the block runs; ``what`` names the work for messages."""
+    def reserve(self, nbytes: int, what: str, covers: bool = False) -> Iterator[None]:
+        """Hold ``nbytes`` (an estimate) of the budget while the block runs; ``what`` names the work for messages;
+        ``covers``: the reservations this thread makes inside the block are part of it (see the class)."""
         n = max(0, int(nbytes))
         if n > self.total:
             self.refused += 1
@@ -137,6 +141,9 @@ class Gate:
             raise ValueError(f"{what.capitalize()} would need about {mib(n)}, more than this server allows for all "
                              f"work at once ({mib(self.total)}). Choose a smaller short side or a smaller picture.")
         nested = getattr(self._held, "depth", 0) > 0
+        cover = getattr(self._held, "cover", 0) if nested else 0
+        covered = min(n, cover)
+        n -= covered  # what this reservation adds to the total
         with self._cond:
             if not nested and self.used + n > self.total:
                 self.waited += 1
@@ -152,9 +159,11 @@ class Gate:
             self.used += n
             self.peak = max(self.peak, self.used)
         self._held.depth = getattr(self._held, "depth", 0) + 1
+        self._held.cover = n + covered if covers else cover - covered
         try:
             yield
         finally:
+            self._held.cover = cover
             self._held.depth -= 1
             with self._cond:
                 self.used -= n
@@ -167,6 +176,6 @@ SERVER = owned.keep("budget.server", "gates", Gate(SERVER_BYTES), "the server-wi
 """The one server-wide budget (the app, the command line and the library all reserve from it)."""
 
 
-def reserve(nbytes: int, what: str):
+def reserve(nbytes: int, what: str, covers: bool = False):
     """Reserve ``nbytes`` of the server-wide budget :data:`SERVER` for a ``with`` block (see :class:`Gate`)."""
-    return SERVER.reserve(nbytes, what)
+    return SERVER.reserve(nbytes, what, covers)

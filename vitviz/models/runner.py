@@ -413,11 +413,12 @@ class Runner:
         reserved once, before any lock, for as long as it runs (the stages' and what it keeps between them: the
         randomisation check's copy of the model); then it runs each of its stages as a probe of its own through
         ``run(stage)``, each taking the lock (shared or alone, as that stage says) and giving it back, so other
-        requests' forwards get in between its stages. A stage's own reservation is then nested in the probe's
-        (:class:`vitviz.models.budget.Gate`: it never waits), so no stage waits for memory holding the lock."""
+        requests' forwards get in between its stages. A stage's own reservation is then nested in the probe's, which
+        covers it (:class:`vitviz.models.budget.Gate`: it never waits and counts nothing twice), so no stage waits
+        for memory holding the lock."""
         staged = getattr(probe, "staged", None)
         if staged is not None:
-            with budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"):
+            with budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}", covers=True):
                 return staged(x, lambda stage: self.run(stage, x))
         held = self._lock.shared() if getattr(probe, "shares", False) else self._lock.alone()
         with budget.reserve(self.forward_estimate(probe, x), f"a forward of {self.spec.key}"), held:
