@@ -335,7 +335,10 @@ async function knownScene(pic, scenes) {
 // hand stays here until the person uploads it in the tab's picture box, which the words ask for.
 const FELL = `vx-${KEY}-fell`;
 function fallBack(why) {
-  const example = D.from && D.from !== "hand" ? D.from : null;
+  // the picture this panel was to compute: D.from once a run began; before one (a manifest's error, no WebAssembly:
+  // show() falls back before any run) the link's example, unless a picture was chosen by hand in a panel
+  const example = D.from ? (D.from !== "hand" ? D.from : null)
+    : (window.vitvizDevicePicture ? null : linkedImage());
   const then = example ? `the server answers instead, for the example ${example} (its own copy)`
     : "the server can answer instead: upload the picture in the box below (it is then sent to the server)";
   say(`${why[0].toUpperCase()}${why.slice(1)}: ${then}.`);
@@ -345,16 +348,19 @@ function fallBack(why) {
     const e = $d(part);
     if (e) e.hidden = true;
   }
-  const box = document.querySelector(SWITCH);
-  if (box && box.checked) box.click();
+  const box = document.querySelector(SWITCH), turning = !!(box && box.checked);
+  if (turning) box.click();
   if (!example) return;
   const started = performance.now();
-  const reopen = () => {  // once the switch's change has taken device=1 out of the link
-    if (new URLSearchParams(window.location.search).get("device") === "1" && performance.now() - started < 5000) {
+  const reopen = () => {  // once the switch's change has taken device=1 out of the link (if it was on to change)
+    if (turning && new URLSearchParams(window.location.search).get("device") === "1" &&
+        performance.now() - started < 5000) {
       setTimeout(reopen, 50);
       return;
     }
-    window.vitvizLink?.go(window.location.href, true);
+    const url = new URL(window.location.href);  // never device=1 again: the link would come back here (a loop)
+    url.searchParams.delete("device");
+    window.vitvizLink?.go(url.href, true);
   };
   setTimeout(reopen, 0);
 }
@@ -426,6 +432,12 @@ function show(m) {
 function linkedExample() {
   const name = new URLSearchParams(window.location.search).get("image");
   return name && D.m?.examples && Object.hasOwn(D.m.examples, name) ? name : null;
+}
+// the link's example by name (image=), also before a manifest names the examples (a manifest's error names none:
+// the server's opener then checks the name, as for any link)
+function linkedImage() {
+  const name = new URLSearchParams(window.location.search).get("image");
+  return !name ? null : D.m?.examples ? (Object.hasOwn(D.m.examples, name) ? name : null) : name;
 }
 function chosenPicture() {
   if (window.vitvizDevicePicture) return Promise.resolve(window.vitvizDevicePicture);
