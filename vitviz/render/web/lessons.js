@@ -164,6 +164,14 @@ maker.querySelector("#lesson-title").addEventListener("change", (ev) => {
   const title = ev.target.value.replace(/\s+/g, " ").trim() || FIRST_TITLE;
   keep({ ...mine(), title });
 });
+// a "Compute on this device" switch is on (device.js's body class: vx-device-on, vx-classify-device-on, ...): no
+// picture leaves the device then
+const deviceOn = () => [...document.body.classList].some((c) => /^vx-(?:.+-)?device-on$/.test(c));
+function pictureFile(dataUrl, name) {  // a lesson's picture line (a data: URL, checked by parseLesson) as a File
+  const comma = dataUrl.indexOf(","), type = dataUrl.slice(5, dataUrl.indexOf(";"));
+  const bytes = Uint8Array.from(atob(dataUrl.slice(comma + 1)), (c) => c.charCodeAt(0));
+  return new File([bytes], `${name.replace(/\.[^.]*$/, "")}.${type.split("/")[1]}`, { type });
+}
 maker.querySelector("#lesson-file").addEventListener("change", async (ev) => {
   if (!ev.target.files?.length) return;
   const file = ev.target.files[0];
@@ -177,6 +185,14 @@ maker.querySelector("#lesson-file").addEventListener("change", async (ev) => {
   // the one check of a lesson (lesson.py's parse, its twin): what the lesson bar would refuse is said here, before
   // the lesson's picture is sent or the lesson opened
   try { ({ text, picture } = parseLesson(await file.text(), LIMITS)); } catch (e) { say(`${file.name}: ${e.message}`); return; }
+  if (picture && deviceOn() && !window.confirm(`${file.name} carries its own picture. "Compute on this device" is ` +
+      "on, so pictures stay on this device. Send the lesson's picture to the server to open the lesson?")) {
+    window.vitvizDevicePicture = pictureFile(picture, file.name);  // the device panels compute it, as a dropped one
+    window.dispatchEvent(new CustomEvent("vitviz-device-picture", { detail: { from: "lesson" } }));
+    say(`${file.name} was not opened: its picture stayed on this device, where it is computed now. To open the ` +
+        "lesson, switch \"Compute on this device\" off and open the file again (its picture is then sent to the server).");
+    return;
+  }
   if (picture) {
     say("Sending the lesson's picture to the server…");
     const got = await server.keep_picture(picture).catch((e) => ({ error: `The server did not take the picture (${e.message || e}).` }));
