@@ -626,19 +626,22 @@ def _compute_watched(page, app_url: str, picture: Path) -> dict:
 
 
 def test_the_page_answers_while_the_device_prepares_and_computes(app_url, browser):
-    """A first visit (nothing in the browser's cache): ONNX Runtime and the model are downloaded, prepared and run
-    off the page's main thread (the runtime's proxy worker), so no task of the page's main thread begun from the
-    choice of the picture until the forward's outputs are back takes over 200 ms (it was 1.4 s with the offline
-    model, 25 s with DINO ViT-S/8's shape), and nothing is thrown. (The explorer's drawing of the outputs after
-    that is the same as of a server's answer.)"""
+    """A first visit (nothing in the browser's cache): ONNX Runtime's WebAssembly build prepares the model and runs it
+    in its proxy worker (ort.env.wasm.proxy; the worker is the runtime's own script), not on the page's main thread
+    (which was blocked 1.4 s with the offline model, 25 s with DINO ViT-S/8's shape), and nothing is thrown. How long
+    the main thread's tasks take is measured by benchmarks/device_main_thread.py, not here (a loaded machine)."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     ctx.add_init_script(WATCH)
     try:
-        got = _compute_watched(ctx.new_page(), app_url, EXAMPLES / "scene_star.png")
+        page = ctx.new_page()
+        got = _compute_watched(page, app_url, EXAMPLES / "scene_star.png")
+        ran = page.evaluate("() => [window.ort.env.wasm.proxy, window.vitvizDevice.backend, window.vitvizDevice.gpu]")
+        workers = [w.url.split("/vitviz/", 1)[-1] for w in page.workers]
     finally:
         ctx.close()
     assert "computed on this device" in got["status"], got["status"]
-    assert got["longest"] <= 200, got
+    assert ran == [True, "wasm", False], ran
+    assert "ort/ort.wasm.min.js" in workers, workers  # ONNX Runtime's proxy worker: its session and forward
     assert got["errors"] == [], got["errors"]
 
 
@@ -743,3 +746,61 @@ def test_while_the_switch_is_on_no_picture_leaves_through_the_tabs_own_box(app_u
     assert [u for _, u in sent if "/upload" in u or "/queue/join" in u] == [], sent
     assert got == [1, "hand", "scene_ring.png"], got
     assert pick[2] > 0 and 0 <= pick[0] and pick[1] <= 720, pick
+
+
+def test_while_the_switch_is_on_a_lesson_files_picture_stays_on_the_device(app_url, browser, tmp_path):
+    """A lesson file carrying its own picture, opened in the lesson maker while "Compute on this device" is on: the
+    page asks first (the picture was sent through keep_picture whatever the switch said); declined, the picture is
+    not sent (Chromium's request log: no keep_picture, upload or queued event) and the device panel computes it, as a
+    picture dropped in its box."""
+    body = base64.b64encode((EXAMPLES / "scene_ring.png").read_bytes()).decode()
+    path = tmp_path / "mine.md"
+    path.write_text(f"# Mine\n\n![the lesson's picture](data:image/png;base64,{body})\n\n"
+                    "1. [Look where it looks.](?tab=attention&image=lesson)\n")
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    sent, asked = [], []
+    page.on("dialog", lambda d: (asked.append(d.message), d.dismiss()))
+    try:
+        page.goto(app_url + "?tab=attention&device=1")
+        page.wait_for_function(READY, timeout=120_000)
+        idle(page)
+        page.on("request", lambda r: sent.append((r.url, r.post_data or "")) if "heartbeat" not in r.url else None)
+        page.get_by_text("Make a lesson from these views").first.click()
+        page.locator("#lesson-file").set_input_files(str(path))
+        sync_api.expect(page.locator("#lesson-said")).to_contain_text("its picture stayed on this device")
+        page.wait_for_function(DONE, arg=1, timeout=120_000)
+        page.wait_for_timeout(1000)  # a picture sent, and the event after it, would be sent by now
+        got = page.evaluate("() => [window.vitvizDevice.from, window.vitvizDevicePicture?.name, "
+                            "window.vitvizDevicePicture?.type, location.search]")
+    finally:
+        page.close()
+    assert len(asked) == 1 and '"Compute on this device" is on' in asked[0], asked
+    assert [u for u, d in sent if "keep_picture" in d or "/upload" in u or "/queue/join" in u] == [], sent
+    assert got == ["hand", "mine.png", "image/png", "?tab=attention&device=1"], got
+
+
+def test_a_device_link_whose_manifest_fails_has_the_server_answer_its_example(app_url, browser):
+    """A fallback before anything ran here (a manifest's error: a model that cannot become a graph, say): the link's
+    example is the server's to answer (it said "upload the picture in the box below" and the server's boxes stayed
+    empty: only a run set the picture's name), and the link is opened again without device=1, once."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    errors, opened = [], []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: opened.append(r.url) if "/vitviz/device-manifest" in r.url else None)
+    page.route("**/vitviz/device-manifest*", lambda route: route.fulfill(
+        status=200, content_type="application/json",
+        body='{"error": "this model cannot become a graph here", "model": "vitviz-tiny"}'))
+    try:
+        page.goto(app_url + "?tab=attention&device=1&image=scene_star")
+        status = page.locator("#device-panel .vx-dev-status")
+        sync_api.expect(status).to_contain_text("This model cannot become a graph here", timeout=120_000)
+        sync_api.expect(status).to_contain_text("the server answers instead, for the example scene_star")
+        page.wait_for_function("() => { const s = document.querySelector('#attention-explorer .vx')?.__vx;"
+                               " return s?.p && !s.p.local && s.cls && s.img; }", timeout=120_000)
+        idle(page)
+        page.wait_for_timeout(1000)
+        got = [page.evaluate("() => location.search"), page.locator("#device-switch input").is_checked()]
+    finally:
+        page.close()
+    assert got == ["?tab=attention&image=scene_star", False], got
+    assert len(opened) == 1 and errors == [], (opened, errors)
