@@ -42,6 +42,9 @@ def test_every_route_says_nosniff(app_url):
     assert answers["a file"].status_code == 200 and answers["a static asset"].status_code == 200
     for what, r in answers.items():
         assert r.headers.get("x-content-type-options") == "nosniff", (what, r.status_code, dict(r.headers))
+        # the same marking middleware says the page may be cross-origin isolated, on every answer too
+        assert (r.headers.get("cross-origin-opener-policy"), r.headers.get("cross-origin-embedder-policy")) \
+            == ("same-origin", "credentialless"), (what, dict(r.headers))
 
 
 def test_an_over_long_link_is_refused_in_words_at_both_sizes(app_url):

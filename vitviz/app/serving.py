@@ -371,7 +371,30 @@ class PageClosed:
             self.closed(beat.group(1))
 
 
-class Isolated:
+class _Marking:
+    """ASGI middleware that sets its :attr:`HEADERS` (lower-case names) on every response the app gives, replacing
+    any the app set under those names."""
+
+    HEADERS: list[tuple[bytes, bytes]] = []
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        names = {name for name, _ in self.HEADERS}
+
+        async def marking(message):
+            if message["type"] == "http.response.start":
+                headers = [h for h in message.get("headers") or [] if h[0].lower() not in names]
+                message = {**message, "headers": headers + self.HEADERS}
+            await send(message)
+
+        await self.app(scope, receive, marking)
+
+
+class Isolated(_Marking):
     """ASGI middleware: every response says the page may be cross-origin isolated (``Cross-Origin-Opener-Policy:
     same-origin``, ``Cross-Origin-Embedder-Policy: credentialless``), so that ONNX Runtime Web may run the device
     path on several threads (WebAssembly threads need ``SharedArrayBuffer``, which only an isolated page has).
@@ -381,23 +404,8 @@ class Isolated:
 
     HEADERS = [(b"cross-origin-opener-policy", b"same-origin"), (b"cross-origin-embedder-policy", b"credentialless")]
 
-    def __init__(self, app) -> None:
-        self.app = app
 
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
-        async def marking(message):
-            if message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers") or [] if h[0].lower() not in dict(self.HEADERS)]
-                message = {**message, "headers": headers + self.HEADERS}
-            await send(message)
-
-        await self.app(scope, receive, marking)
-
-
-class NoSniff:
+class NoSniff(_Marking):
     """ASGI middleware: every response the app itself gives says ``X-Content-Type-Options: nosniff``, so a browser
     takes each file as the type the server names and never guesses another from its bytes (an uploaded file served
     back is never run as a script or a page). gradio sends it on none of its routes. Not marked: what never reaches
@@ -405,22 +413,7 @@ class NoSniff:
     ``add_middleware`` after building the app with this one, so it sits outside and answers ``OPTIONS`` itself) and
     uvicorn's own refusals of a request it cannot parse (its bare 400s); these carry no body a browser could run."""
 
-    HEADER = (b"x-content-type-options", b"nosniff")
-
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
-        async def marking(message):
-            if message["type"] == "http.response.start":
-                headers = [h for h in message.get("headers") or [] if h[0].lower() != self.HEADER[0]]
-                message = {**message, "headers": headers + [self.HEADER]}
-            await send(message)
-
-        await self.app(scope, receive, marking)
+    HEADERS = [(b"x-content-type-options", b"nosniff")]
 
 
 MAX_LINK_CHARS = 2 * lessons.MAX_LINK
