@@ -188,6 +188,24 @@ With httpx's own 5 s the two raced, and a student reusing a connection the serve
 disconnected" (seen once, 100 students at 224 px, whose connections had idled since the students were made)."""
 
 
+def call(http: httpx.Client, url: str, api: str, data: list) -> dict:
+    """One queued call of endpoint ``api`` (its name without the slash) over gradio's documented HTTP door: post
+    ``data``, then read the event stream until its answer (the first output), raising on an error event."""
+    import json
+
+    event = http.post(url + f"gradio_api/call/{api}", json={"data": data}).json()["event_id"]
+    with http.stream("GET", url + f"gradio_api/call/{api}/{event}") as r:
+        kind = None
+        for line in r.iter_lines():
+            if line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:") and kind in ("complete", "error"):
+                if kind == "error":
+                    raise RuntimeError(line[5:])
+                return json.loads(line[5:])[0]
+    raise RuntimeError("the event stream ended without an answer")
+
+
 class HttpStudent:
     """A student who speaks gradio's documented HTTP API as a page does (upload, ``/call/<api>``, its event stream
     pushed): no client-side polling. gradio_client reads its stream's messages every 50 ms, about 0.05 s a request
@@ -204,24 +222,12 @@ class HttpStudent:
             self.defaults[self.names.index(name)] = value
 
     def predict(self, picture: Path, model: str, side: int) -> dict:
-        import json
-
         with picture.open("rb") as f:
             path = self.http.post(self.url + "gradio_api/upload", files={"files": (picture.name, f, "image/png")})
         data = list(self.defaults)
         data[0] = {"path": path.json()[0], "meta": {"_type": "gradio.FileData"}}
         data[self.names.index("model")], data[self.names.index("resolution")] = model, side
-        event = self.http.post(self.url + f"gradio_api/call/{self.api}", json={"data": data}).json()["event_id"]
-        with self.http.stream("GET", self.url + f"gradio_api/call/{self.api}/{event}") as r:
-            kind = None
-            for line in r.iter_lines():
-                if line.startswith("event:"):
-                    kind = line[6:].strip()
-                elif line.startswith("data:") and kind in ("complete", "error"):
-                    if kind == "error":
-                        raise RuntimeError(line[5:])
-                    return json.loads(line[5:])[0]
-        raise RuntimeError("the event stream ended without an answer")
+        return call(self.http, self.url, self.api, data)
 
 
 class ClientStudent:

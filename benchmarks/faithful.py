@@ -70,9 +70,9 @@ HEAVIEST = {"curves": "both", "points": 21, "seeds": 10, "regions": 8}
 def _deletion(url: str, picture, model: str) -> dict:
     """One ``/deletion`` over HTTP as a page asks it (upload, ``/call/deletion``, its event stream), at
     :data:`HEAVIEST`; the answer's data."""
-    import json
-
     import httpx
+
+    from benchmarks import classroom
 
     http = httpx.Client(timeout=3600)
     info = http.get(url + "gradio_api/info").json()["named_endpoints"]["/deletion"]["parameters"]
@@ -84,17 +84,7 @@ def _deletion(url: str, picture, model: str) -> dict:
     data[names.index("model")] = model
     for name, value in HEAVIEST.items():
         data[names.index(name)] = value
-    event = http.post(url + "gradio_api/call/deletion", json={"data": data}).json()["event_id"]
-    with http.stream("GET", url + f"gradio_api/call/deletion/{event}") as r:
-        kind = None
-        for line in r.iter_lines():
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:") and kind in ("complete", "error"):
-                if kind == "error":
-                    raise RuntimeError(line[5:])
-                return json.loads(line[5:])[0]
-    raise RuntimeError("the event stream ended without an answer")
+    return classroom.call(http, url, "deletion", data)
 
 
 def class_waits() -> None:
