@@ -254,6 +254,10 @@ def _whole_model():
         cache.forget(WHOLE)
 
 
+SERVER_ANSWERED = ("() => { const s = document.querySelector('#attention-explorer .vx')?.__vx;"
+                   " return s?.p && !s.p.local && s.cls && s.img; }")
+"""The explorer shows the server's answer (not one computed on the device), with its class row and picture."""
+
 DONE = "(n) => Number(document.querySelector('#device-panel .vx-device')?.dataset.done) >= n"
 """The device panel has computed at least n pictures."""
 
@@ -689,8 +693,7 @@ def test_a_device_slower_than_the_server_says_so_on_the_first_screen_and_the_ser
         status = page.locator("#device-panel .vx-dev-status")
         sync_api.expect(status).to_contain_text("more than three times the server's", timeout=10_000)
         sync_api.expect(status).to_contain_text("the server answers instead, for the example scene_star")
-        page.wait_for_function("() => { const s = document.querySelector('#attention-explorer .vx')?.__vx;"
-                               " return s?.p && !s.p.local && s.cls && s.img; }", timeout=120_000)
+        page.wait_for_function(SERVER_ANSWERED, timeout=120_000)
         idle(page)
         assert not page.locator("#device-switch input").is_checked()
         assert page.evaluate("() => location.search") == "?tab=attention&image=scene_star"
@@ -795,8 +798,7 @@ def test_a_device_link_whose_manifest_fails_has_the_server_answer_its_example(ap
         status = page.locator("#device-panel .vx-dev-status")
         sync_api.expect(status).to_contain_text("This model cannot become a graph here", timeout=120_000)
         sync_api.expect(status).to_contain_text("the server answers instead, for the example scene_star")
-        page.wait_for_function("() => { const s = document.querySelector('#attention-explorer .vx')?.__vx;"
-                               " return s?.p && !s.p.local && s.cls && s.img; }", timeout=120_000)
+        page.wait_for_function(SERVER_ANSWERED, timeout=120_000)
         idle(page)
         page.wait_for_timeout(1000)
         got = [page.evaluate("() => location.search"), page.locator("#device-switch input").is_checked()]

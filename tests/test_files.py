@@ -330,19 +330,8 @@ def rss_mib(pid: int) -> float:
 @pytest.fixture
 def server(tmp_path):
     """``python -m vitviz.app`` in a process of its own, with its own gradio folder: (url, process, folder)."""
-    port, temp = free_port(), tmp_path / "gradio"
-    env = dict(os.environ, GRADIO_TEMP_DIR=str(temp), GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, "-m", "vitviz.app", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            if httpx.get(url + "config", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    yield url, proc, temp
+    url, proc = _serve(tmp_path / "gradio")
+    yield url, proc, tmp_path / "gradio"
     if proc.poll() is None:
         proc.kill()
         proc.wait()
