@@ -13,7 +13,7 @@ from conftest import EXAMPLES, module_of
 import precision
 from vitviz.models import listing
 from vitviz import views
-from vitviz.analyses import faithful
+from vitviz.analyses import faithful, randomise
 from vitviz.analyses.forward import parts_of
 from vitviz.core import images
 from vitviz.models import cache, loaders
@@ -138,26 +138,26 @@ def test_randomising_no_block_gives_the_trained_maps_and_the_shared_model_is_unt
 
     runner = loaders.load_embedded()
     before = {k: v.clone() for k, v in module_of(runner).state_dict().items()}
-    c = runner.analyse(faithful.CascadeProbe(runner.spec.prefix), rgb_cat).value
+    c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix), rgb_cat).value
     assert all(torch.equal(v, module_of(runner).state_dict()[k]) for k, v in before.items())
     assert c.layers == 4 and all(m.shape == (5, 64) for m in c.maps.values())
     rel = runner.analyse(RelevanceProbe(c.target), rgb_cat).value
     np.testing.assert_array_equal(c.maps["relevance"][0], rel.relevance[1:])  # step 0: the trained model, exactly
     np.testing.assert_array_equal(c.maps["rollout"][0], rel.rollout[1:])
-    assert faithful.spearman(c.maps["attention"][0], c.maps["attention"][0]) == 1.0
+    assert randomise.spearman(c.maps["attention"][0], c.maps["attention"][0]) == 1.0
     assert c.probs[0] == pytest.approx(float(torch.softmax(torch.as_tensor(rel.logits, dtype=torch.float64), -1)
                                              [c.target]), abs=1e-6)
     assert not np.allclose(c.maps["attention"][4], c.maps["attention"][0])  # all random: another map
 
 
 def test_spearman_and_regions_by_hand():
-    assert faithful.spearman(np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40])) == pytest.approx(1.0)
-    assert faithful.spearman(np.array([1, 2, 3, 4]), np.array([4, 3, 2, 1])) == pytest.approx(-1.0)
+    assert randomise.spearman(np.array([1, 2, 3, 4]), np.array([10, 20, 30, 40])) == pytest.approx(1.0)
+    assert randomise.spearman(np.array([1, 2, 3, 4]), np.array([4, 3, 2, 1])) == pytest.approx(-1.0)
     # ties take their average rank: scipy's spearmanr of the same numbers
     a, b = np.array([1, 1, 2, 3, 5]), np.array([2, 1, 1, 4, 3])
     from scipy.stats import spearmanr
 
-    assert faithful.spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+    assert randomise.spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
     assert faithful.regions((2, 4), 2).tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
 
 
@@ -236,7 +236,8 @@ def _interleaved(monkeypatch, where: str, view: str, values: dict, copies: list 
     assert paths
     events: list[str] = []
     started, answered = threading.Event(), threading.Event()
-    real = getattr(faithful, where)
+    home = randomise if hasattr(randomise, where) else faithful  # the module whose step is watched
+    real = getattr(home, where)
 
     def watched(*args, **kwargs):
         events.append(where)
@@ -246,10 +247,10 @@ def _interleaved(monkeypatch, where: str, view: str, values: dict, copies: list 
             answered.wait(5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(faithful, where, watched)
+    monkeypatch.setattr(home, where, watched)
     shared = module_of(runner)
     storage = {t.untyped_storage().data_ptr() for t in [*shared.parameters(), *shared.buffers()]}
-    real_maps = faithful._maps_of
+    real_maps = randomise._maps_of
 
     def maps_of(model, x, forward, *args):
         if model is shared or copies is None:
@@ -264,7 +265,7 @@ def _interleaved(monkeypatch, where: str, view: str, values: dict, copies: list 
         copies.append((flags, bool(own & storage)))
         return real_maps(model, x, watched_forward, *args)
 
-    monkeypatch.setattr(faithful, "_maps_of", maps_of)
+    monkeypatch.setattr(randomise, "_maps_of", maps_of)
     owned.reset("results")
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
     other = images.load_rgb(EXAMPLES / "scene_triangle.png")
@@ -479,7 +480,7 @@ def test_the_predict_text_speaks_of_the_bars_it_shows_and_of_no_curve():
 
 def test_the_randomised_weights_are_a_truncated_normal_redrawn_not_clamped():
     layer = torch.nn.Linear(400, 500)
-    faithful.reinitialise(layer, 7)
+    randomise.reinitialise(layer, 7)
     w = layer.weight.detach().double()
     assert float(w.abs().max()) <= 0.04 and int((w.abs() == 0.04).sum()) == 0  # clamping piles 4.6% on the cut
     want = torch.empty(500, 400)
@@ -534,9 +535,9 @@ def test_memory_is_waited_for_before_the_models_lock_and_the_randomised_copy_is_
         def staged(self, xx, run):
             return run(one), run(faithful.RowsProbe(torch.zeros(1, 65, 96), prefix, (), None))
 
-    probe = {"deletion": Staged(), "randomise": faithful.CascadeProbe(prefix), "one forward": one}[which]
+    probe = {"deletion": Staged(), "randomise": randomise.CascadeProbe(prefix), "one forward": one}[which]
     whole = runner.forward_estimate(probe, x)
-    copy_bytes = runner.forward_estimate(faithful._Copy(), x)
+    copy_bytes = runner.forward_estimate(randomise._Copy(), x)
     gate = budget.Gate(whole, wait=10)
     monkeypatch.setattr(budget, "SERVER", gate)
     lock, events = runner._lock, []
@@ -547,9 +548,9 @@ def test_memory_is_waited_for_before_the_models_lock_and_the_randomised_copy_is_
             return super().wait(timeout)
 
     gate._cond = Watched()
-    real_copy = faithful._Copy.__call__
-    monkeypatch.setattr(faithful._Copy, "__call__", lambda *a: (events.append(("copy", None)), real_copy(*a))[1])
-    monkeypatch.setattr(faithful.CascadeProbe, "steps", lambda *a: events.append(("steps", gate.used)))
+    real_copy = randomise._Copy.__call__
+    monkeypatch.setattr(randomise._Copy, "__call__", lambda *a: (events.append(("copy", None)), real_copy(*a))[1])
+    monkeypatch.setattr(randomise.CascadeProbe, "steps", lambda *a: events.append(("steps", gate.used)))
     # another request holds all but 1 byte (the randomisation: all but the copy's bytes, so that the copy alone
     # would fit) for 0.3 s
     busy = whole - copy_bytes if which == "randomise" else whole - 1

@@ -140,7 +140,8 @@ def test_a_newcomer_meets_the_two_commands_and_the_cpu_variant_on_the_first_scre
     lines = README.read_text().splitlines()
     first = "\n".join(lines[:50])
     assert "pip install -r requirements.txt -e . && python app.py" in first
-    assert "pip install -r requirements-dev.txt -e . && python -m pytest" in first
+    assert "pip install -r requirements-dev.txt -e . && pip install --no-deps -r requirements-peers.txt" in first
+    assert "\npython -m pytest " in first
     pins = dict(line.split("==") for line in (README.parent / "requirements.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
     cpu = f"pip install torch=={pins['torch']} torchvision=={pins['torchvision']} --index-url " \

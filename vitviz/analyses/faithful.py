@@ -14,8 +14,7 @@ the model's sequence in the map's order and watch the prediction:
   4.5 forwards' worth of tokens, not one forward per point.
 - **Occlusion** (:func:`occlusion`): the drop in the class's probability when one region of patches is taken out,
   a reference that asks the model itself (one sequence per region, all in one batch).
-- **Randomised weights** (:func:`cascade`): the blocks re-initialised from the top down, one more at each step
-  (Adebayo et al. 2018): a map that stays the same is not about what the model learned.
+- **Randomised weights**: in :mod:`vitviz.analyses.randomise`.
 
 For a model without classes (DINO), the score is the cosine similarity of what its head would read (the final
 [CLS]) to the whole picture's, and the views say so. A head that reads the patch tokens themselves (their mean, as
@@ -35,13 +34,13 @@ Shapes: T = prefix + N tokens of width D; B sequences in a batch; K tokens kept;
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from vitviz.analyses.maps import class_maps
 from vitviz.models.parts import Parts, parts_of
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
@@ -284,30 +283,14 @@ def curves(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", orders: list[tup
 
 def maps_and_stream(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int,
                     rank: int) -> tuple[Parts, torch.Tensor, "Scored", dict[str, np.ndarray]]:
-    """One forward on the eager path (every layer's attention kept) and, with classes, one backward: the stream
-    entering block 1 (1, T, D), the whole picture's score for the class at ``rank`` of its top 5, and each map
-    (N,): the class token's last-layer attention (head mean), rollout, relevance (Chefer et al. 2021)."""
-    from vitviz.core import attention as att
-
+    """The tests' first stage: every map of :func:`vitviz.analyses.maps.class_maps` (one eager forward and, with
+    classes, the backwards the class maps need) for the class at ``rank`` of the top 5, the stream entering block 1
+    (1, T, D) and the whole picture's score for that class."""
     p = parts_of(model)
-    attns: list[torch.Tensor] = []
-    with hooks.record_attention(model, lambda _layer, a: attns.append(a)), \
-            hooks.capture({"in": (p.blocks[0], "input")}) as seen:
-        logits, _ = forward(x)
-    z = seen["in"].detach()
-    z = z.reshape(z.shape[0], -1, z.shape[-1])[:1]
+    m = class_maps(model, x, forward, prefix, rank=rank)
     with torch.no_grad():
-        s = _scored(p, z, None if logits is None else logits.detach(), rank, prefix)
-    maps = {"attention": attns[-1][0].detach().double().mean(0)[0, prefix:].numpy(),
-            "rollout": np.asarray(att.rollout_cls_mean([a[0].detach() for a in attns]), np.float64)[prefix:]}
-    if s.target is not None and logits is not None and logits.requires_grad:
-        grads = torch.autograd.grad(logits[0, s.target], attns)
-        with torch.no_grad():
-            r = torch.eye(attns[0].shape[-1], dtype=torch.float64)
-            for a, g in zip(attns, grads):
-                r = r + (g[0].double() * a[0].double()).clamp(min=0).mean(0) @ r
-        maps["relevance"] = r[0, prefix:].numpy()
-    return p, z, s, maps
+        s = _scored(p, m.stream, m.logits, rank, prefix)
+    return p, m.stream, s, m.maps
 
 
 @dataclass(frozen=True)
@@ -534,159 +517,6 @@ def order_of(values: np.ndarray) -> tuple[int, ...]:
 def random_order(n: int, seed: int) -> tuple[int, ...]:
     """A seeded random order of ``n`` patches (the baseline every map is compared with)."""
     return tuple(int(i) for i in np.random.default_rng(seed).permutation(n))
-
-
-# ---- randomised weights ------------------------------------------------------------------------------------------
-
-def reinitialise(block: torch.nn.Module, seed: int) -> None:
-    """Draw ``block``'s weights anew, as a ViT is initialised before training: every linear layer from a truncated
-    normal (``torch.nn.init.trunc_normal_``: std 0.02, cut at two standard deviations, ±0.04) with zero bias, every
-    norm reset to the identity (seeded: the same draw every time). Every value falls inside the cut with the
-    normal's shape there, none piled on the cut as clamping would; how torch draws them depends on its version: the
-    pinned torch 2.14 draws from the normal and draws again those beyond the cut (for a cut that keeps over 30% of
-    the normal, as this one's 95%), older versions map uniform draws between the cut's two cumulative
-    probabilities through the normal's inverse CDF (``erfinv``)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in block.modules():
-            if isinstance(m, torch.nn.Linear):
-                w = torch.empty(m.weight.shape)
-                torch.nn.init.trunc_normal_(w, std=0.02, a=-0.04, b=0.04, generator=g)
-                m.weight.copy_(w)
-                if m.bias is not None:
-                    m.bias.zero_()
-            elif isinstance(m, torch.nn.LayerNorm):
-                if m.weight is not None:
-                    m.weight.fill_(1.0)
-                if m.bias is not None:
-                    m.bias.zero_()
-
-
-@dataclass
-class Cascade:
-    """Maps and predictions with the top ``k`` blocks re-initialised, for k = 0 (trained) … L (all random).
-
-    Attributes:
-        maps: map name -> (L + 1, N) the map at each step (attention: last layer's head mean; rollout; relevance).
-        probs: (L + 1,) the trained model's class's probability at each step (None without classes).
-        top: (L + 1,) the class each step predicts (None without classes).
-        target: the trained model's class.
-    """
-
-    maps: dict[str, np.ndarray]
-    probs: np.ndarray | None
-    top: np.ndarray | None
-    target: int | None
-    layers: int = 0
-
-
-def _maps_of(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int,
-             target: int | None) -> tuple[dict[str, np.ndarray], torch.Tensor | None, int | None]:
-    """One forward (and, with classes, one backward) of ``model``: the class token's last-layer attention (head
-    mean), rollout and relevance for ``target`` (the model's own top class when None); the logits; the target."""
-    from vitviz.core import attention as att
-
-    attns: list[torch.Tensor] = []
-    with hooks.record_attention(model, lambda _layer, a: attns.append(a)):
-        logits, _ = forward(x)
-    out = {"attention": attns[-1][0].detach().double().mean(0)[0, prefix:].numpy(),
-           "rollout": np.asarray(att.rollout_cls_mean([a[0].detach() for a in attns]))[prefix:]}
-    if logits is not None:
-        target = int(torch.argmax(logits.detach().reshape(-1, logits.shape[-1])[0])) if target is None else target
-        grads = torch.autograd.grad(logits[0, target], attns)
-        with torch.no_grad():
-            t = attns[0].shape[-1]
-            r = torch.eye(t, dtype=torch.float64)
-            for a, gr in zip(attns, grads):
-                r = r + (gr[0].double() * a[0].double()).clamp(min=0).mean(0) @ r
-        out["relevance"] = r[0, prefix:].numpy()
-    return out, None if logits is None else logits.detach(), target
-
-
-@dataclass(frozen=True)
-class _Copy:
-    """A copy of the model and its forward, made with the model alone (nobody's hooks or switches on it then): the
-    randomisation check's own, which it changes and runs outside the lock."""
-
-    key: str = "copy"
-    grad: bool = True  # the copy's parameters are ordinary tensors (made in inference mode they could not be used
-    own_size: bool = True  # for the backward of relevance)
-
-    def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        return int(spec.params_m * 1e6 * 4)
-
-    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple:
-        from vitviz.models import loaders
-
-        twin = copy.deepcopy(model).eval()
-        return twin, loaders.forward_of(twin)
-
-    def nbytes(self, got: tuple) -> int:
-        return 0
-
-
-@dataclass(frozen=True)
-class CascadeProbe:
-    """The maps of the trained model and of copies whose top k blocks are re-initialised, k = 1 … L (one copy,
-    re-initialised one more block at each step; the shared model is never changed). The copy is made with the
-    model alone, a moment; its L + 1 forwards and backwards run outside the model's lock (:meth:`staged`)."""
-
-    prefix: int
-    seed: int = 0
-    grad: bool = True
-    own_size: bool = True
-
-    @property
-    def key(self) -> tuple:
-        return ("cascade", self.seed)
-
-    def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        weights = int(spec.params_m * 1e6 * 4)  # the copy
-        return weights + budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
-
-    def staged(self, x: torch.Tensor, run: Callable) -> Cascade:
-        # the runner holds this probe's whole estimate (the copy's weights with the steps') from before the copy
-        # is made until the last step ends: the copy is never alive uncounted, and nothing here waits for memory
-        twin, twin_forward = run(_Copy())  # the shared model is never changed
-        with torch.inference_mode(False), torch.enable_grad():
-            return self.steps(twin, x, twin_forward)
-
-    def steps(self, twin: torch.nn.Module, x: torch.Tensor, twin_forward: Forward) -> Cascade:
-        """Every step on ``twin``, the probe's own copy (re-initialised block by block from the top)."""
-        blocks = parts_of(twin).blocks
-        steps, probs, top, target = [], [], [], None
-        for k in range(len(blocks) + 1):
-            if k:
-                reinitialise(blocks[len(blocks) - k], self.seed * 1000 + k)
-            got, lg, target = _maps_of(twin, x, twin_forward, self.prefix, target)
-            steps.append(got)
-            if lg is not None:
-                p = torch.softmax(lg.double().reshape(-1, lg.shape[-1])[0], -1)
-                probs.append(float(p[target]))
-                top.append(int(torch.argmax(p)))
-        names = list(steps[0])
-        return Cascade({n: np.stack([s[n] for s in steps]) for n in names},
-                       np.array(probs) if probs else None, np.array(top) if top else None, target, len(blocks))
-
-    def nbytes(self, c: Cascade) -> int:
-        return sum(v.nbytes for v in c.maps.values())
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation of two maps (ties take their average rank): 1 = the same order of patches."""
-    def ranks(v: np.ndarray) -> np.ndarray:
-        v = np.asarray(v, np.float64).ravel()
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=np.float64)
-        _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
-        sums = np.bincount(inverse, weights=r)
-        return sums[inverse] / counts[inverse]
-
-    ra, rb = ranks(a), ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = np.sqrt((ra ** 2).sum() * (rb ** 2).sum())
-    return float((ra * rb).sum() / den) if den > 0 else 0.0
 
 
 # ---- a student's own choice ------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from vitviz.analyses import faithful
+from vitviz.analyses import faithful, randomise
 from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
@@ -209,7 +209,7 @@ def compose(parts: list[Image.Image], beside: bool) -> Image.Image:
     return plotting.fit_image(out, min(sizes) if sizes else None)
 
 
-def render_cascade(c: faithful.Cascade, picture: np.ndarray, grid: tuple[int, int], step: int, name: str,
+def render_cascade(c: randomise.Cascade, picture: np.ndarray, grid: tuple[int, int], step: int, name: str,
                    rho: dict[str, np.ndarray], cmap: str, model: str) -> Image.Image:
     st = plotting.style()
     small = np.asarray(Image.fromarray(picture).resize(plotting.panel_size(*picture.shape[:2], 170), Image.BILINEAR))
@@ -246,13 +246,13 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     runner = _runner(values, progress)
     s = settle(values)
     grid, picture = _input_grid(runner, rgb)
-    c = runner.analyse(faithful.CascadeProbe(runner.spec.prefix), rgb).value
+    c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix), rgb).value
     step = s.within("step", c.layers, f"{runner.spec.key} has {c.layers} blocks.", lo=0)
     name = values["map"]
     if name not in c.maps:
         s.use("map", "attention", f"{runner.spec.key} has no classes, so no relevance: the attention map is shown.")
         name = "attention"
-    rho = {k: np.array([faithful.spearman(m[0], m[i]) for i in range(len(m))]) for k, m in c.maps.items()}
+    rho = {k: np.array([randomise.spearman(m[0], m[i]) for i in range(len(m))]) for k, m in c.maps.items()}
     figure = render_cascade(c, picture, grid, step, name, rho, values["cmap"], runner.spec.key)
     labels = runner.labels or []
     fell = ""
