@@ -13,7 +13,7 @@ from conftest import EXAMPLES, module_of
 import precision
 from vitviz.models import listing
 from vitviz import views
-from vitviz.analyses import faithful, randomise
+from vitviz.analyses import faithful, maps, randomise
 from vitviz.analyses.forward import parts_of
 from vitviz.core import images
 from vitviz.models import cache, loaders
@@ -176,8 +176,9 @@ def test_the_three_views_answer_and_many_at_once_get_the_sequential_answers():
     owned.reset("results")
     alone = [numbers(c) for c in cases]
     assert alone[0]["auc"]["occlusion"]["deletion"] < alone[0]["random_auc"]["deletion"][0]
-    assert set(alone[1]["spearman"]) == {"attention", "rollout", "relevance"} and alone[1]["step"] == 2
-    assert alone[2]["rank"] <= alone[2]["of"] == 1 + 3 + 1 and alone[2]["patches"][0] == [3, 3]
+    assert set(alone[0]["auc"]) == set(maps.NAMES) | {"occlusion", "random 1", "random 2", "random 3"}  # every map
+    assert set(alone[1]["spearman"]) == set(maps.NAMES) and alone[1]["step"] == 2
+    assert alone[2]["rank"] <= alone[2]["of"] == 1 + len(maps.NAMES) + 1 and alone[2]["patches"][0] == [3, 3]
     owned.reset("results")
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(numbers, cases * 2))
@@ -321,7 +322,7 @@ def test_the_planned_work_is_the_work_done_and_a_test_over_the_bound_is_refused_
     # the plan counts the tokens the test sends through the model (what the view reports as its cost): the 3
     # forwards' worth of the maps and each shorter sequence with its prefix
     spec = registry.spec(registry.OFFLINE_KEY)
-    lengths = faithful.planned_lengths((8, 8), 4, 11, 1, 2, both)
+    lengths = faithful.planned_lengths((8, 8), len(maps.NAMES) + 1, 11, 1, 2, both)  # every map and occlusion
     assert tested.tokens == 3 * 65 + sum(k + spec.prefix for k in lengths)
     assert faithful.sequence_macs(spec, 65) == 4 * (12 * 65 * 96 ** 2 + 2 * 65 ** 2 * 96)
     # every offered setting passes on a DINO ViT-S/8 and a ViT-B/16 at 224 px on a square picture, and on a 3:2
@@ -469,10 +470,10 @@ def test_the_predict_text_speaks_of_the_bars_it_shows_and_of_no_curve():
     shown = views.show("predict", rgb, views.VIEWS["predict"].check({"model": registry.OFFLINE_KEY,
                                                                      "patches": "3,3;3,4", "seeds": 3}))
     n, text = shown.numbers, shown.texts["text"]
-    # the chart's bars: the whole picture, your choice, the three maps and the random orders' mean
-    assert n["of"] == 5 and f"ranks **{n['rank']} of 5**" in text and "curve" not in text
-    bars = {"your choice": n["scores"]["your choice"]} | {k: n["scores"][k] for k in ("attention", "rollout",
-                                                                                         "relevance")}
+    # the chart's bars: the whole picture, your choice, every map and the random orders' mean
+    of = 1 + len(maps.NAMES) + 1
+    assert n["of"] == of and f"ranks **{n['rank']} of {of}**" in text and "curve" not in text
+    bars = {"your choice": n["scores"]["your choice"]} | {k: n["scores"][k] for k in maps.NAMES}
     bars["random (mean)"] = float(np.mean([n["scores"][f"random {i}"] for i in (1, 2, 3)]))
     assert n["rank"] == 1 + sum(v < bars["your choice"] for k, v in bars.items() if k != "your choice")
     assert n["beats_random"] == sum(n["scores"][f"random {i}"] > bars["your choice"] for i in (1, 2, 3))

@@ -48,8 +48,8 @@ def control(field: Field, **overrides: Any) -> gr.components.Component:
     if field.kind == "bool":
         return gr.Checkbox(**kw)
     if field.kind == "choice":
-        options = list(field.options())
-        if len(options) <= 5 and all(len(str(o)) <= 12 for o in options):
+        options = [(field.shown[o], o) if o in field.shown else o for o in field.options()]  # (words, value)
+        if len(options) <= 5 and all(len(o[0] if isinstance(o, tuple) else str(o)) <= 12 for o in options):
             return gr.Radio(options, **kw)
         return gr.Dropdown(options, **kw)
     if field.kind == "image":

@@ -47,6 +47,8 @@ class Field:
             clamped to what the model or picture has, and the view says so.
         cli: other spellings of the command-line flag (kept from earlier versions of the command).
         info: one line under the control.
+        shown: how the page's control writes a choice where not as the value itself (value -> words: 'AttnLRP'
+            for 'attnlrp'); the link, the API and the command line keep the value.
 
     Fields compare by identity: one field object is one setting (one control, one link key) wherever it is used.
     """
@@ -65,6 +67,7 @@ class Field:
     follows: str | None = None
     cli: tuple[str, ...] = ()
     info: str = ""
+    shown: Mapping[Any, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

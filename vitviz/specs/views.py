@@ -195,7 +195,10 @@ TM_MODEL = Field("model", "choice", "ViT-B/16 (ImageNet-1k)", "model (test the m
 its final [CLS] to the whole picture's."""
 TM_SEEDS = Field("seeds", "int", 3, "random orders (the baseline and its spread)", 1, 10, 1, link="tm_seeds")
 TM_RANK = Field("rank", "choice", 1, "class tested: its place in the top 5", choices=(1, 2, 3, 4, 5), link="tm_rank")
-MAP_NAMES = ("attention", "rollout", "relevance")
+MAP_NAMES = ("attention", "rollout", "relevance", "attnlrp", "legrad")
+"""Every map the tests of the map rank the patches by (:data:`vitviz.analyses.maps.NAMES`), as link values."""
+MAP_LABELS = {"attnlrp": "AttnLRP", "legrad": "LeGrad"}
+"""How the page writes a map's name where it is not its key (the link, API and CLI keep the key)."""
 DELETION = View("deletion", "test the map: deletion and insertion", (
     IMAGE, TM_MODEL, TM_RANK,
     Field("curves", "choice", "deletion", "curves", choices=("deletion", "insertion", "both"), link="tm_curves"),
@@ -207,7 +210,7 @@ RANDOMISE = View("randomise", "test the map: randomise the weights", (
     IMAGE, TM_MODEL,
     Field("step", "int", 0, "blocks re-initialised, from the top (0 = trained)", 0, MAX_DEPTH, 1, link="tm_step",
           follows="layers"),
-    Field("map", "choice", "relevance", "map", choices=MAP_NAMES, link="tm_map"),
+    Field("map", "choice", "relevance", "map", choices=MAP_NAMES, link="tm_map", shown=MAP_LABELS),
     Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="tm_cmap")))
 PREDICT = View("predict", "test the map: predict, then test", (
     IMAGE, TM_MODEL, TM_RANK,

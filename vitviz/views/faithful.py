@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from vitviz.analyses import faithful, randomise
+from vitviz.analyses import maps as made
 from vitviz.models import cache as models
 from vitviz.models.runner import Runner
 from vitviz.render import plotting
@@ -27,8 +28,48 @@ from vitviz.views.attention import map_grid
 from vitviz.views.shown import Shown, nearest_shapes, record, shapes_only
 
 COLOURS = {"attention": "#0072b2", "rollout": "#e69f00", "relevance": "#009e73", "occlusion": "#cc79a7",
-           "your choice": "#d55e00", "random": "#777777"}
-"""Okabe and Ito's colour-blind-safe palette, one colour per map."""
+           "attnlrp": "#56b4e9", "legrad": "#f0e442", "your choice": "#d55e00", "random": "#777777"}
+"""Okabe and Ito's colour-blind-safe palette, one colour per map (black is the class's probability and the whole
+picture). LeGrad's yellow is faint on white: its lines and bars are drawn with a black edge (:func:`line_style`,
+:data:`EDGES`)."""
+MARKS = {"attention": ("o", "-"), "rollout": ("s", "--"), "relevance": ("^", "-."), "occlusion": ("D", ":"),
+         "attnlrp": ("v", "-"), "legrad": ("P", "--")}
+"""Each map's marker and line style, so that six or more lines stay apart without their colours (a reader who
+cannot tell sky blue from blue, or a grey printout)."""
+EDGES = {"legrad": "#000000"}
+"""The edge a colour too light for white paper is drawn with (its bars' outline, its markers' rim)."""
+
+
+def label_of(name: str) -> str:
+    """A map's name as the page writes it ('AttnLRP' for the key 'attnlrp'); numbers keep the key."""
+    return declared.MAP_LABELS.get(name, name)
+
+
+def line_style(name: str, size: float = 4) -> dict:
+    """``Axes.plot`` keywords drawing map ``name``'s curve: its colour, marker and line style (black for a name
+    that has none), and for a light colour a black rim around the line and markers."""
+    from matplotlib import patheffects
+
+    marker, line = MARKS.get(name, ("o", "-"))
+    kw = {"color": COLOURS.get(name, "#000000"), "marker": marker, "linestyle": line, "ms": size,
+          "label": label_of(name)}
+    if name in EDGES:
+        kw |= {"markeredgecolor": EDGES[name], "markeredgewidth": 0.8,
+               "path_effects": [patheffects.Stroke(linewidth=3.2, foreground=EDGES[name]), patheffects.Normal()]}
+    return kw
+
+
+def map_names(runner: Runner) -> tuple[str, ...]:
+    """The maps every test ranks the patches by on ``runner``'s model, in the views' order
+    (:data:`vitviz.analyses.maps.NAMES`; those of :data:`~vitviz.analyses.maps.NEED_A_CLASS` only with classes);
+    occlusion, made by the tests themselves, is not among them."""
+    return tuple(n for n in made.NAMES if runner.labels or n not in made.NEED_A_CLASS)
+
+
+def maps_in_words() -> str:
+    """The maps every test uses, as the numbers name them, for the records' docs."""
+    need = [n for n in made.NAMES if n in made.NEED_A_CLASS]
+    return ", ".join(made.NAMES) + (f" (with classes only: {', '.join(need)})" if need else "")
 
 
 def caveats(measured: str) -> str:
@@ -78,7 +119,7 @@ def check_work(runner: Runner, grid: tuple[int, int], values: dict) -> int:
     """The multiply-adds the deletion view's settings would send through ``runner``'s model (from the settings
     alone); ``ValueError`` naming what to lower when that is over :data:`faithful.MAX_TEST_MACS`."""
     kinds = KINDS[values["curves"]]
-    maps = (3 if runner.labels else 2) + 1  # attention, rollout, relevance (with classes), occlusion
+    maps = len(map_names(runner)) + 1  # every map (the class maps with classes only) and occlusion
     macs = faithful.planned_macs(runner.spec, grid, maps, values["points"], values["seeds"], values["regions"], kinds)
     if macs <= faithful.MAX_TEST_MACS:
         return macs
@@ -113,7 +154,7 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
             ax.fill_between(x, band.min(0), band.max(0), color="#bbbbbb", label="random (range)")
             ax.plot(x, band.mean(0), ":", color=COLOURS["random"], label="random (mean)")
             for name in names:
-                ax.plot(x, curves[name], "o-", ms=3, color=COLOURS.get(name, "#000000"), label=name)
+                ax.plot(x, curves[name], lw=1.6, **line_style(name))
             ax.set_xlabel("% of patches taken out" if kind == "deletion" else "% of patches put in")
             ax.set_title(kind)
             ax.set_ylim(min(0.0, float(np.nanmin(band))), max(1.0, float(np.nanmax(band))) * 1.02)
@@ -122,15 +163,15 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
         fig.legend(handles, labels, loc="lower center", ncol=3, fontsize="small", frameon=False)
         fig.subplots_adjust(wspace=0.3, bottom=0.3)
         image = plotting.to_image(fig)
-    parts = "; ".join(f"{n}: " + ", ".join(f"{k} area {c.area(k, n):.3f}" for k in kinds) for n in names)
+    parts = "; ".join(f"{label_of(n)}: " + ", ".join(f"{k} area {c.area(k, n):.3f}" for k in kinds) for n in names)
     return plotting.described(image, f"{' and '.join(kinds).capitalize()} curves of {model} ({what}): {parts}; "
                               "random orders' " + ", ".join(f"{k} area {np.mean([c.area(k, r) for r in randoms]):.3f}"
                                                             for k in kinds) + ".")
 
 
 @record(declared.DELETION, tab="classify", figures=("curves",), bundle=True, long=True,
-        doc="Deletion and insertion curves: each map's order of the patch tokens (last-layer attention, rollout, "
-            "relevance, occlusion) taken out (or put in) a share at a time, against seeded random orders; "
+        doc="Deletion and insertion curves: each map's order of the patch tokens (" + maps_in_words()
+            + ", and occlusion) taken out (or put in) a share at a time, against seeded random orders; "
             "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful); "
             "numbers.ends is false for a head that pools the patch tokens, which has no score with every patch "
             "out (that point is null and the areas cover the others). Settings that would send more than "
@@ -155,15 +196,15 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
 
     heads = {"deletion": "deletion area (lower: more faithful)", "insertion": "insertion area (higher: more faithful)"}
     table = ("| map | " + " | ".join(heads[k] for k in kinds) + " |\n|---|" + "---|" * len(kinds) + "\n"
-             + "\n".join(f"| {k} | " + " | ".join(f"{area[k][kind]:.3f}" for kind in kinds) + " |" for k in names)
+             + "\n".join(f"| {label_of(k)} | " + " | ".join(f"{area[k][kind]:.3f}" for kind in kinds) + " |" for k in names)
              + f"\n| random ({len(randoms)} orders) | " + " | ".join(pm(spread[kind]) for kind in kinds) + " |")
     said = []
     if "deletion" in kinds:
         best = min(names, key=lambda k: area[k]["deletion"])
-        said.append(f"taking out the patches each map ranks highest makes it fall fastest for **{best}**")
+        said.append(f"taking out the patches each map ranks highest makes it fall fastest for **{label_of(best)}**")
     if "insertion" in kinds:
         best = max(names, key=lambda k: area[k]["insertion"])
-        said.append(f"putting them in first, it rises fastest for **{best}**")
+        said.append(f"putting them in first, it rises fastest for **{label_of(best)}**")
     beats = [k for k in names if all((area[k][kind] < spread[kind].min()) if kind == "deletion" else
                                      (area[k][kind] > spread[kind].max()) for kind in kinds)]
     missing = {"deletion": "100% taken out", "insertion": "0% put in"}  # only the kinds asked for are named
@@ -173,8 +214,10 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
         "This model's head pools the patch tokens, so with none left it has nothing to read: its curves have no "
         f"point at {' and '.join(missing[k] for k in kinds)}, and each area covers the points they have "
         f"({', '.join(ranges[k] for k in kinds)}, the same range for every order). ")
-    text = (f"Scored by the {what} (the whole picture: {c.full:.3f}). " + ends + "; ".join(said).capitalize() + ". "
-            + (f"Beating every random order: {', '.join(beats)}. " if beats else "No map beats every random order. ")
+    said = "; ".join(said)  # its first letter up, the maps' names as they are written ('AttnLRP')
+    text = (f"Scored by the {what} (the whole picture: {c.full:.3f}). " + ends + said[:1].upper() + said[1:] + ". "
+            + (f"Beating every random order: {', '.join(map(label_of, beats))}. " if beats
+               else "No map beats every random order. ")
             + f"Occlusion: the picture cut into {occ.count} regions (about {values['regions']} per side), each taken "
             f"out once. {caveats('every curve')}")
     if c.target is None:
@@ -319,7 +362,8 @@ def render_choice(ch: faithful.Choice, picture: np.ndarray, grid: tuple[int, int
     with plotting.figure(1, 1, figsize=(width, min(st.max_height, 90 + 52 * len(shown)) / plotting.DPI)) as (fig, ax):
         keys = list(shown)[::-1]
         colours = [COLOURS.get(k.split(" (")[0], "#0072b2") if k != "whole picture" else "#000000" for k in keys]
-        ax.barh(keys, [shown[k] for k in keys], color=colours)
+        edges = [EDGES.get(k, c) for k, c in zip(keys, colours)]  # a light colour gets a black outline
+        ax.barh([label_of(k) for k in keys], [shown[k] for k in keys], color=colours, edgecolor=edges)
         for i, k in enumerate(keys):
             ax.text(shown[k], i, f" {shown[k]:.2f}", va="center")
         ax.set_xlim(0, max(1.0, max(shown.values())) * 1.35)
@@ -329,13 +373,14 @@ def render_choice(ch: faithful.Choice, picture: np.ndarray, grid: tuple[int, int
     both = compose([marked, chart], beside=True)
     return plotting.described(both, f"Your {len(chosen)} patches {'taken out' if mode == 'drop' else 'kept alone'}: "
                               f"{what} {ch.chosen:.3f} (the whole picture {ch.full:.3f}); "
-                              + "; ".join(f"{k} {v:.3f}" for k, v in ch.others.items()) + ".")
+                              + "; ".join(f"{label_of(k)} {v:.3f}" for k, v in ch.others.items()) + ".")
 
 
 @record(declared.PREDICT, tab="classify", figures=("choice",), bundle=True,
         doc="Predict, then test: the patches given (rows and columns of the model's grid) are taken out of the "
             "sequence (mode 'drop') or kept alone ('keep'); numbers.scores gives the score with them and with the "
-            "same number of patches ranked highest by each map and by random orders; numbers.rank is your "
+            "same number of patches ranked highest by each map (" + maps_in_words() + ") and by random orders "
+            "('random 1', …); numbers.rank is your "
             "choice's place among the chart's bars: your choice, each map and the random orders' mean (1 = it "
             "mattered most), of numbers.of; numbers.beats_random how many of the random orders it beats.")
 def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
@@ -362,7 +407,7 @@ def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     verb = "taking them out" if not keep else "keeping only them"
     text = (f"With your {len(chosen)} patches {'taken out' if not keep else 'kept alone'}, the {what} goes from "
             f"{ch.full:.3f} to **{ch.chosen:.3f}**. Doing the same with the {len(chosen)} patches each map ranks "
-            "highest: " + ", ".join(f"{k} {ch.others[k]:.3f}" for k in names)
+            "highest: " + ", ".join(f"{label_of(k)} {ch.others[k]:.3f}" for k in names)
             + f"; random patches {bars['random (mean)']:.3f} on average. Your choice ranks **{place} of "
             f"{len(bars)}** among the chart's bars below the whole picture (your choice, the {len(names)} maps and "
             f"the random orders' mean; {verb}, 1 = the patches the prediction needed most), and it beats "
