@@ -92,3 +92,70 @@ def class_relevance(runner: Runner, x: torch.Tensor, target: int | None = None, 
     """Relevance for class ``target`` (or the class ranked ``rank``-th on this input) from one forward and one
     backward of the prepared input x (1, 3, H, W), through the runner (its lock; hooks gone on return)."""
     return runner.run(RelevanceProbe(target, rank), x)
+
+
+# ---- every class map at once (the Classify tab's /relevance view) -------------------------------------------------
+
+@dataclass
+class ClassMaps:
+    """Every map of :func:`vitviz.analyses.maps.class_maps` for one class of one picture.
+
+    Attributes:
+        target: the class explained.
+        maps: name -> (N,) float64 over the patch tokens, in :data:`vitviz.analyses.maps.NAMES`' order (plain
+            attention and rollout, which ignore the class, among them).
+        logits: (C,) the model's output.
+        left_out: name -> why, for a class map this model cannot have.
+    """
+
+    target: int
+    maps: dict[str, np.ndarray]
+    logits: np.ndarray
+    left_out: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ClassMapsProbe:
+    """Every map for class ``target`` (or, when None, the class ranked ``rank``-th by the same forward) from one
+    call of :func:`vitviz.analyses.maps.class_maps`: its eager forward with every layer's attention recorded, the
+    backwards relevance and LeGrad need, AttnLRP's forward and backward. It switches the attention path and hooks
+    AttnLRP's rules on, so it runs with the model alone (no ``shares``); autograd is asked for recorded tensors
+    only, so no parameter's ``.grad`` is touched."""
+
+    prefix: int
+    target: int | None = None
+    rank: int = 1
+    grad: bool = True
+    own_size: bool = True
+
+    @property
+    def key(self) -> tuple:
+        return ("class maps", self.prefix, self.target, self.rank)
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        """As :class:`RelevanceProbe`: the eager forward's graph with every attention and its gradient; AttnLRP's
+        forward builds its graph after that one is let go, so the two are not held at once."""
+        return budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+
+    def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> ClassMaps:
+        from vitviz.analyses import maps
+
+        m = maps.class_maps(model, x, forward, self.prefix, target=self.target, rank=self.rank)
+        if m.logits is None:
+            raise ValueError("This model has no classifier head: choose a classification model.")
+        classes = m.logits.shape[-1]
+        return ClassMaps(int(m.target), m.maps, m.logits.reshape(-1, classes)[0].numpy(), dict(m.left_out))
+
+    def nbytes(self, c: ClassMaps) -> int:
+        return sum(v.nbytes for v in c.maps.values()) + c.logits.nbytes
+
+
+def top_patch(values: np.ndarray, grid: tuple[int, int]) -> tuple[int, int, float]:
+    """(row, column, share) of a map's top patch on a (gh, gw) grid: the largest of ``values`` (N,) (the first of
+    equal ones) and its share of the map's positive total, sum of max(v, 0) (0 when nothing is positive). For a
+    map that is never negative (relevance, rollout, LeGrad) that is its share of the whole map; AttnLRP's negative
+    patches (evidence against the class) do not count against it."""
+    v = np.asarray(values, np.float64).reshape(-1)
+    i = int(np.argmax(v))
+    positive = float(np.clip(v, 0, None).sum())
+    return i // grid[1], i % grid[1], (float(v[i]) / positive if positive > 0 and v[i] > 0 else 0.0)

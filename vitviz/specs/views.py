@@ -212,6 +212,14 @@ RANDOMISE = View("randomise", "test the map: randomise the weights", (
           follows="layers"),
     Field("map", "choice", "relevance", "map", choices=MAP_NAMES, link="tm_map", shown=MAP_LABELS),
     Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="tm_cmap")))
+REPORT = View("report", "test the map: report card", (
+    IMAGE, TM_MODEL, TM_RANK,
+    Field("baseline", "choice", "mean", "pixel test: what replaces the removed patches", choices=("mean", "road"),
+          link="tm_baseline", info="mean: the picture's mean as it is at each step (quantus's RegionPerturbation); "
+          "road: filled in from the neighbouring pixels with a little noise (ROAD's noisy linear imputation)"),
+    Field("points", "choice", 5, "points on each curve (every 25%, 20% or 10%)", choices=(5, 6, 11),
+          link="tm_report_points"),
+    TM_SEEDS))
 PREDICT = View("predict", "test the map: predict, then test", (
     IMAGE, TM_MODEL, TM_RANK,
     Field("patches", "cells", (), "the patches you think the model needs", link="tm_patches"),

@@ -78,29 +78,45 @@ def tradeoff_markdown(rows: tuple[tuple, ...], size: str = "ViT-S", resolution: 
 
 
 def render_relevance(loaded: Runner, rgb: np.ndarray, rank: int = 1, cmap: str = "inferno",
-                     alpha: float = 0.6) -> tuple[Image.Image, str]:
-    """Class-specific relevance for the ``rank``-th class of the top 5 (1 = the top class), beside plain rollout."""
-    from vitviz.analyses import relevance
+                     alpha: float = 0.6) -> tuple[Image.Image, str, dict]:
+    """The class maps (relevance, AttnLRP, LeGrad) for the ``rank``-th class of the top 5 (1 = the top class),
+    beside plain rollout, all from one probe (:class:`vitviz.analyses.relevance.ClassMapsProbe`): the figure, the
+    text and the numbers (the class, and each map's top patch and its share, :func:`relevance.top_patch`)."""
+    from vitviz.analyses import maps as made, relevance
+    from vitviz.views.faithful import label_of
 
     x = loaded.preprocess(rgb)
     p = loaded.spec.patch
     grid = (x.shape[-2] // p, x.shape[-1] // p)
     rank = min(max(int(rank), 1), 5)
-    r = relevance.class_relevance(loaded, x, rank=rank)  # the class at this rank, from the same forward
-    target = r.target
-    name = loaded.labels[target] if loaded.labels else f"class {target}"
-    prefix = loaded.spec.prefix
-    rel, roll = r.relevance[prefix:].reshape(grid), r.rollout[prefix:].reshape(grid)
-    picture = loaded.picture(x)
-    img = map_grid(picture, [rel, roll], [f"relevance for “{name}”", "plain rollout (any class)"],
-                   f"Class {rank} of the top 5: “{name}”", cmap, alpha,
-                   bar_label="relevance, attention (each map scaled to its own range)")
-    share = float(rel.max() / rel.sum()) if rel.sum() > 0 else 0.0
-    text = (f"Relevance weights every layer's attention by how much it raised the score of **{name}** (the "
-            "gradient), keeps the positive part, and multiplies through the layers; rollout ignores the class. "
-            f"The most relevant patch holds {share:.1%} of the relevance. Neither map is proof of what the model "
-            "used: both summarise one pass through the network, and a region can matter without lighting up.")
-    return img, text
+    c = loaded.run(relevance.ClassMapsProbe(loaded.spec.prefix, rank=rank), x)  # the class at this rank
+    name = loaded.labels[c.target] if loaded.labels else f"class {c.target}"
+    shown = [k for k in made.NEED_A_CLASS if k in c.maps] + ["rollout"]
+    tops = {k: relevance.top_patch(c.maps[k], grid) for k in shown}
+    titles = [f"{label_of(k)} for “{name}”" for k in shown[:-1]] + ["plain rollout (any class)"]
+    picture, suptitle, bar = loaded.picture(x), f"Class {rank} of the top 5: “{name}”", "each map scaled to its own range"
+    tile = plotting.grid_layout(picture.shape[:2], titles, suptitle, cmap, bar, cols=2).tile  # two by two
+    small = np.asarray(Image.fromarray(picture).resize(tile, Image.BILINEAR))
+    img = plotting.panels([plotting.heat_overlay(small, c.maps[k].reshape(grid), cmap, alpha) for k in shown],
+                          titles, suptitle, cmap, bar, cols=2)
+    said = {"relevance": "**Relevance** (Chefer, Gur and Wolf 2021) weighs every layer's attention by its gradient "
+                         f"for **{name}**, keeps the positive part and multiplies the layers together.",
+            "attnlrp": "**AttnLRP** (Achtibat et al. 2024) hands the score back from the output to the patches, "
+                       "layer by layer, by rules that keep its total; a patch can get a negative share (evidence "
+                       "against the class, the bottom of the colour scale).",
+            "legrad": "**LeGrad** (Bousselham et al. 2025) reads the class's score after every block and averages, "
+                      "over the layers, how much more attention to each patch would raise it.",
+            "rollout": "**Plain rollout** multiplies the layers' attention and is the same whatever the class."}
+    where = "; ".join(f"{label_of(k)} ({r}, {col}), {share:.1%}" for k, (r, col, share) in tops.items())
+    missing = "".join(f" {label_of(k)} is not shown: {why}" for k, why in c.left_out.items())
+    text = (" ".join(said.get(k, "") for k in shown) + f" Each map's top patch (row, column) and its share of the "
+            f"map's positive total: {where}.{missing} None of them proves what the model used: each is one rule "
+            "for dividing one score among the patches of one picture, the rules disagree with one another, and a "
+            "patch can matter without lighting up. The tests of the map below ask the model itself.")
+    numbers = {"class": name, "target": c.target, "grid": list(grid),
+               "maps": {k: {"top": [r, col], "share": share} for k, (r, col, share) in tops.items()},
+               "left_out": dict(c.left_out)}
+    return img, text, numbers
 
 
 # ---- the views of the Classify tab, from their declared settings ----------------------------------------------
@@ -117,12 +133,17 @@ def show_classify(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     return Shown({"maps": v.maps}, {"facts": v.facts}, numbers, settle(values), runner.spec.key, runner.notice)
 
 
-@record(declared.RELEVANCE, tab="classify")
+@record(declared.RELEVANCE, tab="classify",
+        doc="The class maps for the class at one place of the top 5, beside plain rollout, from one probe: "
+            "relevance (Chefer et al. 2021), AttnLRP (Achtibat et al. 2024) and LeGrad (Bousselham et al. 2025); "
+            "numbers.maps gives each map's top patch [row, column] and its share of the map's positive total, "
+            "numbers.class the class explained, numbers.left_out why a map this model cannot have is missing.")
 def show_relevance(rgb: np.ndarray, values: dict, progress=None) -> Shown:
-    """Class-specific relevance for the class at one place of the top 5, beside plain rollout."""
+    """The class maps (relevance, AttnLRP, LeGrad) for the class at one place of the top 5, beside plain
+    rollout."""
     runner = models.get_model(values["model"], progress)
-    image, text = render_relevance(runner, rgb, values["rank"])
-    return Shown({"relevance": image}, {"text": text}, {"model": runner.spec.key, "rank": values["rank"]},
+    image, text, numbers = render_relevance(runner, rgb, values["rank"])
+    return Shown({"relevance": image}, {"text": text}, {"model": runner.spec.key, "rank": values["rank"]} | numbers,
                  settle(values), runner.spec.key, runner.notice)
 
 
