@@ -7,30 +7,35 @@ patches by the same maps, made here in one place:
 - ``rollout``: attention rollout through every layer (head mean, Abnar and Zuidema 2020);
 - ``relevance``: attention times its gradient, positive part, head mean, rolled through the layers (Chefer, Gur and
   Wolf 2021, :mod:`vitviz.analyses.relevance`);
+- ``attnlrp``: layer-wise relevance propagation with AttnLRP's rules for attention, LayerNorm and GELU (Achtibat et
+  al. 2024), as gradient × input at the stream entering block 1 (:func:`attnlrp`);
+- ``legrad``: every layer's class score differentiated with respect to that layer's attention, positive part,
+  averaged (Bousselham et al. 2025, :func:`legrad`);
 
-with classes only (each needs a class to explain). The model's attention path is switched to its eager form for the
-forward (:func:`vitviz.models.hooks.record_attention`), so the caller must hold the model alone
-(:meth:`vitviz.models.runner.Runner.run` with a probe that does not share) or own a copy of it.
+the last three with classes only (each needs a class to explain). The model's attention path is switched to its
+eager form for the first forward (:func:`vitviz.models.hooks.record_attention`) and AttnLRP's forward runs with its
+rules hooked on (:func:`vitviz.models.hooks.lrp_rules`), both undone on return, so the caller must hold the model
+alone (:meth:`vitviz.models.runner.Runner.run` with a probe that does not share) or own a copy of it.
 
 Shapes: T = prefix + N tokens of width D; the maps are (N,) float64 over the patch tokens.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from vitviz.core import attention as att
 from vitviz.models import hooks
-from vitviz.models.parts import parts_of
+from vitviz.models.parts import Parts, parts_of
 from vitviz.models.runner import Forward
 
-NAMES = ("attention", "rollout", "relevance")
+NAMES = ("attention", "rollout", "relevance", "attnlrp", "legrad")
 """Every map made here, in the order the views list them; the last ones need a class."""
 
-NEED_A_CLASS = ("relevance",)
+NEED_A_CLASS = ("relevance", "attnlrp", "legrad")
 """The maps that explain one class: a model without classes (DINO) has none of them."""
 
 
@@ -43,12 +48,14 @@ class Maps:
         logits: (1, C) the model's output, detached (None for a model without classes).
         stream: (1, T, D) the stream entering block 1 (patches embedded, prefix tokens in front, positions added).
         target: the class the class maps explain (None without classes).
+        left_out: name -> why, for a class map this model cannot have (AttnLRP on layers its rules do not cover).
     """
 
     maps: dict[str, np.ndarray]
     logits: torch.Tensor | None
     stream: torch.Tensor
     target: int | None
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def target_of(logits: torch.Tensor, rank: int) -> int:
@@ -60,13 +67,15 @@ def target_of(logits: torch.Tensor, rank: int) -> int:
 def class_maps(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int, target: int | None = None,
                rank: int = 1) -> Maps:
     """Every map of :data:`NAMES` for the prepared input x (1, 3, H, W): one eager forward with every layer's
-    attention (B, H, T, T) recorded and, with classes, the backward each class map needs, for class ``target`` (or
-    the class at place ``rank`` of this forward when None). Gradients are asked for the recorded tensors only: no
-    parameter's ``.grad`` is touched. Needs grad mode for the class maps (without it they are left out)."""
+    attention (B, H, T, T) and every block's output recorded and, with classes, the backwards relevance and LeGrad
+    need, for class ``target`` (or the class at place ``rank`` of this forward when None); then AttnLRP's own
+    forward and backward (:func:`attnlrp`). Gradients are asked for recorded tensors only: no parameter's ``.grad``
+    is touched. Needs grad mode for the class maps (without it they are left out)."""
     p = parts_of(model)
     attns: list[torch.Tensor] = []
+    outs = {f"out{i}": (b, "output") for i, b in enumerate(p.blocks)}
     with hooks.record_attention(model, lambda _layer, a: attns.append(a)), \
-            hooks.capture({"in": (p.blocks[0], "input")}) as seen:
+            hooks.capture({"in": (p.blocks[0], "input")} | outs) as seen:
         logits, _ = forward(x)
     z = seen["in"].detach()
     z = z.reshape(z.shape[0], -1, z.shape[-1])[:1]
@@ -74,12 +83,55 @@ def class_maps(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix
            "rollout": np.asarray(att.rollout_cls_mean([a[0].detach() for a in attns]), np.float64)[prefix:]}
     if logits is None:
         return Maps(out, None, z, None)
-    target = target_of(logits, rank) if target is None else int(target)
+    target, left = target_of(logits, rank) if target is None else int(target), {}
     if logits.requires_grad:
-        grads = torch.autograd.grad(logits.reshape(-1, logits.shape[-1])[0, target], attns)
-        with torch.no_grad():
-            r = torch.eye(attns[0].shape[-1], dtype=torch.float64)
-            for a, g in zip(attns, grads):
-                r = r + (g[0].double() * a[0].double()).clamp(min=0).mean(0) @ r
-        out["relevance"] = r[0, prefix:].numpy()
-    return Maps(out, logits.detach(), z, target)
+        out["relevance"] = relevance(logits, attns, target, prefix)
+        out["legrad"] = legrad(p, [seen[f"out{i}"] for i in range(len(p.blocks))], attns, target, prefix)
+        logits, why = logits.detach(), hooks.lrp_refusal(model)
+        del attns, seen  # the eager forward's graph goes before AttnLRP's forward builds its own
+        if why is None:
+            out["attnlrp"] = attnlrp(model, x, forward, target, prefix)
+        else:
+            left["attnlrp"] = why
+    return Maps({k: out[k] for k in NAMES if k in out}, logits.detach(), z, target, left)
+
+
+def relevance(logits: torch.Tensor, attns: list[torch.Tensor], target: int, prefix: int) -> np.ndarray:
+    """(N,) Chefer et al.'s relevance for class ``target`` of logits (1, C) from every layer's recorded attention
+    (1, H, T, T): R = I, then R <- R + mean_h (grad A ⊙ A)⁺ · R, first layer first; [CLS]'s row over the patches.
+    The graph is kept (LeGrad's backwards follow)."""
+    grads = torch.autograd.grad(logits.reshape(-1, logits.shape[-1])[0, target], attns, retain_graph=True)
+    with torch.no_grad():
+        r = torch.eye(attns[0].shape[-1], dtype=torch.float64)
+        for a, g in zip(attns, grads):
+            r = r + (g[0].double() * a[0].double()).clamp(min=0).mean(0) @ r
+    return r[0, prefix:].numpy()
+
+
+def legrad(p: Parts, outs: list[torch.Tensor], attns: list[torch.Tensor], target: int, prefix: int) -> np.ndarray:
+    """(N,) LeGrad (Bousselham et al., ICCV 2025) as torchcam 0.5.0 computes it, over every block: block l's class
+    score s_l = the model's own final norm and readout applied to block l's output tokens ``outs[l]`` (1, T, D)
+    (its pooling included: [CLS], or the patches' mean), the gradient of s_l[target] with respect to layer l's
+    post-softmax attention ``attns[l]`` (1, H, T, T), its positive part, mean over heads and query rows, the prefix
+    keys dropped; the mean over layers. Not normalised: torchcam's min-max scaling to [0, 1] (its default) is one
+    positive affine map of the whole map, which changes no ranking, so no test of the map. One short backward per
+    block (each reaches block l's attention only), the graph kept."""
+    total = torch.zeros(attns[0].shape[-1] - prefix, dtype=torch.float64)
+    for out, a in zip(outs, attns):
+        score = p.readout(p.norm(out.reshape(out.shape[0], -1, out.shape[-1])))
+        (g,) = torch.autograd.grad(score.reshape(-1, score.shape[-1])[0, target], a, retain_graph=True)
+        total += g[0].double().clamp(min=0).mean((0, 1))[prefix:]
+    return (total / len(attns)).numpy()
+
+
+def attnlrp(model: torch.nn.Module, x: torch.Tensor, forward: Forward, target: int, prefix: int) -> np.ndarray:
+    """(N,) AttnLRP (Achtibat et al., ICML 2024) for the logit of class ``target``: one forward of x (1, 3, H, W)
+    under :func:`vitviz.models.hooks.lrp_rules` (the model's own numbers, the rules' gradients), one backward to the
+    stream entering block 1, z (1, T, D); each patch token's relevance is sum over D of z · grad (lxt 2.1's
+    efficient mode). ValueError for a model whose layers the rules do not cover."""
+    with hooks.lrp_rules(model) as entering:
+        logits, _ = forward(x)
+    z = entering[-1]
+    (g,) = torch.autograd.grad(logits.reshape(-1, logits.shape[-1])[0, target], z)
+    r = (z.detach().double() * g.double()).sum(-1)
+    return r.reshape(r.shape[0], -1)[0, prefix:].numpy()

@@ -7,7 +7,8 @@ needs the eager path, which :func:`eager_attention` switches on for the length o
 transformers' implementation) and always switches back: only the views that need the matrices themselves (a
 backward through them, the model's own row to check ours against) pay for it. ``capture`` records named modules'
 inputs or outputs. ``attention_parts`` names the pieces of one attention layer of a timm or transformers ViT
-(projections, head count, scale) and ``blocks`` lists the transformer blocks.
+(projections, head count, scale) and ``blocks`` lists the transformer blocks. ``lrp_rules`` gives a forward AttnLRP's
+gradients (its numbers stay the model's own) for the length of one block.
 
 Every hook lives in a context manager that removes it on exit, also when the forward raises. Every hook is put on
 through :func:`on_output` or :func:`on_input`, which call it only for forwards of the thread that put it on: two
@@ -246,6 +247,158 @@ def record_keys(model: torch.nn.Module,
             for name in ("q", "k"):
                 handles.append(on_output(parts.targets[name][0], one(name)))
         yield layers
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+# ---- AttnLRP's rules as gradients (gradient × input) ----------------------------------------------------------
+
+LRP_EPSILON = 1e-10
+"""Added to a nonlinearity's input before the ratio output / input (the identity rule), as lxt 2.1 does."""
+
+
+class _GradThrough(torch.autograd.Function):
+    """``value`` in the forward (a copy: the module's own numbers), the gradient of ``surrogate`` in the backward."""
+
+    @staticmethod
+    def forward(ctx, value: torch.Tensor, surrogate: torch.Tensor) -> torch.Tensor:
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return None, grad
+
+
+class _Ratio(torch.autograd.Function):
+    """The identity rule on an element-wise nonlinearity out = f(inp): the forward gives ``out``; the backward
+    multiplies the gradient by out / (inp + ε) (so inp · gradient = out · the output's gradient)."""
+
+    @staticmethod
+    def forward(ctx, out: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(out / (inp + LRP_EPSILON))
+        return out.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return None, grad * ctx.saved_tensors[0]
+
+
+class _Scaled(torch.autograd.Function):
+    """The uniform rule on a product's factors: the forward gives ``x``; the backward multiplies the gradient by
+    ``scale`` (a float or a tensor broadcast over the last dimension)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, scale) -> torch.Tensor:
+        ctx.scale = scale
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad * ctx.scale, None
+
+
+def _layer_norm_rule(m: torch.nn.LayerNorm, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """LayerNorm's output ``out`` with the gradient of (x - mean) / std · weight + bias, std held constant."""
+    mean = x.mean(-1, keepdim=True)
+    std = ((x - mean) ** 2).mean(-1, keepdim=True).add(m.eps).sqrt().detach()
+    y = (x - mean) / std
+    y = y * m.weight if m.weight is not None else y
+    y = y + m.bias if m.bias is not None else y
+    return _GradThrough.apply(out, y)
+
+
+def mlp_activation(block: torch.nn.Module) -> torch.nn.Module | None:
+    """The element-wise nonlinearity (GELU) of a timm or transformers ViT block's MLP; None for a gated MLP (SwiGLU,
+    GLU: the rules would need the product's uniform rule inside its forward) or one vitviz cannot find."""
+    mlp = getattr(block, "mlp", None) or getattr(block, "intermediate", None)
+    act = None
+    for name in ("act", "activation_fn", "activation", "intermediate_act_fn"):
+        act = act or getattr(mlp, name, None)
+    if mlp is None or "glu" in type(mlp).__name__.lower() or not isinstance(act, torch.nn.Module):
+        return None
+    return act
+
+
+def _stream_norms(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Every norm from the stream entering block 1 on (the embedding's own left out)."""
+    return [m for name, m in model.named_modules() if "norm" in type(m).__name__.lower() and "embed" not in name]
+
+
+def lrp_refusal(model: torch.nn.Module) -> str | None:
+    """Why :func:`lrp_rules` cannot cover ``model``'s layers, in words, or None when it can."""
+    try:
+        mods = attention_modules(model)
+        for layer in range(len(mods)):
+            attention_parts(model, layer, mods)
+    except ValueError as e:
+        return f"AttnLRP needs attention layers vitviz can take apart: {e}"
+    if any(getattr(mod, "gate", None) is not None for mod in mods):
+        return "AttnLRP: this model gates its attention output, which vitviz's rules do not cover."
+    missing = [type(b).__name__ for b in blocks(model) if mlp_activation(b) is None]
+    if missing:
+        return f"AttnLRP needs MLPs with one element-wise nonlinearity (GELU); {missing[0]}'s MLP is not one."
+    other = sorted({type(m).__name__ for m in _stream_norms(model)
+                    if not isinstance(m, torch.nn.LayerNorm) or len(m.normalized_shape) != 1})
+    if other:
+        return f"AttnLRP's rules cover LayerNorm over the channels only; this model has {', '.join(other)}."
+    return None
+
+
+@contextmanager
+def lrp_rules(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """Inside this block a forward of the timm or transformers ViT ``model`` computes its usual numbers, and its
+    backward is AttnLRP's (Achtibat et al. 2024) in the gradient × input form of lxt 2.1's efficient mode:
+
+    - every LayerNorm by the identity rule on its division (the standard deviation held constant);
+    - each MLP's element-wise nonlinearity by the identity rule (its gradient is output / input);
+    - the attention's two products by the uniform rule: the gradients of the queries and keys divided by 4, of the
+      values by 2 (the softmax keeps its plain gradient);
+    - linear layers, residual sums, LayerScale, pooling: their plain gradient (gradient × input is their LRP).
+
+    Dropout must be off (``model.eval()``). Yields a list that each forward appends the stream entering block 1 to
+    ((B, T, D), patches embedded, positions added), as a leaf that requires grad: sum over D of
+    ``z * grad(logit, z)`` is each token's relevance. The rules are hooks on the projections' outputs, so the fused
+    attention path (SDPA) keeps working. Every hook is removed on exit, also when the body raises; a model whose
+    layers the rules do not cover (:func:`lrp_refusal`: a gated MLP, gated attention, another kind of norm) raises
+    ValueError first.
+    Run under the model's lock, alone (hooks are per thread, but the caller owns the model's forward)."""
+    refusal = lrp_refusal(model)
+    if refusal is not None:
+        raise ValueError(refusal)
+    mods = attention_modules(model)
+    acts = [mlp_activation(b) for b in blocks(model)]
+    norms = _stream_norms(model)
+    entering: list[torch.Tensor] = []
+    handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def leaf(_m, args, kwargs):
+        if args:
+            entering.append(args[0].detach().requires_grad_(True))
+            return (entering[-1], *args[1:]), kwargs
+        name = next(iter(kwargs))
+        entering.append(kwargs[name].detach().requires_grad_(True))
+        return args, {**kwargs, name: entering[-1]}
+
+    def scaled(scale):
+        return lambda _m, _inp, out: _Scaled.apply(out, scale.to(out) if torch.is_tensor(scale) else scale)
+
+    try:
+        handles.append(on_input(blocks(model)[0], leaf))
+        for m in norms:
+            handles.append(on_output(m, lambda m, inp, out: _layer_norm_rule(m, inp[0], out)))
+        for act in acts:
+            handles.append(on_output(act, lambda _m, inp, out: _Ratio.apply(out, inp[0])))
+        for layer in range(len(mods)):
+            parts = attention_parts(model, layer, mods)
+            if parts.joint_qkv:  # (B, T, 3·H·d): queries, keys, values side by side
+                width = parts.heads * parts.head_dim
+                scale = torch.tensor([0.25] * (2 * width) + [0.5] * width)
+                handles.append(on_output(parts.targets["qkv"][0], scaled(scale)))
+            else:
+                for name, scale in (("q", 0.25), ("k", 0.25), ("v", 0.5)):
+                    handles.append(on_output(parts.targets[name][0], scaled(scale)))
+        yield entering
     finally:
         for handle in handles:
             handle.remove()
