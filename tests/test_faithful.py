@@ -138,16 +138,16 @@ def test_randomising_no_block_gives_the_trained_maps_and_the_shared_model_is_unt
 
     runner = loaders.load_embedded()
     before = {k: v.clone() for k, v in module_of(runner).state_dict().items()}
-    c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix), rgb_cat).value
+    c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix, draws=1, samples=1), rgb_cat).value
     assert all(torch.equal(v, module_of(runner).state_dict()[k]) for k, v in before.items())
-    assert c.layers == 4 and all(m.shape == (5, 64) for m in c.maps.values())
+    assert c.layers == 4 and all(m.shape == (1, 7, 64) for m in c.maps.values())  # head, final norm, 4 blocks
     rel = runner.analyse(RelevanceProbe(c.target), rgb_cat).value
-    np.testing.assert_array_equal(c.maps["relevance"][0], rel.relevance[1:])  # step 0: the trained model, exactly
-    np.testing.assert_array_equal(c.maps["rollout"][0], rel.rollout[1:])
-    assert randomise.spearman(c.maps["attention"][0], c.maps["attention"][0]) == 1.0
-    assert c.probs[0] == pytest.approx(float(torch.softmax(torch.as_tensor(rel.logits, dtype=torch.float64), -1)
-                                             [c.target]), abs=1e-6)
-    assert not np.allclose(c.maps["attention"][4], c.maps["attention"][0])  # all random: another map
+    np.testing.assert_array_equal(c.maps["relevance"][0, 0], rel.relevance[1:])  # step 0: the trained model
+    np.testing.assert_array_equal(c.maps["rollout"][0, 0], rel.rollout[1:])
+    assert randomise.spearman(c.maps["attention"][0, 0], c.maps["attention"][0, 0]) == 1.0
+    assert c.probs[0, 0] == pytest.approx(float(torch.softmax(torch.as_tensor(rel.logits, dtype=torch.float64), -1)
+                                                [c.target]), abs=1e-6)
+    assert not np.allclose(c.maps["attention"][0, -1], c.maps["attention"][0, 0])  # all random: another map
 
 
 def test_spearman_and_regions_by_hand():
@@ -165,7 +165,7 @@ def test_the_three_views_answer_and_many_at_once_get_the_sequential_answers():
     from vitviz.core import owned
 
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
-    cases = [("deletion", {}), ("randomise", {"step": 2}), ("predict", {"patches": "3,3;3,4;4,3;4,4"}),
+    cases = [("deletion", {}), ("randomise", {"step": 2, "draws": 2, "samples": 1}), ("predict", {"patches": "3,3;3,4;4,3;4,4"}),
              ("predict", {"patches": "3,3;3,4", "mode": "keep"})]
 
     def numbers(case):
@@ -298,14 +298,17 @@ def test_another_students_forward_gets_in_while_the_weights_are_randomised(monke
     from vitviz.models import hooks
 
     copies: list = []
-    events = _interleaved(monkeypatch, "reinitialise", "randomise", {"step": 2}, copies)
-    assert events == ["reinitialise", "explorer answered", "reinitialise", "reinitialise", "reinitialise"], events
+    events = _interleaved(monkeypatch, "reinitialise", "randomise", {"step": 2, "draws": 1, "samples": 1}, copies)
+    # one draw: the head, the final norm and four blocks re-drawn
+    assert events == ["reinitialise", "explorer answered"] + ["reinitialise"] * 5, events
     # every step's maps (the trained copy's and four re-initialised) on a copy that shares no storage with the
     # shared model, whose attention path stays as loaded while the copy's forward runs on the eager path (a shallow
     # copy, or a switch of the shared modules, would show here)
     loaded = [m.fused_attn for m in hooks.attention_modules(module_of(cache.get_model(registry.OFFLINE_KEY)))
               if hasattr(m, "fused_attn")]
-    assert len(copies) == 5 and all(flags == [loaded] and not overlap for flags, overlap in copies), (copies, loaded)
+    # (each making of the maps may run the copy's forward more than once: AttnLRP's own forward)
+    assert len(copies) == 7 and all(flags and all(f == loaded for f in flags) and not overlap
+                                    for flags, overlap in copies), (copies, loaded)
 
 
 def test_the_planned_work_is_the_work_done_and_a_test_over_the_bound_is_refused_naming_what_to_lower(monkeypatch):
@@ -425,23 +428,26 @@ def test_the_randomisation_caption_says_the_steps_own_probability():
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
     for step in (0, 1, 2):
         shown = views.show("randomise", rgb, views.VIEWS["randomise"].check({"model": registry.OFFLINE_KEY,
-                                                                             "step": step}))
-        probs, text = shown.numbers["probability"], shown.texts["text"]
-        assert f"{probs[0]:.1%} in the trained model" in text and "goes from" not in text
-        assert (f"{probs[step]:.1%} at step {step}," in text) is (step > 0), text
+                                                                             "step": step, "draws": 1,
+                                                                             "samples": 1}))
+        probs, text = shown.numbers["probability"], shown.texts["text"]  # [step][draw]
+        assert f"{probs[0][0]:.1%} in the trained model" in text and "goes from" not in text
+        assert (f"{probs[step][0]:.1%} at step {step}," in text) is (step > 0), text
 
 
 def test_the_randomisation_caption_names_a_photos_prediction_as_the_nearest_shape(rgb_cat):
     # the shapes-only model on a photo: its prediction at a step is the nearest of its shapes, said as the other
     # views say it (the caption named the raw label, as if the photo held a star)
     shown = views.show("randomise", rgb_cat, views.VIEWS["randomise"].check({"model": registry.OFFLINE_KEY,
-                                                                             "step": 1}))
-    said = shown.numbers["prediction"][1]
+                                                                             "step": 1, "draws": 1,
+                                                                             "samples": 1}))
+    said = shown.numbers["prediction"][1][0]  # [step][draw]
     assert "where the model predicts “nearest shape: " in shown.texts["text"], shown.texts["text"]
     assert said.startswith("nearest shape: ") and f"where the model predicts “{said}”" in shown.texts["text"]
     scene = views.show("randomise", images.load_rgb(EXAMPLES / "scene_star.png"),
-                       views.VIEWS["randomise"].check({"model": registry.OFFLINE_KEY, "step": 1}))
-    assert not any(p.startswith("nearest") for p in scene.numbers["prediction"]) and "nearest" not in \
+                       views.VIEWS["randomise"].check({"model": registry.OFFLINE_KEY, "step": 1, "draws": 1,
+                                                       "samples": 1}))
+    assert not any(p.startswith("nearest") for row in scene.numbers["prediction"] for p in row) and "nearest" not in \
         scene.texts["text"]
 
 
@@ -536,7 +542,7 @@ def test_memory_is_waited_for_before_the_models_lock_and_the_randomised_copy_is_
         def staged(self, xx, run):
             return run(one), run(faithful.RowsProbe(torch.zeros(1, 65, 96), prefix, (), None))
 
-    probe = {"deletion": Staged(), "randomise": randomise.CascadeProbe(prefix), "one forward": one}[which]
+    probe = {"deletion": Staged(), "randomise": randomise.CascadeProbe(prefix, draws=1), "one forward": one}[which]
     whole = runner.forward_estimate(probe, x)
     copy_bytes = runner.forward_estimate(randomise._Copy(), x)
     gate = budget.Gate(whole, wait=10)
@@ -552,6 +558,7 @@ def test_memory_is_waited_for_before_the_models_lock_and_the_randomised_copy_is_
     real_copy = randomise._Copy.__call__
     monkeypatch.setattr(randomise._Copy, "__call__", lambda *a: (events.append(("copy", None)), real_copy(*a))[1])
     monkeypatch.setattr(randomise.CascadeProbe, "steps", lambda *a: events.append(("steps", gate.used)))
+    monkeypatch.setattr(randomise.CascadeProbe, "gathered", lambda self, draws: draws)
     # another request holds all but 1 byte (the randomisation: all but the copy's bytes, so that the copy alone
     # would fit) for 0.3 s
     busy = whole - copy_bytes if which == "randomise" else whole - 1

@@ -208,8 +208,13 @@ DELETION = View("deletion", "test the map: deletion and insertion", (
     Field("regions", "int", 3, "occlusion: regions per side of the picture", 2, 8, 1, link="tm_regions")))
 RANDOMISE = View("randomise", "test the map: randomise the weights", (
     IMAGE, TM_MODEL,
-    Field("step", "int", 0, "blocks re-initialised, from the top (0 = trained)", 0, MAX_DEPTH, 1, link="tm_step",
-          follows="layers"),
+    Field("step", "int", 0, "step shown: 0 = trained, then the head, the final norm and the blocks from the top "
+          "re-drawn", 0, MAX_DEPTH + 2, 1, link="tm_step", follows="layers",
+          info="a model without classes has no head step; the last step has every block and the head random"),
+    Field("draws", "int", 3, "random draws of the weights (each its own seed; the spread is shown)", 1, 10, 1,
+          link="tm_draws"),
+    Field("samples", "int", 3, "sMPRT: noisy copies of the picture each map is averaged over (the last noise-free)",
+          1, 50, 1, link="tm_samples"),
     Field("map", "choice", "relevance", "map", choices=MAP_NAMES, link="tm_map", shown=MAP_LABELS),
     Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="tm_cmap")))
 REPORT = View("report", "test the map: report card", (

@@ -252,73 +252,181 @@ def compose(parts: list[Image.Image], beside: bool) -> Image.Image:
     return plotting.fit_image(out, min(sizes) if sizes else None)
 
 
-def render_cascade(c: randomise.Cascade, picture: np.ndarray, grid: tuple[int, int], step: int, name: str,
-                   rho: dict[str, np.ndarray], cmap: str, model: str) -> Image.Image:
+def check_randomise(runner: Runner, grid: tuple[int, int], values: dict) -> int:
+    """The multiply-adds the randomisation's settings would send through ``runner``'s model (from the settings
+    alone: :func:`vitviz.analyses.randomise.planned_macs`); ``ValueError`` naming what to lower when that is over
+    :data:`faithful.MAX_TEST_MACS`."""
+    tokens = grid[0] * grid[1] + runner.spec.prefix
+    draws, samples = values["draws"], values["samples"]
+    macs = randomise.planned_macs(runner.spec, tokens, bool(runner.labels), draws, samples)
+    if macs <= faithful.MAX_TEST_MACS:
+        return macs
+    forwards = macs / faithful.sequence_macs(runner.spec, tokens)
+    lower = [f"`draws` (now {draws})"] * (draws > 1) + [f"`samples` (now {samples})"] * (samples > 1)
+    ask = ("lower " + " or ".join(lower)) if lower else "choose a smaller model"
+    raise ValueError(
+        f"`draws`, `samples`: with these settings the randomisation would send about {macs / 1e12:.1f} trillion "
+        f"multiply-adds through {runner.spec.key} on this {grid[0]}×{grid[1]}-patch picture (about {forwards:.0f} "
+        f"of its forwards); one request may send at most {faithful.MAX_TEST_MACS / 1e12:.1f} trillion. "
+        f"{ask[0].upper() + ask[1:]}.")
+
+
+def step_label(name: str) -> str:
+    """A step's name as the chart's axis writes it: 'trained', 'head', 'norm', then the block's number."""
+    return {"final norm": "norm"}.get(name, name.removeprefix("block "))
+
+
+def spread(v: np.ndarray, unit: str = "") -> str:
+    """Draws' values in words: 'mean ± sd (min to max)', or the one value ('%': as percentages)."""
+    v = np.asarray(v, np.float64)
+    f = "{:.1%}" if unit == "%" else "{:.2f}"
+    if len(v) < 2:
+        return f.format(v[0])
+    return (f"{f.format(np.nanmean(v))} ± {f.format(np.nanstd(v, ddof=1))} ({f.format(np.nanmin(v))} to "
+            f"{f.format(np.nanmax(v))})")
+
+
+def render_cascade(c: randomise.Cascade, sc: randomise.Scores, picture: np.ndarray, grid: tuple[int, int],
+                   step: int, name: str, cmap: str, model: str) -> Image.Image:
+    """The map ``name`` trained and at ``step`` (the first draw), over the chart of every map's MPRT score per
+    step: the draws' range as a band, their mean as a line; the trained class's mean probability."""
     st = plotting.style()
     small = np.asarray(Image.fromarray(picture).resize(plotting.panel_size(*picture.shape[:2], 170), Image.BILINEAR))
-    maps = [plotting.heat_overlay(small, m.reshape(grid), cmap, 0.6) for m in (c.maps[name][0], c.maps[name][step])]
-    after = f"top {step} block{'s' if step != 1 else ''} random" if step else "trained (step 0)"
-    overlay = plotting.panels(maps, ["trained", after], f"{name}: the weights randomised from the top", cmap,
-                              f"{name}, each scaled to its own range", cols=2, panel_px=170)
-    steps = np.arange(c.layers + 1)
+    maps = [plotting.heat_overlay(small, m.reshape(grid), cmap, 0.6) for m in (c.maps[name][0, 0], c.maps[name][0, step])]
+    after = f"step {step}: {c.steps[step]} re-drawn (draw 1)" if step else "trained (step 0)"
+    overlay = plotting.panels(maps, ["trained", after], f"{label_of(name)}: the weights re-drawn from the output",
+                              cmap, f"{label_of(name)}, each scaled to its own range", cols=2, panel_px=170)
+    x = np.arange(len(c.steps))
     height = max(2.4, (st.max_height - overlay.height - 60) / plotting.DPI)  # the chart's margins come on top
     with plotting.figure(1, 1, figsize=(plotting.fig_width(7.6), height)) as (fig, ax):
-        for k, r in rho.items():
-            ax.plot(steps, r, "o-", ms=4, color=COLOURS.get(k, "#000000"), label=k)
+        for k, r in sc.mprt.items():
+            style = line_style(k)
+            ax.fill_between(x, np.nanmin(r, 0), np.nanmax(r, 0), color=style["color"], alpha=0.18, lw=0)
+            ax.plot(x, np.nanmean(r, 0), lw=1.6, **style)
         if c.probs is not None:
-            ax.plot(steps, c.probs, "s--", color="#000000", label="class's\nprobability")
+            ax.plot(x, c.probs.mean(0), ls=(0, (4, 2)), color="#000000", lw=1.4, label="class's\nprobability")
+        ax.axhline(randomise.PASS_BELOW, color="#777777", lw=1, ls=":", label=f"pass: below {randomise.PASS_BELOW:g}")
         ax.axvline(step, color="#999999", lw=1)
-        ax.set_xlabel("blocks re-initialised, from the top")
+        ax.set_xticks(x, [step_label(s) for s in c.steps], rotation=90 if len(x) > 16 else 0)
+        ax.set_xlabel("re-drawn from the output: head, final norm, block (number)")
         ax.set_ylabel("rank corr. / prob.")
-        ax.set_ylim(min(-0.2, min(float(r.min()) for r in rho.values()) - 0.05), 1.05)
+        low = min(float(np.nanmin(r)) for r in sc.mprt.values()) if sc.mprt else 0.0
+        ax.set_ylim(min(-0.2, low - 0.05), 1.05)
+        ax.set_title(f"lines: mean of {c.draws} draw{'s' if c.draws != 1 else ''}; bands: their range", loc="left")
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.05), frameon=False)
-        ax.xaxis.get_major_locator().set_params(integer=True)
         chart = plotting.to_image(fig)
     both = compose([overlay, chart], beside=False)
-    return plotting.described(both, f"{name} of {model} with the top {step} blocks re-initialised, beside the "
-                              "trained map; rank correlation with the trained map per step: "
-                              + "; ".join(f"{k} " + ", ".join(f"{v:.2f}" for v in r) for k, r in rho.items()) + ".")
+    return plotting.described(both, f"{label_of(name)} of {model} at step {step} ({c.steps[step]}), beside the "
+                              f"trained map; each map's rank correlation with its trained map per step, mean of "
+                              f"{c.draws} draws: " + "; ".join(f"{label_of(k)} " + ", ".join(
+                                  f"{v:.2f}" for v in np.nanmean(r, 0)) for k, r in sc.mprt.items()) + ".")
+
+
+def randomise_table(sc: randomise.Scores, names: list[str]) -> str:
+    """The scores at full randomisation, one row per map: MPRT's and sMPRT's Spearman, eMPRT's rise, what passes."""
+    def mark(ok: bool) -> str:
+        return "yes" if ok else "no"
+
+    rows = []
+    for k in names:
+        p = sc.passes(k)
+        rows.append(f"| {label_of(k)} | {spread(sc.mprt[k][:, -1])} | "
+                    + (f"{spread(sc.smprt[k])} | " if k in sc.smprt else "— | ")
+                    + f"{spread(sc.emprt[k])} | {mark(p['mprt'])} / {mark(p['smprt'])} / {mark(p['emprt'])} |")
+    return ("| map | MPRT: Spearman, all random | sMPRT: Spearman of smoothed maps | eMPRT: entropy's rise | "
+            "passes (MPRT / sMPRT / eMPRT) |\n|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 @record(declared.RANDOMISE, tab="classify", figures=("randomise",), bundle=True, long=True,
-        doc="The sanity check of Adebayo et al. (2018): the model's blocks re-initialised from the top down, one "
-            "more at each step; numbers.spearman gives each map's rank correlation with the trained model's at "
-            "every step, numbers.probability the trained class's probability.")
+        doc="The model parameter randomisation test as quantus 0.6.0 computes it: copies of the model re-drawn "
+            "from the output, step by step (numbers.steps: 'trained', 'head', 'final norm', 'block L' … 'block 1'), "
+            "in numbers.draws seeded draws; numbers.spearman[map][step][draw] is the original MPRT's score (Spearman "
+            "rank correlation of |map| with the trained |map|), numbers.smprt[map][draw] smooth MPRT's (maps "
+            "averaged over numbers.noise.samples noisy copies of the input, at full randomisation), "
+            "numbers.emprt[map][draw] efficient MPRT's (the relative rise of the map's 100-bin entropy from trained "
+            "to fully random); numbers.passes[map] which tests a map passes in every draw (Spearman below "
+            f"{randomise.PASS_BELOW:g}, entropy rising). Settings that would send more than "
+            f"{faithful.MAX_TEST_MACS / 1e13:g}e13 multiply-adds through the model are refused, naming what to "
+            "lower.")
 def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
-    """The maps with the top blocks re-initialised, and how alike they stay to the trained model's."""
+    """The maps of copies re-drawn from the output step by step, over several draws, and the three scores."""
     runner = _runner(values, progress)
     s = settle(values)
     grid, picture = _input_grid(runner, rgb)
-    c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix), rgb).value
-    step = s.within("step", c.layers, f"{runner.spec.key} has {c.layers} blocks.", lo=0)
+    check_randomise(runner, grid, values)
+    c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix, values["draws"], values["samples"]), rgb).value
+    sc = randomise.scores_of(c)
+    last = len(c.steps) - 1
+    steps_said = ", ".join(c.steps[1:3]) + f", then blocks {c.layers} to 1"
+    step = s.within("step", last, f"{runner.spec.key} has {last} steps after the trained model ({steps_said}).",
+                    lo=0)
     name = values["map"]
     if name not in c.maps:
-        s.use("map", "attention", f"{runner.spec.key} has no classes, so no relevance: the attention map is shown.")
+        s.use("map", "attention", f"{runner.spec.key} has no classes, so no {label_of(name)}: the attention map is "
+              "shown.")
         name = "attention"
-    rho = {k: np.array([randomise.spearman(m[0], m[i]) for i in range(len(m))]) for k, m in c.maps.items()}
-    figure = render_cascade(c, picture, grid, step, name, rho, values["cmap"], runner.spec.key)
+    names = list(c.maps)
+    figure = render_cascade(c, sc, picture, grid, step, name, values["cmap"], runner.spec.key)
     labels = runner.labels or []
+
+    def said(t: int) -> str:
+        return next(iter(nearest_shapes({labels[t] if labels else f"class {int(t)}": 0.0}, runner.spec.key, rgb)))
+
     fell = ""
     if c.probs is not None:
-        changed = next((i for i, t in enumerate(c.top) if t != c.target), None)
-        said = labels[c.top[step]] if labels else f"class {int(c.top[step])}"
-        said = next(iter(nearest_shapes({said: 0.0}, runner.spec.key, rgb)))  # a photo: the nearest shape, said
-        fell = (f" The trained class's probability: {c.probs[0]:.1%} in the trained model"
-                + (f", {c.probs[step]:.1%} at step {step}, where the model predicts “{said}”" if step else "")
-                + (f" (the prediction first changes at step {changed}; the chart shows every step's value)."
-                   if changed is not None else " (the chart shows every step's value)."))
-    text = (f"Step {step} of {c.layers}: the top {step} of {runner.spec.key}'s blocks are re-drawn from a ViT's "
-            "initial distribution (seeded), the rest keep their trained weights. A map that stays alike to the "
-            "trained one when the weights that made the prediction are gone is not about what the model learned. "
-            f"At step {step}, the rank correlation of the patches' scores with the trained map: "
-            + ", ".join(f"{k} {r[step]:.2f}" for k, r in rho.items()) + f".{fell}")
-    numbers = {"model": runner.spec.key, "step": step, "map": name, "grid": list(grid),
-               "spearman": {k: r.tolist() for k, r in rho.items()},
-               "probability": None if c.probs is None else c.probs.tolist(),
-               "prediction": None if c.top is None else [
-                   next(iter(nearest_shapes({labels[t]: 0.0}, runner.spec.key, rgb))) if labels else int(t)
-                   for t in c.top]}
-    return Shown({"randomise": figure}, {"text": text}, numbers, s, runner.spec.key, runner.notice)
+        changed = [next((i for i, t in enumerate(row) if t != c.target), None) for row in c.top]
+        fell = (f" The trained class's probability: {c.probs[0, 0]:.1%} in the trained model"
+                + (f", {spread(c.probs[:, step], '%')} at step {step}"
+                   + (" over the draws" if c.draws > 1 else "")
+                   + f", where the model predicts “{said(c.top[0, step])}”" + (" in draw 1" if c.draws > 1 else "")
+                   if step else "")
+                + ("; the prediction first changes at step " + ", ".join(
+                    "never" if i is None else str(i) for i in changed)
+                   + (" in draws " + ", ".join(str(d + 1) for d in range(c.draws)) if c.draws > 1 else "") + "."
+                   if any(i is not None for i in changed) else "; no draw changes the prediction."))
+    verdicts = {k: sc.passes(k) for k in names}
+    good = [label_of(k) for k in names if verdicts[k]["all"]]
+    some = [label_of(k) for k in names if not verdicts[k]["all"] and any(verdicts[k][t] for t in ("mprt", "smprt",
+                                                                                                  "emprt"))]
+    draws = f"{c.draws} draw{'s' if c.draws != 1 else ''}"
+    text = (f"Step {step} of {last}: {c.steps[step]}"
+            + (" (the trained model)." if not step else f" and everything above it re-drawn from a ViT's initial "
+               "distribution (linear layers from a truncated normal, std 0.02 cut at ±0.04, zero bias; norms the "
+               "identity; LayerScale at its initial value), the rest keeping their trained weights; the picture "
+               "shows draw 1.")
+            + f" The chart shows every step of {draws} (each its own seed): a map that stays alike to the trained "
+            "one once the weights that made the prediction are gone is not about what the model learned. "
+            f"**Passing** here means, in every one of the {draws}: the rank correlation with the trained map at full "
+            f"randomisation (every block{' and the head' if 'head' in c.steps else ''} re-drawn) is below "
+            f"{randomise.PASS_BELOW:g}, for the maps themselves (MPRT) and for maps averaged over {c.samples} "
+            f"cop{'ies' if c.samples != 1 else 'y'} of the picture with noise of {randomise.NOISE:.0%} of its range "
+            "(sMPRT, the last copy noise-free), and the map's entropy over 100 bins rises (eMPRT above 0: the "
+            "random model's map is the more disordered). "
+            + (f"Passing all three: **{', '.join(good)}**. " if good else "No map passes all three. ")
+            + (f"Passing some: {', '.join(some)}. " if some else "")
+            + "At full randomisation, mean ± sd (min to max) over the draws: "
+            + "; ".join(f"{label_of(k)} {spread(sc.mprt[k][:, -1])}" for k in names) + "." + fell
+            + " The scores depend on the similarity measure and on the order of the steps (Hedström et al. 2023): "
+            "a hint, not a verdict.")
+    if c.target is None:
+        text += (" This model has no classes, so no head step: its maps (attention, rollout) do not read the final "
+                 "norm either, so that step leaves them as they were.")
+    table = randomise_table(sc, names)
+    numbers = {"model": runner.spec.key, "step": step, "map": name, "grid": list(grid), "steps": list(c.steps),
+               "draws": [{"draw": d + 1, "seeds": [randomise.seed_of(d, k) for k in range(1, len(c.steps))]}
+                         for d in c.seeds],
+               "spearman": {k: r.T.tolist() for k, r in sc.mprt.items()},
+               "smprt": {k: v.tolist() for k, v in sc.smprt.items()},
+               "emprt": {k: v.tolist() for k, v in sc.emprt.items()},
+               "entropy": {k: {"trained": float(v[0]), "random": v[1:].tolist()} for k, v in sc.entropy.items()},
+               "passes": verdicts, "threshold": randomise.PASS_BELOW,
+               "noise": {"samples": c.samples, "std": f"{randomise.NOISE:g} × (max - min) of the prepared input",
+                         "seed": randomise.NOISE_SEED},
+               "bins": randomise.BINS,
+               "probability": None if c.probs is None else c.probs.T.tolist(),
+               "prediction": None if c.top is None else [[said(t) for t in row] for row in c.top.T]}
+    return Shown({"randomise": figure}, {"text": table + "\n\n" + text, "table": table}, numbers, s,
+                 runner.spec.key, runner.notice)
 
 
 # ---- predict, then test -------------------------------------------------------------------------------------
