@@ -53,7 +53,7 @@ def test_road_solves_its_own_linear_system_by_a_dense_solve():
     h = w = 8
     x = torch.randn(1, 3, h, w)
     missing = perturb.patch_mask((4, 4), 2, np.array([0, 5, 6, 9, 15]))
-    got = perturb.road_solve(x, missing[None])[0].numpy()
+    got = perturb.road_solve(x, missing[None], dtype=torch.float64)[0].numpy()
     idx = [i for i in range(h * w) if missing.reshape(-1)[i]]
     at = {p: j for j, p in enumerate(idx)}
     weights = {(dy, dx): (1 / 6 if dy == 0 or dx == 0 else 1 / 12) for dy in (-1, 0, 1) for dx in (-1, 0, 1)
@@ -76,9 +76,12 @@ def test_road_solves_its_own_linear_system_by_a_dense_solve():
     want[:, idx] = v.T
     np.testing.assert_allclose(got.reshape(3, -1), want, rtol=0, atol=1e-9 * np.abs(want).max())
     # every patch removed: no known pixel, the picture's per-channel mean
-    all_gone = perturb.road_solve(x, torch.ones(1, h, w, dtype=torch.bool))[0]
+    all_gone = perturb.road_solve(x, torch.ones(1, h, w, dtype=torch.bool), dtype=torch.float64)[0]
     np.testing.assert_allclose(all_gone.numpy(), x[0].double().mean((1, 2), keepdim=True).expand(3, h, w).numpy())
-    noisy = perturb.road_pictures(x, missing[None], seed=3)[0] - torch.as_tensor(got, dtype=torch.float32)
+    # the page's float32 solve: within float32's rounding of the float64 one (values about 1: 1e-6 absolute)
+    plain = perturb.road_solve(x, missing[None])[0]
+    assert plain.dtype == torch.float32 and float((plain.double() - torch.as_tensor(got)).abs().max()) < 1e-5
+    noisy = perturb.road_pictures(x, missing[None], seed=3)[0] - plain
     assert float(noisy[:, ~missing].abs().max()) == 0.0  # the noise only where pixels were removed
     assert 0.005 < float(noisy[:, missing].std()) < 0.02  # and of grad-cam's size, 0.01
 

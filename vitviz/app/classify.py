@@ -109,6 +109,7 @@ def _test_the_map(tab: Tab, form: Form) -> None:
                 fig = figure("predict-choice", visible=False)  # until the marks are tested
     _predict_panel(tab, P, box, picker, carrier, [mode.change, seeds.release, form[P["rank"]].change,
                                                   form[P["model"]].change], note, fig)
+    tab.panel(RECORDS["report"], again)  # the report card: every map under token dropping and pixel perturbation
 
 
 def _predict_panel(tab: Tab, view, box: gr.Accordion, picker: gr.HTML, carrier: gr.HTML, triggers: list,
