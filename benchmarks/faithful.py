@@ -7,7 +7,13 @@ DINO ViT-S/8 (transformers) and ViT-B/16 (timm) shapes at 224 px (random weights
 private Hugging Face cache and loaded by the registry's real loaders) and the offline model at its 64 px. For each:
 the model's own fused forward (median of 5), then each view on a new picture (nothing kept from the last), median
 of 3, and its cost as a multiple of the forward; the deletion view's tokens through the model (its cost in tokens,
-as the view reports it) and its occlusion grid.
+as the view reports it) and its occlusion grid; the report card (``report``: every map by token dropping and by
+pixel perturbation, at its defaults and with the ROAD baseline) with its tokens and whole pictures.
+``python -m benchmarks.faithful --only report`` runs the report card's rows alone (the same forward measured first).
+
+    python -m benchmarks.faithful --randomise
+
+The randomisation view at its default settings, once per model (:func:`randomise_cost`).
 
     python -m benchmarks.faithful --class-waits
 
@@ -30,7 +36,8 @@ from benchmarks import hubcache
 HOME = hubcache.offline_home()
 
 
-def main() -> None:
+def main(only: str | None = None) -> None:
+    """Every case's table (``only``: the cases whose view is that one, e.g. "report": the report card alone)."""
     import numpy as np
     import torch
 
@@ -42,7 +49,9 @@ def main() -> None:
     hubcache.two_models(HOME)
     rng = np.random.default_rng(0)
     cases = {"deletion": {}, "deletion (both curves)": {"curves": "both"}, "deletion (21 points)": {"points": 21},
-             "randomise": {"step": 6}, "predict": {"patches": "3,3;3,4;4,3;4,4"}}
+             "randomise": {"step": 6}, "predict": {"patches": "3,3;3,4;4,3;4,4"},
+             "report": {}, "report (road)": {"baseline": "road"}}
+    cases = {k: v for k, v in cases.items() if only is None or k.split(" (")[0] == only}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| model | side | fused forward | view | seconds | in forwards | tokens through the model (deletion) |")
     print("|---|---|---|---|---|---|---|")
@@ -61,6 +70,9 @@ def main() -> None:
             cost = shown.numbers.get("cost", {})
             tokens = (f"{cost['tokens']:,} ({cost['forwards']:.0f} forwards' worth; occlusion "
                       f"{shown.numbers['occlusion']['regions']} regions)") if cost else ""
+            if view == "report":  # its tokens and its whole pictures, and the maps it tested
+                tokens = (f"{cost['tokens']:,} tokens and {cost['pictures']} whole pictures ({cost['forwards']:.0f} "
+                          f"forwards' worth; {len(shown.numbers['maps'])} maps)")
             print(f"| {key} | {side} | {bare * 1000:.0f} ms | {name} | {seconds:.2f} s | {seconds / bare:.1f} | "
                   f"{tokens} |")
 
@@ -155,7 +167,57 @@ def class_waits() -> None:
           f"alone (before and after together, {alone:.2f} s): {statistics.median(during) / alone:.2f}×.")
 
 
+def randomise_cost() -> None:
+    """The randomisation view at its default settings (draws, sMPRT samples) on DINO ViT-S/8's and ViT-B/16's shapes
+    at 224 px and the offline model: the fused forward (median of 5), then one run of the view on a new picture
+    (the model warm, nothing of the picture kept), in seconds and in fused forwards; the maps made (class_maps
+    calls) and the multiply-adds the view plans for its bound."""
+    import time
+
+    import numpy as np
+    import torch
+
+    from vitviz import views
+    from vitviz.analyses import faithful, maps, randomise
+    from vitviz.models import cache as models
+    from vitviz.models.runner import Call
+    from vitviz.specs import registry
+
+    hubcache.two_models(HOME)
+    rng = np.random.default_rng(70)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; maps: {', '.join(maps.NAMES)}")
+    print("| model | side | fused forward | draws, samples | maps made | planned (bound) | seconds | in forwards |")
+    print("|---|---|---|---|---|---|---|---|")
+    for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)", registry.OFFLINE_KEY):
+        runner = models.get_model(key)
+        assert runner.spec.key == key, runner.notice
+        side = runner.resolution
+        x = torch.randn(1, 3, side, side)
+        bare = hubcache.median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
+        values = views.VIEWS["randomise"].check({"model": key})
+        made = []
+        real = randomise._maps_of
+        randomise._maps_of = lambda *a: (made.append(1), real(*a))[1]
+        try:
+            t0 = time.perf_counter()
+            shown = views.show("randomise", rng.integers(0, 256, (side, side, 3), dtype=np.uint8), values)
+            seconds = time.perf_counter() - t0
+        finally:
+            randomise._maps_of = real
+        g = side // runner.spec.patch
+        macs = randomise.planned_macs(runner.spec, g * g + runner.spec.prefix, bool(runner.labels), values["draws"],
+                                      values["samples"])
+        print(f"| {key} | {side} | {bare * 1000:.0f} ms | {values['draws']}, {values['samples']} | {len(made)} "
+              f"({len(shown.numbers['steps'])} steps) | {macs / 1e12:.1f}e12 ({faithful.MAX_TEST_MACS / 1e12:.1f}e12) "
+              f"| {seconds:.1f} s | {seconds / bare:.0f} |")
+
+
 if __name__ == "__main__":
     import sys
 
-    class_waits() if "--class-waits" in sys.argv[1:] else main()
+    if "--class-waits" in sys.argv[1:]:
+        class_waits()
+    elif "--randomise" in sys.argv[1:]:
+        randomise_cost()
+    else:
+        main(sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[1:] else None)
