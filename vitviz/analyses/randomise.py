@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vitviz.analyses.maps import NEED_A_CLASS, class_maps
+from vitviz.analyses import maps as made
+from vitviz.analyses.maps import class_maps
 from vitviz.models import budget
 from vitviz.models.parts import parts_of
 from vitviz.models.runner import Forward
@@ -328,7 +329,7 @@ def maps_forwards(classes: bool) -> int:
     forwards: 1.6 measured for DINO ViT-S/8's shape at 224 px), and with classes about two forwards' worth (a
     backward) per class map of :data:`vitviz.analyses.maps.NEED_A_CLASS` (all five maps: 5.1 fused forwards
     measured for ViT-B/16's shape)."""
-    return 2 + 2 * len(NEED_A_CLASS) * bool(classes)
+    return 2 + 2 * len(made.NEED_A_CLASS) * bool(classes)
 
 
 def planned_steps(spec: ModelSpec, classes: bool) -> int:

@@ -3,8 +3,10 @@ own picture (the Classify tab's section "Test the map"; the analyses are :mod:`v
 
 - **Deletion and insertion**: each map's order of the patches, taken out (or put in) 10% at a time, against
   random orders; the area under each curve in a table.
-- **Randomise the weights**: the maps of a model whose blocks are re-initialised from the top down, and how alike
-  they stay to the trained model's (Spearman's rank correlation), beside its prediction falling apart.
+- **Randomise the weights**: the maps of copies of the model re-drawn from the output (the head, the final norm,
+  then the blocks from the top), in several seeded draws, and how alike they stay to the trained model's: the
+  original MPRT's Spearman rank correlation at every step, smooth MPRT's and efficient MPRT's at full
+  randomisation (as quantus 0.6.0 computes them), with the draws' spread, beside the prediction falling apart.
 - **Predict, then test**: the student marks the patches they think the model needs; those are dropped (or kept
   alone) and compared with the same number of patches by each map.
 
