@@ -186,6 +186,67 @@ def test_explorer_colours_are_matplotlibs(explorer):
     assert lut == table[:6].tolist() == [68, 1, 84, 68, 2, 86]  # viridis' first two entries, as matplotlib has them
 
 
+def test_the_class_map_cells_bring_the_librarys_maps_for_the_top_class(explorer, library):
+    """Offline (the embedded model on the star): the strip's class-map cells name the class they explain; clicking
+    two of them and pressing Enter on the third fetches each map once as a part, drawn in its cell, equal to the
+    library's class maps for the analysis's top class, and its caption's top patch and share are the library's."""
+    from vitviz.analyses import maps, relevance
+
+    page, calls = explorer
+    cells = page.locator("#attention-explorer .vx-class")
+    assert cells.count() == len(maps.NEED_A_CLASS)
+    runner = library.runner
+    target = int(np.argmax(library.maps.logits.reshape(-1)))
+    name = runner.labels[target]
+    help_text = page.locator("#attention-explorer .vx-help").inner_text()
+    assert f"the class maps for class “{name}” (the model's top class here)" in help_text, help_text
+    strip = page.locator("#attention-explorer .vx-strip").get_attribute("aria-label")
+    assert f"class maps for class “{name}”" in strip and "keys [ and ] change the layer" in strip
+    want = runner.run(relevance.ClassMapsProbe(runner.spec.prefix, target=target),
+                      runner.normalise(library.fitted.image)).maps  # the library's, for the same class and input
+    gh, gw = library.maps.grid
+    calls.clear()
+    for i, key in enumerate(maps.NEED_A_CLASS):
+        cell = cells.nth(i)
+        label = {"attnlrp": "AttnLRP", "legrad": "LeGrad"}.get(key, key)
+        assert cell.locator("figcaption").inner_text() == f"{label}: click"
+        assert f"{label} for class “{name}”" in cell.get_attribute("aria-label") and cell.get_attribute("role") == "button"
+        if i < 2:
+            cell.click()
+        else:
+            cell.focus()
+            page.keyboard.press("Enter")  # the keyboard asks for it too
+        page.wait_for_function("(i) => document.querySelectorAll('#attention-explorer .vx-class figcaption')[i]"
+                               ".dataset.share !== undefined", arg=i, timeout=60_000)
+        got = np.array(page.evaluate("(k) => Array.from(document.querySelector('#attention-explorer .vx').__vx"
+                                     ".classMaps[k])", key), np.float64)
+        ref = want[key].astype(np.float32).astype(np.float64)
+        assert np.abs(got - ref).max() <= 4 * 2.0 ** -24 * np.abs(ref).max(), key  # float32's rounding at most
+        r, c, share = relevance.top_patch(want[key], (gh, gw))
+        d = cell.locator("figcaption").evaluate("el => ({...el.dataset, text: el.textContent})")
+        assert d["top"] == f"{r},{c}" and abs(float(d["share"]) - share) <= 1e-6 * max(share, 1e-12), (key, d)
+        assert d["text"].startswith(label) and f"({r}, {c})" in cell.get_attribute("title")
+        assert cell.locator("canvas").evaluate(SIGNATURE) != 0
+    fetched = [u.rsplit("/", 1)[1] for u in calls if "/vitviz/explorer/" in u]
+    assert fetched == [f"class-{k}.f4" for k in maps.NEED_A_CLASS], calls  # each once, nothing else asked
+    page.locator("#attention-explorer .vx").focus()
+    layer = int(page.locator(CAPTION).evaluate("el => el.dataset.layer"))
+    page.keyboard.press("[" if layer > 1 else "]")  # the strip's keys still change the layer
+    _wait(page, "layer", layer - 1 if layer > 1 else layer + 1)
+
+
+def test_a_model_without_classes_says_there_is_no_class_to_explain(app_url, browser, dino_in_cache):
+    """DINO ViT-S/8 shape: the strip keeps its layers and rollout and ends with one cell that says there is no
+    class to explain (not a silent gap), with nothing to fetch."""
+    page = _open_scene(browser, app_url, 1)  # the ring scene
+    cells = page.locator("#attention-explorer .vx-class")
+    assert cells.count() == 1 and page.locator("#attention-explorer .vx-step[data-l]").count() == 13
+    assert cells.first.inner_text() == "no class to explain" and cells.first.locator("canvas").count() == 0
+    assert "has no classes" in cells.first.get_attribute("title")
+    assert "class maps for class" not in page.locator("#attention-explorer .vx-help").inner_text()
+    page.close()
+
+
 def _open(page, app_url: str, tab: str, example: int, selector: str):
     page.goto(app_url)
     page.get_by_role("tab", name=tab, exact=True).click()
@@ -463,7 +524,8 @@ def test_the_explorer_uses_the_screen_and_goes_full_screen(app_url, browser, din
     page.evaluate("() => document.querySelector('#attention-explorer').scrollIntoView()")
     bar = page.locator("#attention-explorer .vx-bar").bounding_box()
     strip = page.locator("#attention-explorer .vx-strip").bounding_box()
-    assert page.locator("#attention-explorer .vx-step").count() == 13
+    assert page.locator("#attention-explorer .vx-step[data-l]").count() == 13  # 12 layers and the rollout
+    assert page.locator("#attention-explorer .vx-class").count() == 1  # and the cell that says DINO has no class
     assert strip["y"] + strip["height"] - bar["y"] <= 720 and strip["y"] + strip["height"] <= 720
     for label in page.locator("#attention-explorer .vx-bar label").all():  # one line each: label, control, value
         parts = label.evaluate("el => [...el.querySelectorAll('input, output, select')].map((c) => "

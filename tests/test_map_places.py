@@ -176,3 +176,35 @@ def test_the_class_maps_from_threads_equal_the_sequential_ones():
         assert list(together[i]) == list(alone[i])
         for k in alone[i]:
             assert np.array_equal(alone[i][k], together[i][k]), (i, k)
+
+
+def test_the_explorers_class_map_parts_are_the_librarys_maps_for_the_top_class(dino_in_cache, monkeypatch):
+    from vitviz.analyses import attention as analysis
+    from vitviz.core import owned
+    from vitviz.render import browser
+
+    owned.reset("results")
+    rgb = _star()
+    runner = cache.get_model(registry.OFFLINE_KEY)
+    a = analysis.analyse(runner, rgb, 224)
+    target = int(np.argmax(a.maps.logits.reshape(-1)))
+    said = browser.class_maps_payload(a)
+    assert said == {"names": list(maps.NEED_A_CLASS), "labels": {"relevance": "relevance", "attnlrp": "AttnLRP",
+                                                                  "legrad": "LeGrad"},
+                    "parts": {k: f"class-{k}.f4" for k in maps.NEED_A_CLASS}, "target": target,
+                    "class": runner.labels[target], "left_out": {}}
+    want = runner.run(relevance.ClassMapsProbe(runner.spec.prefix, target=target),
+                      runner.normalise(a.fitted.image)).maps  # the same class, on the analysis's own input
+    runs = _runs(monkeypatch)
+    for k in maps.NEED_A_CLASS:
+        body, media = browser.explorer_part(a.token, f"class-{k}.f4")
+        got = np.frombuffer(body, "<f4")
+        assert media == "application/octet-stream" and np.array_equal(got, want[k].astype(np.float32)), k
+    assert [type(p) for p in runs] == [relevance.ClassMapsProbe]  # one run of the model for all three parts
+    assert browser.explorer_part(a.token, "class-attention.f4") is None  # not a class map
+    assert browser.PART.match("class-legrad.f4") and not browser.PART.match("class-legrad.f2")
+    # DINO (no classes): the payload says so, and there is no part to fetch
+    d = analysis.analyse(dino_in_cache, rgb, 64)
+    none = browser.class_maps_payload(d)
+    assert none["target"] is None and none["class"] is None
+    assert browser.explorer_part(d.token, "class-relevance.f4") is None

@@ -327,10 +327,39 @@ def forward() -> dict:
             "ties": [[t, np.argsort(-np.array(t), kind="stable")[:5].tolist()] for t in ties]}
 
 
+def class_maps() -> dict:
+    """vitviz.analyses.relevance.top_patch on float32 maps as the explorer receives them (random, signed as AttnLRP's,
+    with ties, nothing positive, all zero), with the float64 rounding a sum of n terms in another order may differ
+    by; and render/browser.py's class_maps_payload for a model with classes, one whose AttnLRP is refused and one
+    without classes."""
+    from vitviz.analyses.relevance import top_patch
+    from vitviz.render.browser import class_maps_payload
+
+    rng = np.random.default_rng(13)
+    rows = [(rng.random(64).astype(np.float32), (8, 8)), (rng.standard_normal(196).astype(np.float32), (14, 14)),
+            (np.round(rng.random(48) * 3).astype(np.float32), (6, 8)), (-rng.random(12).astype(np.float32), (3, 4)),
+            (np.zeros(9, np.float32), (3, 3)), ((rng.random(784) ** 6).astype(np.float32), (28, 28))]
+    cases = []
+    for row, grid in rows:
+        r, c, share = top_patch(row, grid)
+        total = float(np.clip(row.astype(np.float64), 0, None).sum())
+        cases.append({"b64": _b64(row), "gw": grid[1], "row": r, "col": c, "share": share,
+                      "bound": 2 * len(row) * EPS64 * share + 2.0 ** -1074 if total > 0 else 0.0})
+
+    def analysis(logits, labels, refusal=None):
+        runner = SimpleNamespace(labels=labels, read=lambda fn: refusal)
+        return SimpleNamespace(maps=SimpleNamespace(logits=logits, prefix=1), runner=runner)
+
+    payloads = {"classes": class_maps_payload(analysis(np.array([[0.1, 2.0, -1.0]]), ["ring", "star", "cross"])),
+                "refused": class_maps_payload(analysis(np.array([[3.0, 2.0]]), None, "AttnLRP: not these layers.")),
+                "none": class_maps_payload(analysis(None, None))}
+    return {"cases": cases, "payloads": payloads}
+
+
 def write(path: Path) -> None:
     """Every section, as one JSON file."""
     sections = {f.__name__: f() for f in (numbers, halves, colours, mass_masks, query_rows, head_traces, logits,
-                                          pictures, lessons, addresses, forward)}
+                                          pictures, lessons, addresses, forward, class_maps)}
     path.write_text(json.dumps(sections))
 
 

@@ -15,7 +15,11 @@ at a patch or moving a slider needs no server call. What it receives for one ana
   float16 where rows from float16 stay within :data:`vitviz.core.attention.F16_TOLERANCE` of the float32 ones
   (measured when the layer is kept), float32 for sharp layers;
 - the head-mean rollout, (N,) float32, only when asked for (it needs every row of every layer: computed from the
-  kept queries and keys when its part is first fetched).
+  kept queries and keys when its part is first fetched);
+- the class maps (:data:`vitviz.analyses.maps.NEED_A_CLASS`: relevance, AttnLRP, LeGrad), (N,) float32 each, for
+  the model's top class in this analysis, only when asked for: one more forward and its backwards with the model
+  alone (:class:`vitviz.analyses.relevance.ClassMapsProbe`), made when the first of them is fetched and kept for
+  the others (:func:`class_maps_of`). A model without classes (DINO) has none, and the payload says so.
 
 The JSON answer is small (but for a first map within :data:`INLINE_BYTES`, which it holds): names of these parts,
 served by :func:`explorer_part` under ``/vitviz/explorer/<token>/``
@@ -37,6 +41,7 @@ import matplotlib
 import numpy as np
 from PIL import Image
 
+from vitviz.analyses import maps as made
 from vitviz.analyses.attention import Analysis, find, rollout
 from vitviz.core import owned
 from vitviz.core import posembed
@@ -57,7 +62,8 @@ INLINE_BYTES = 256 * 2**10
 server for anything more (the parts' fetches after the answer were most of a tour step's wait)."""
 ROUTE = "vitviz/explorer"
 """Where the explorer's parts are served, under the app's root: ``ROUTE/<token>/<part>``."""
-PART = re.compile(r"^(cls\.f4|rollout\.f4|image\.png|keys-(\d{1,3})\.f[24])$")
+PART = re.compile(r"^(cls\.f4|rollout\.f4|image\.png|keys-(\d{1,3})\.f[24]|class-(" + "|".join(made.NEED_A_CLASS)
+                  + r")\.f4)$")
 
 
 def b64(a: np.ndarray) -> str:
@@ -178,6 +184,7 @@ def _payload(a: Analysis, values: dict, fields: dict, start: int, first: list[in
         "layers": maps.layers, "heads": maps.heads, "prefix": maps.prefix,
         "tokens": maps.prefix + maps.cls.shape[-1], "head_dim": 0 if k0 is None else int(k0.q.shape[-1]),
         "parts": {"cls": "cls.f4", "rollout": "rollout.f4", "image": "image.png", "keys": key_parts(a)},
+        "class_maps": class_maps_payload(a),
         "first": first, "base": f"{ROUTE}/{a.token}/",
         **explorer_template({**values, "layer": start + 1}, fields),
     }
@@ -201,6 +208,11 @@ def part(a: Analysis, name: str) -> bytes:
         return _png(a.token, a.fitted.image)
     if name == "rollout.f4":
         return raw(rollout(a, "mean").astype(np.float32).ravel())
+    if m.group(3):
+        got = class_maps_of(a)
+        if m.group(3) not in got:
+            raise KeyError(f"this analysis has no part {name!r}")
+        return raw(got[m.group(3)])
     if name == "cls.f4":
         means = np.stack([maps.cls_map(i).ravel() for i in range(maps.layers)])[:, None]  # the library's head mean
         return raw(np.concatenate([maps.cls, means], axis=1).astype(np.float32))
@@ -209,6 +221,49 @@ def part(a: Analysis, name: str) -> bytes:
         raise KeyError(f"this analysis has no part {name!r}")
     k = maps.keys[layer]
     return raw(k.q) + raw(k.k)
+
+
+def top_class(a: Analysis) -> int | None:
+    """The class with the largest logit in the analysis's forward (the first of equal ones), None without classes."""
+    logits = a.maps.logits
+    return None if logits is None else int(np.argmax(np.asarray(logits).reshape(-1)))
+
+
+def class_maps_payload(a: Analysis) -> dict:
+    """What the explorer's strip says of the class maps: ``names`` (:data:`vitviz.analyses.maps.NEED_A_CLASS`),
+    ``labels`` (as the page writes them), ``parts`` (name -> part), ``target`` and ``class`` (the top class, its
+    index and label; both None for a model without classes: the strip says there is no class to explain) and
+    ``left_out`` (name -> why, for a map this model cannot have: AttnLRP on layers its rules do not cover)."""
+    from vitviz.models import hooks
+    from vitviz.specs.views import MAP_LABELS
+
+    target = top_class(a)
+    why = a.runner.read(hooks.lrp_refusal) if target is not None else None
+    return {"names": list(made.NEED_A_CLASS), "labels": {n: MAP_LABELS.get(n, n) for n in made.NEED_A_CLASS},
+            "parts": {n: f"class-{n}.f4" for n in made.NEED_A_CLASS}, "target": target,
+            "class": None if target is None else a.runner.labels[target] if a.runner.labels else f"class {target}",
+            "left_out": {"attnlrp": why} if why and "attnlrp" in made.NEED_A_CLASS else {}}
+
+
+_CLASS_MAPS: LRU[dict] = owned.keep("browser.class_maps", "results", LRU(32, 32 * 2**20),
+                                    "the explorer's class maps, per analysis")
+
+
+def class_maps_of(a: Analysis) -> dict[str, np.ndarray]:
+    """The class maps of the analysis's picture as the explorer draws them: name -> (N,) float32, for its top
+    class (:func:`top_class`), from one :class:`vitviz.analyses.relevance.ClassMapsProbe` on the analysis's own
+    input (its fitted picture at its side), made once per analysis however many parts are asked for at once;
+    empty for a model without classes."""
+    from vitviz.analyses import relevance
+
+    def make() -> dict[str, np.ndarray]:
+        target = top_class(a)
+        if target is None:
+            return {}
+        c = a.runner.run(relevance.ClassMapsProbe(a.maps.prefix, target=target), a.runner.normalise(a.fitted.image))
+        return {k: v.astype(np.float32) for k, v in c.maps.items() if k in made.NEED_A_CLASS}
+
+    return _CLASS_MAPS.get_or_make(a.token, make)
 
 
 _PNGS: LRU[bytes] = owned.keep("browser.pngs", "results", LRU(32, 64 * 2**20, len), "fitted pictures as PNG parts")
@@ -231,6 +286,11 @@ def explorer_part(token: str, name: str) -> tuple[bytes, str] | None:
     if a is None:
         return None
     maps = a.maps
+    if PART.match(name).group(3):  # the model runs: its probe reserves its own estimate, with the model alone
+        try:
+            return part(a, name), "application/octet-stream"
+        except KeyError:
+            return None
     size = 2 * max(keys_bytes(a), maps.cls.nbytes * (maps.heads + 1) // maps.heads, a.fitted.image.nbytes)
     with budget.reserve(size, "a part of the explorer's data"):
         try:

@@ -2,7 +2,7 @@
 // common.js, and draws everything from one payload made by the server (render/browser.py): no server call when you point or
 // move a slider.
 let root = element.querySelector(".vx");
-const S = { p: null, n: 0, cls: null, roll: null, keys: {}, pending: {}, rowCache: new Map(), luts: {}, img: null,
+const S = { p: null, n: 0, cls: null, roll: null, classMaps: {}, keys: {}, pending: {}, rowCache: new Map(), luts: {}, img: null,
             png: null, status: "", layer: 0, head: -1, query: null, pinned: false, keep: 0.6, alpha: 0.6,
             cmap: "inferno", timings: [] };
 root.__vx = S;
@@ -159,14 +159,22 @@ function draw() {
     cap.innerHTML = `${h < 0 ? "mean" : "head " + h}<br>${m ? percent(m.frac, 0) : "—"}`;
     cap.title = m ? `${name(h)}: the contour holds ${pct(m.mass)} of its attention in ${pct(m.frac)} of the patches` : "";
   });
-  const strip = [S.alpha, S.cmap, !!S.roll].join();  // the strip does not depend on the query: repainted only when it changes
-  root.querySelectorAll(".vx-step").forEach((fig) => {
+  const strip = [S.alpha, S.cmap, !!S.roll, Object.keys(S.classMaps)].join();  // the strip does not depend on the
+  // query: repainted only when it changes
+  root.querySelectorAll(".vx-step[data-l]").forEach((fig) => {
     const l = Number(fig.dataset.l);
     fig.classList.toggle("vx-on", l === L);
     if (S.strip === strip) return;
     const a = l < 0 ? S.roll : S.cls.subarray((l * (H + 1) + H) * S.n, (l * (H + 1) + H + 1) * S.n);  // rollout: once fetched
     const q = S.query; S.query = null; paint(fig.querySelector("canvas"), a, false); S.query = q;
   });
+  if (S.strip !== strip) {
+    root.querySelectorAll(".vx-class").forEach((fig) => {  // a class map: once fetched (an empty canvas until then)
+      const cv = fig.querySelector("canvas");
+      if (!cv) return;
+      const q = S.query; S.query = null; paint(cv, S.classMaps[fig.dataset.map] || null, false); S.query = q;
+    });
+  }
   S.strip = strip;
   $(".vx-layer-out").textContent = `${L + 1} of ${S.p.layers}`;
   $(".vx-keep-out").textContent = `${percent(S.keep, 0)} of the mass`;
@@ -219,6 +227,31 @@ function fetchRollout(fig) {  // the rollout needs every row of every layer: the
     .finally(() => { S.rollPending = false; });
 }
 
+function fetchClassMap(fig, cell) {  // a class map (relevance, AttnLRP, LeGrad) for the top class: the server runs
+  // the model once for all of them when the first is asked for (a forward and its backwards), then each is a part
+  const name = cell.name, cap = fig.querySelector("figcaption");
+  if (!cell.part || S.classMaps[name] || S.cmPending[name] || !S.p) return;
+  const token = S.p.token;
+  S.cmPending[name] = true; cap.textContent = "computing…";
+  fetchPart(cell.part).then((buf) => {
+    if (!S.p || S.p.token !== token) return;
+    const a = floats(buf);
+    if (a.length !== S.n) { cap.textContent = `${cell.label}: arrived damaged`; return; }
+    const top = topPatch(a, S.p.grid[1]);
+    S.classMaps[name] = a;
+    cap.textContent = `${cell.label}: top ${percent(top.share, 0)}`;
+    Object.assign(cap.dataset, { top: `${top.row},${top.col}`, share: top.share });
+    fig.title = `${cell.label} for class “${S.p.class_maps.class}”: its top patch (${top.row}, ${top.col}) holds ` +
+      `${pct(top.share)} of the map's positive total`;
+    fig.setAttribute("aria-label", fig.title);
+    update();
+  }).catch((err) => {
+    cap.textContent = err.gone ? `${cell.label}: click` : `${cell.label}: try again`;
+    if (err.gone) sendBack();
+  })
+    .finally(() => { S.cmPending[name] = false; });
+}
+
 function setLayer(l, ev) {
   S.layer = Math.max(0, Math.min(S.p.layers - 1, l));
   $(".vx-layer").value = S.layer + 1;
@@ -244,7 +277,9 @@ function build(p) {
   if (!p || !p.parts) { root.innerHTML = ""; S.p = null; return; }
   const [gh, gw] = p.grid, fit = (side) => (gw >= gh ? [side, (side * gh) / gw] : [(side * gw) / gh, side]);
   for (const [name, b] of Object.entries(p.colormaps)) S.luts[name] = bytes(b);
-  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, keys: {}, pending: {}, rowCache: new Map(),
+  const cells = classCells(p), forClass = p.class_maps && p.class_maps.class !== null && p.class_maps.class !== undefined
+    ? `, then the class maps for class “${p.class_maps.class}” (the model's top class here)` : "";
+  Object.assign(S, { p, n: gh * gw, cls: null, roll: null, rollPending: false, classMaps: {}, cmPending: {}, keys: {}, pending: {}, rowCache: new Map(),
                      strip: null, img: null, png: null, status: "", published: null }, settingsFrom(p.state, p, S));
   root.innerHTML = `
     <div class="vx-bar">
@@ -262,11 +297,11 @@ function build(p) {
       <figure class="vx-big"><figcaption aria-live="polite"></figcaption></figure>
       <div class="vx-heads"></div>
     </div>
-    <div class="vx-strip" tabindex="0" role="group" title="class token, head mean, per layer; then the rollout. Drag across to scrub."
-      aria-label="layer strip: the class token's head-mean map per layer, then the rollout; keys [ and ] change the layer"
-      style="grid-template-columns: repeat(${p.layers + 1}, minmax(0, 110px))"></div>
+    <div class="vx-strip" tabindex="0" role="group" title="class token, head mean, per layer; then the rollout and the class maps. Drag across to scrub."
+      aria-label="layer strip: the class token's head-mean map per layer, then the rollout${forClass}; keys [ and ] change the layer"
+      style="grid-template-columns: repeat(${p.layers + 1 + cells.length}, minmax(0, 110px))"></div>
     <p class="vx-help">Beside the map: each head, with the share of patches inside its contour; below: layers 1–${p.layers}
-      (class token, head mean) and the rollout. Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
+      (class token, head mean) and the rollout${forClass}${cells.some((c) => c.part) ? ": click one to have it computed" : ""}. Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
       arrows move the query, 0–${p.heads - 1} pick a head, m the head mean, [ and ] the layer.</p>`;
   const [bw, bh] = fit(960), [sw, sh] = fit(240), [tw, th] = fit(120);
   canvas($(".vx-big"), bw, bh);
@@ -286,6 +321,20 @@ function build(p) {
     const pick = (ev) => { if (id >= 0 && (ev.type === "click" || ev.buttons === 1) && id !== S.layer) setLayer(id, ev); };
     if (id < 0) fig.addEventListener("click", () => fetchRollout(fig));
     else { fig.addEventListener("click", pick); fig.addEventListener("pointermove", pick); }
+    $(".vx-strip").append(fig);
+  }
+  for (const cell of cells) {  // the class maps, or one cell that says why there are none
+    const fig = document.createElement("figure");
+    fig.className = "vx-step vx-class"; fig.dataset.map = cell.name; fig.title = cell.title;
+    fig.innerHTML = `<figcaption>${cell.part ? `${cell.label}: click` : cell.label}</figcaption>`;
+    if (cell.part) {
+      hiDpiCanvas(fig, tw, th);
+      fig.tabIndex = 0; fig.setAttribute("role", "button"); fig.setAttribute("aria-label", cell.title);
+      fig.addEventListener("click", () => fetchClassMap(fig, cell));
+      fig.addEventListener("keydown", (ev) => {
+        if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); fetchClassMap(fig, cell); }
+      });
+    } else fig.classList.add("vx-none");
     $(".vx-strip").append(fig);
   }
   $(".vx-layer").addEventListener("input", (ev) => setLayer(Number(ev.target.value) - 1, ev));

@@ -100,3 +100,37 @@ export function top5(logits, labels) {
   const p = softmax(logits);
   return p.map((v, i) => [labels ? labels[i] : `class ${i}`, v]).sort((a, b) => b[1] - a[1]).slice(0, 5);
 }
+
+// A map's top patch and its share, as vitviz.analyses.relevance.top_patch: the largest value (the first of equal
+// ones) and its share of the map's positive total, Σ max(v, 0), in float64 (0 when nothing is positive).
+// a: (N,) values; gw: the grid's columns. -> {row, col, share}
+export function topPatch(a, gw) {
+  let best = 0, positive = 0;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] > a[best]) best = i;
+    if (a[i] > 0) positive += a[i];
+  }
+  const share = positive > 0 && a[best] > 0 ? a[best] / positive : 0;
+  return { row: Math.floor(best / gw), col: best % gw, share };
+}
+
+// The explorer strip's cells after the layers and the rollout, from the payload's `class_maps`
+// (render/browser.py class_maps_payload): one per class map, its part fetched when clicked, for the class it names;
+// for a model without classes one cell saying there is no class to explain; a payload without them (computed on
+// this device) one cell saying the server makes them. -> [{name, label, part (null: nothing to fetch), title}]
+export function classCells(p) {
+  const cm = p.class_maps;
+  if (!cm) {
+    return [{ name: "", label: "class maps: on the server", part: null,
+              title: "relevance, AttnLRP and LeGrad need a backward pass through the model: the server makes them, not this device" }];
+  }
+  if (cm.target === null) {
+    return [{ name: "", label: "no class to explain", part: null,
+              title: `${p.model} has no classes, so there is no class score for relevance, AttnLRP or LeGrad to explain` }];
+  }
+  return cm.names.map((name) => {
+    const label = cm.labels[name] || name, why = cm.left_out[name];
+    return { name, label, part: why ? null : cm.parts[name],
+             title: why || `${label} for class “${cm.class}”, the model's top class here (computed on the server when you click)` };
+  });
+}
