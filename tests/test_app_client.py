@@ -375,7 +375,8 @@ def test_compare_models_endpoint_on_one_scale(client):
 def test_relevance_endpoint(client):
     star = picture("scene_star.png")
     r = client.predict(star, registry.OFFLINE_KEY, 1, api_name="/relevance")
-    assert "**star**" in r["texts"]["text"] and "Neither map is proof" in r["texts"]["text"]
+    assert "**star**" in r["texts"]["text"] and "None of them proves what the model used" in r["texts"]["text"]
+    assert {"relevance", "attnlrp", "legrad", "rollout"} <= set(r["numbers"]["maps"]) and r["numbers"]["class"] == "star"
     projector_sized(r["figures"]["relevance"])
     second = client.predict(star, registry.OFFLINE_KEY, 2, api_name="/relevance")
     assert second["texts"]["text"] != r["texts"]["text"]
