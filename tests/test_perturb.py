@@ -191,7 +191,9 @@ def test_quantus_region_perturbation_equals_the_pixel_deletion_curve():
     # quantus returns the original prediction minus each perturbed one (its prediction in float32)
     with torch.no_grad():
         theirs = float(torch.softmax(model(x).double(), -1)[0, target]) - drops
-    np.testing.assert_allclose(c.deletion["map"][1:], theirs, rtol=1e-5, atol=1e-7)
+    # relative to the curve's own scale (the whole picture's score, what the report card divides by): quantus sums
+    # the picture's mean and the softmax in float32, vitviz in float64 (seen: 1.6e-6 of 0.80 at most, 2e-6)
+    np.testing.assert_allclose(c.deletion["map"][1:], theirs, rtol=0, atol=1e-5 * s.full)
 
 
 @pytest.mark.slow

@@ -45,6 +45,10 @@ DEFINITION = ("Each curve is divided by the whole picture's score, so it starts 
               "when the same number of patches is removed at random, 0 no better than chance.")
 
 
+CLOSE = 0.02
+"""Gains closer than this (a fiftieth of the whole area) make a ranking the text says little about."""
+
+
 def map_count(runner: Runner) -> int:
     """How many maps the report card tests on ``runner``'s model (those of :func:`maps.class_maps` it can have),
     occlusion not counted."""
@@ -119,6 +123,11 @@ def ranking_words(r: perturb.Report) -> tuple[str, float]:
     for t, names in losers.items():
         if names:
             text += f". Under {t}, no better than random: {', '.join(label(k) for k in names)}"
+    for t in (ta, tb):
+        spread = max(r.gains[t].values()) - min(r.gains[t].values())
+        if spread < CLOSE:
+            text += (f". Under {t} every map's gain lies within {spread:.3f} of the others': its ranking says "
+                     "little on this picture")
     return text + ".", rho
 
 
