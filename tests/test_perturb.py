@@ -213,3 +213,32 @@ def test_grad_cams_noisy_linear_imputer_equals_the_road_pictures():
         noisy = road.NoisyLinearImputer()(x[0], (~mask).float())
         assert float((noisy - ours)[:, ~mask].abs().max()) <= 1e-5 * scale
         assert 0.008 < float((noisy - ours)[:, mask].std()) < 0.012
+
+
+def test_a_model_without_classes_is_scored_by_cosine_in_both_tests():
+    """A tiny DINO-like transformers ViT without a head: every curve starts at 1 (the whole picture's [CLS] against
+    itself), the pixel points are the cosine of each picture's final [CLS] to the whole picture's, done by hand."""
+    from transformers import ViTConfig, ViTModel
+
+    from vitviz.models import loaders
+
+    torch.manual_seed(0)
+    model = ViTModel(ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64), add_pooling_layer=False).eval()
+    runner = loaders.runner_for(model, "tiny DINO-like ViT", resolution=32)
+    rgb = images.load_rgb(EXAMPLES / "scene_ring.png")
+    x = runner.preprocess(rgb)
+    g = x.shape[-1] // 8
+    r = runner.run(perturb.ReportProbe((g, g), runner.spec.prefix, 8, 5, 2, "road"), x)
+    assert r.names == ["attention", "rollout", "occlusion"]  # the class maps need a class
+    for test, c in r.tests.items():
+        assert c.target is None and all(v[0] == 1.0 for v in c.deletion.values()), test
+    # rollout's 25% point: the 4th picture made (after attention's 25, 50 and 75%), its noise seeded 0 + 3
+    pictures = perturb.road_pictures(x, torch.stack([perturb.patch_mask((g, g), 8, np.asarray(
+        faithful.order_of(r.maps["rollout"]))[:4])]), seed=3)
+    with torch.inference_mode():
+        whole = model(x).last_hidden_state[:, 0]
+        seen = model(pictures).last_hidden_state[:, 0]
+    cos = float(torch.nn.functional.cosine_similarity(seen.double(), whole.double()))
+    assert r.tests["pixels (road)"].deletion["rollout"][1] != 1.0
+    assert r.tests["pixels (road)"].deletion["rollout"][1] == pytest.approx(cos, abs=1e-5)

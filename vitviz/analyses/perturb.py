@@ -201,11 +201,13 @@ def road_solve(x: torch.Tensor, missing: torch.Tensor, max_steps: int = 200,
 
 def road_pictures(x: torch.Tensor, masks: torch.Tensor, seed: int, noise: float = ROAD_NOISE) -> torch.Tensor:
     """(B, 3, H, W) float32: x (1, 3, H, W) imputed by ROAD on each of ``masks`` (B, H, W) bool, plus ``noise`` times
-    a standard normal draw on the removed pixels (a torch generator seeded with ``seed``)."""
+    a standard normal draw on the removed pixels: picture b's (3, H, W) draw from a torch generator seeded with
+    ``seed + b`` (a picture's noise does not depend on the pictures batched with it)."""
     filled = road_solve(x.expand(len(masks), -1, -1, -1), masks)
     if noise:
-        g = torch.Generator().manual_seed(int(seed))
-        filled = filled + noise * torch.randn(filled.shape, generator=g, dtype=filled.dtype) * masks[:, None]
+        draws = torch.stack([torch.randn(filled.shape[1:], generator=torch.Generator().manual_seed(int(seed) + b),
+                                         dtype=filled.dtype) for b in range(len(masks))])
+        filled = filled + noise * draws * masks[:, None]
     return filled.to(x.dtype)
 
 
@@ -248,7 +250,8 @@ def pixel_curves(run: Callable, x: torch.Tensor, s: faithful.Scored, prefix: int
                  points: int, grid: tuple[int, int], patch: int, baseline: str, seed: int = 0) -> tuple[faithful.Curves, int]:
     """Deletion curves (most relevant first) by pixel perturbation of each order at ``points`` shares, on x
     (1, 3, H, W) scored ``s`` (the first point, every order's); ``run`` sends each batch of pictures to the model as
-    a slice (:class:`PicturesProbe`). The all-removed end: per order for ``mean``, one picture for ``road``.
+    a slice (:class:`PicturesProbe`). The all-removed end: per order for ``mean``, one picture for ``road``; ROAD's
+    noise of the j-th picture made (orders in turn, each's points in turn, then the end) is seeded ``seed + j``.
     Returns the curves and the number of whole-picture forwards."""
     if baseline not in BASELINES:
         raise ValueError(f"`baseline` must be one of {', '.join(BASELINES)}, not {baseline!r}.")
