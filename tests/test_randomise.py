@@ -68,6 +68,15 @@ def test_the_steps_go_from_the_output_head_final_norm_then_blocks_top_down():
     pooled = tiny_timm(None, global_pool="avg", fc_norm=True)  # timm's norm after pooling: in the final norm step
     steps = dict(randomise.cascade(pooled))
     assert steps["final norm"] == [pooled.fc_norm] and steps["head"] == [pooled.head]
+    from transformers import DeiTConfig, DeiTForImageClassificationWithTeacher, ViTConfig, ViTForImageClassification
+
+    small = dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, num_labels=3)
+    hf = ViTForImageClassification(ViTConfig(**small)).eval()
+    assert randomise.step_names(hf) == ("trained", "head", "final norm", "block 2", "block 1")
+    assert dict(randomise.cascade(hf))["head"] == [hf.classifier]
+    deit = DeiTForImageClassificationWithTeacher(DeiTConfig(**small)).eval()  # both classifiers in the head step
+    assert dict(randomise.cascade(deit))["head"] == [deit.cls_classifier, deit.distillation_classifier]
 
 
 @pytest.mark.parametrize("which", ["timm", "dinov2"])
