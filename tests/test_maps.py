@@ -247,6 +247,19 @@ def test_a_gated_mlp_leaves_attnlrp_out_in_words_and_the_other_maps_in():
     assert hooks_of(model) == 0
 
 
+@pytest.mark.parametrize("kind", ["timm without a head", "transformers ViTModel"])
+def test_a_model_without_classes_gets_no_class_map(kind):
+    from transformers import ViTConfig, ViTModel
+
+    torch.manual_seed(0)
+    model = tiny_vit(num_classes=0) if kind.startswith("timm") else ViTModel(ViTConfig(
+        image_size=16, patch_size=8, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=16), add_pooling_layer=False).eval()
+    m = maps_of(model, picture(16), prefix=1)
+    assert list(m.maps) == [n for n in maps.NAMES if n not in maps.NEED_A_CLASS] == ["attention", "rollout"]
+    assert m.logits is None and m.target is None and hooks_of(model) == 0
+
+
 def hf_vit(registers: int = 0) -> torch.nn.Module:
     from transformers import (Dinov2WithRegistersConfig, Dinov2WithRegistersForImageClassification, ViTConfig,
                               ViTForImageClassification)

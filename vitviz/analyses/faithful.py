@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vitviz.analyses.maps import class_maps
+from vitviz.analyses.maps import MAPS_FORWARDS, class_maps, maps_bytes, maps_forwards
 from vitviz.models.parts import Parts, parts_of
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
@@ -305,7 +305,7 @@ class MapsProbe:
     own_size: bool = True
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        return budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+        return maps_bytes(spec, tokens)
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple:
         return maps_and_stream(model, x, forward, self.prefix, self.rank)
@@ -316,18 +316,18 @@ class MapsProbe:
 
 def _eager_estimate(spec: ModelSpec, tokens: int) -> int:
     """The eager forward and backward of the maps, or a batch of subsets, whichever is larger."""
-    return max(budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4,
-               TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens))
+    return max(maps_bytes(spec, tokens), TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens))
 
 
 MAX_TEST_MACS = 1.1e13
 """The most multiply-adds one request's test may send through the model (:func:`planned_macs`; the heaviest offered
 settings: both curves, 21 points, 10 seeds, 8 regions per side). Those pass on a ViT-S/8 and a ViT-B/16 at 224 px
-on a square picture (6.5e12 and 5.8e12; DINO ViT-S/8's took 127 s on two laptop cores) and on a 3:2 photo, which a
-model without classes sees whole (DINO ViT-S/8's 28×42 patches: 1.07e13, some three and a half minutes; DINO
-ViT-B/16's 14×21: 8.2e12); a 2:1 picture on DINO ViT-S/8 (28×56: 1.56e13) passes with one kind of curves (9.6e12),
-and a ViT-B/8 only with lighter settings (2.3e13 square). The bound caps one request's total; what keeps other
-students' waits short is that the test runs in slices (:meth:`TestProbe.staged`), however long it is."""
+on a square picture (6.5e12 each, with the five maps; DINO ViT-S/8's took 127 s on two laptop cores with three) and
+on a 3:2 photo, which a model without classes sees whole (DINO ViT-S/8's 28×42 patches: 1.06e13, some three and a
+half minutes; DINO ViT-B/16's 14×21: 8.2e12); a 2:1 picture on DINO ViT-S/8 (28×56: 1.54e13) passes with one kind
+of curves (9.5e12), and a ViT-B/8 only with lighter settings (2.3e13 square). The bound caps one request's total;
+what keeps other students' waits short is that the test runs in slices (:meth:`TestProbe.staged`), however long it
+is."""
 
 
 def sequence_macs(spec: ModelSpec, tokens: int) -> int:
@@ -351,9 +351,10 @@ def planned_lengths(grid: tuple[int, int], maps: int, points: int, seeds: int, p
 
 def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, points: int, seeds: int, per_side: int,
               kinds: tuple[str, ...]) -> int:
-    """Multiply-adds of a whole :class:`TestProbe` (its eager forward and backward counted as three forwards)."""
+    """Multiply-adds of a whole :class:`TestProbe` (its maps counted as
+    :func:`~vitviz.analyses.maps.maps_forwards` forwards)."""
     n, prefix = grid[0] * grid[1], spec.prefix
-    return (3 * sequence_macs(spec, n + prefix)
+    return (maps_forwards(spec) * sequence_macs(spec, n + prefix)
             + sum(sequence_macs(spec, k + prefix) for k in planned_lengths(grid, maps, points, seeds, per_side, kinds)))
 
 
@@ -402,7 +403,8 @@ class TestProbe:
         orders = [(k, np.asarray(order_of(v))) for k, v in maps.items()]
         orders += [(r, np.asarray(random_order(n, i))) for i, r in enumerate(randoms)]
         c = curves(p, z, self.prefix, s, orders, self.points, self.kinds, slices)
-        tokens = 3 * z.shape[1] + occ.tokens + c.tokens  # the forward and the backward, occlusion, the curves
+        passes = 1 if s.target is None else MAPS_FORWARDS  # the maps' (maps.maps_forwards)
+        tokens = passes * z.shape[1] + occ.tokens + c.tokens  # the maps' passes, occlusion, the curves
         return Tested(maps, occ, c, list(maps), randoms, tokens)
 
     def nbytes(self, t: Tested) -> int:

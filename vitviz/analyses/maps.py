@@ -28,15 +28,47 @@ import numpy as np
 import torch
 
 from vitviz.core import attention as att
-from vitviz.models import hooks
+from vitviz.models import budget, hooks
 from vitviz.models.parts import Parts, parts_of
 from vitviz.models.runner import Forward
+from vitviz.specs.registry import ModelSpec
 
 NAMES = ("attention", "rollout", "relevance", "attnlrp", "legrad")
 """Every map made here, in the order the views list them; the last ones need a class."""
 
 NEED_A_CLASS = ("relevance", "attnlrp", "legrad")
 """The maps that explain one class: a model without classes (DINO) has none of them."""
+
+
+MAPS_FORWARDS = 8
+"""What :func:`class_maps` costs with classes, in forwards' worth of multiply-adds: the eager forward and relevance's
+backward (3), LeGrad's backwards (one per block, each through that block and the head: at most 2), AttnLRP's
+forward and backward (3). Without classes it is the eager forward alone (:func:`maps_forwards`)."""
+
+
+def maps_forwards(spec: ModelSpec) -> int:
+    """:func:`class_maps`' cost on ``spec`` in forwards' worth: :data:`MAPS_FORWARDS` with classes, 1 without (a
+    model for attention only: no class map, no backward)."""
+    return 1 if spec.task == "attention" else MAPS_FORWARDS
+EAGER_GRAPH = (22, 3)
+"""What the eager forward's graph and the class maps' backwards hold at their peak, per block: so many (T, D) and
+(H, T, T) float32 tensors (measured with ``python -m benchmarks.class_maps --memory``: 20 and 2.9 fit the peaks of
+ViT-B/16's and ViT-S/8's shapes at 224 px, 212 and 811 MB over a fused forward; rounded up)."""
+LRP_GRAPH = 36
+"""(T, D) float32 tensors per block AttnLRP's forward keeps for its backward on the fused path (the rules' own
+copies included; measured 34 and 33 on the same shapes: 246 and 476 MB)."""
+
+
+def maps_bytes(spec: ModelSpec, tokens: int) -> int:
+    """Estimated peak bytes of :func:`class_maps` on ``spec`` over ``tokens`` tokens. With classes: the fused
+    forward's share and the larger of the eager pass with its backwards (:data:`EAGER_GRAPH`) and AttnLRP's, which
+    runs after the eager graph is gone (:data:`LRP_GRAPH`). Without classes (a model for attention only) no graph is
+    built: the eager forward and every layer's kept attention."""
+    td, htt = tokens * spec.dim, spec.heads * tokens * tokens
+    if spec.task == "attention":
+        return budget.eager_bytes(spec, tokens) + 2 * spec.depth * htt * 4
+    eager = spec.depth * (EAGER_GRAPH[0] * td + EAGER_GRAPH[1] * htt) * 4
+    return budget.forward_bytes(spec, tokens) + max(eager, spec.depth * LRP_GRAPH * td * 4)
 
 
 @dataclass
@@ -74,14 +106,15 @@ def class_maps(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix
     p = parts_of(model)
     attns: list[torch.Tensor] = []
     outs = {f"out{i}": (b, "output") for i, b in enumerate(p.blocks)}
+    graph = torch.enable_grad() if p.readout is not None else torch.no_grad()  # no class: nothing to differentiate
     with hooks.record_attention(model, lambda _layer, a: attns.append(a)), \
-            hooks.capture({"in": (p.blocks[0], "input")} | outs) as seen:
-        logits, _ = forward(x)
+            hooks.capture({"in": (p.blocks[0], "input")} | outs) as seen, graph:
+        logits = forward(x)[0]  # (the last tokens, also holding the graph, are not kept)
     z = seen["in"].detach()
     z = z.reshape(z.shape[0], -1, z.shape[-1])[:1]
     out = {"attention": attns[-1][0].detach().double().mean(0)[0, prefix:].numpy(),
            "rollout": np.asarray(att.rollout_cls_mean([a[0].detach() for a in attns]), np.float64)[prefix:]}
-    if logits is None:
+    if logits is None or p.readout is None:  # a timm model without a head returns its pooled features
         return Maps(out, None, z, None)
     target, left = target_of(logits, rank) if target is None else int(target), {}
     if logits.requires_grad:

@@ -40,7 +40,6 @@ import torch
 
 from vitviz.analyses import maps as made
 from vitviz.analyses.maps import class_maps
-from vitviz.models import budget
 from vitviz.models.parts import parts_of
 from vitviz.models.runner import Forward
 from vitviz.specs.registry import ModelSpec
@@ -394,7 +393,7 @@ class CascadeProbe:
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
         weights = int(spec.params_m * 1e6 * 4)  # one copy at a time
-        return weights + budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+        return weights + made.maps_bytes(spec, tokens)
 
     def staged(self, x: torch.Tensor, run: Callable) -> Cascade:
         # the runner holds this probe's whole estimate (one copy's weights with the steps') from before the first
