@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, local_client
 
 from vitviz import views
 from vitviz.analyses import faithful, maps, perturb
@@ -54,7 +54,7 @@ def test_work_over_the_bound_is_refused_naming_the_settings():
 
 def test_many_reports_at_once_get_the_sequential_answers():
     rgb = images.load_rgb(EXAMPLES / "scene_star.png")
-    cases = [{"seeds": 2}, {"baseline": "road", "points": 6, "rank": 2}]
+    cases = [{"seeds": 1}, {"baseline": "road", "points": 6, "rank": 2, "seeds": 1}]
 
     def numbers(extra):
         shown = views.show("report", rgb, views.VIEWS["report"].check({"model": registry.OFFLINE_KEY, **extra}))
@@ -67,3 +67,20 @@ def test_many_reports_at_once_get_the_sequential_answers():
     with ThreadPoolExecutor(4) as pool:
         together = list(pool.map(numbers, cases * 2))
     assert together == alone * 2
+
+
+def test_the_report_card_answers_through_the_api_and_refuses_in_words(app_url):
+    """/report with its declared parameters, as an API user calls it; a baseline it does not offer is refused
+    naming the parameter."""
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    client = local_client(app_url)
+    scene = handle_file(str(EXAMPLES / "scene_triangle.png"))
+    r = client.predict(scene, model=registry.OFFLINE_KEY, baseline="road", points=6, api_name="/report")
+    n = r["numbers"]
+    assert n["baseline"] == "road" and len(n["fractions"]) == 6 and r["figures"]["report"]
+    assert set(n["gain"]) == {"token dropping", "pixels (road)"} and n["cost"]["pictures"] > 0
+    assert all(v[0] == 1.0 for v in n["curves"]["pixels (road)"].values())
+    with pytest.raises(AppError, match="`baseline`"):
+        client.predict(scene, model=registry.OFFLINE_KEY, baseline="blur", api_name="/report")
