@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from vitviz.analyses import faithful
+from vitviz.analyses import maps as made
 from vitviz.models import budget, hooks
 from vitviz.models.parts import Parts, parts_of
 from vitviz.models.runner import Forward
@@ -412,21 +413,16 @@ class ReportProbe:
 
 # ---- its cost, from the settings alone --------------------------------------------------------------------------
 
-def stage_forwards(maps: int, with_classes: bool) -> int:
-    """The maps' stage in forwards: the eager forward and, with classes, about two per map made by a backward
-    (every map but attention and rollout)."""
-    return 1 + (2 * max(maps - 2, 0) if with_classes else 0)
-
-
-def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, with_classes: bool, points: int, seeds: int,
-                 baseline: str) -> int:
-    """Multiply-adds of a whole :class:`ReportProbe` from its settings: the maps' stage (:func:`stage_forwards`),
-    occlusion and the token curves (:func:`faithful.planned_lengths` with occlusion among ``maps``), the pixel
-    curves (one whole forward per picture)."""
+def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, points: int, seeds: int, baseline: str) -> int:
+    """Multiply-adds of a whole :class:`ReportProbe` from its settings: the maps' stage
+    (:func:`vitviz.analyses.maps.maps_forwards`), occlusion and the token curves (:func:`faithful.planned_lengths`,
+    occlusion one of the orders beside the ``maps``), the pixel curves (one whole forward per picture,
+    :func:`planned_pictures`). ROAD's imputation is not in it (no model: about a fused forward's time per picture at
+    224 px on two cores)."""
     n, prefix = grid[0] * grid[1], spec.prefix
     full = faithful.sequence_macs(spec, n + prefix)
     lengths = faithful.planned_lengths(grid, maps + 1, points, seeds, REGIONS, ("deletion",))
-    return (stage_forwards(maps, with_classes) * full + sum(faithful.sequence_macs(spec, k + prefix) for k in lengths)
+    return (made.maps_forwards(spec) * full + sum(faithful.sequence_macs(spec, k + prefix) for k in lengths)
             + planned_pictures(n, maps + 1, points, seeds, baseline) * full)
 
 

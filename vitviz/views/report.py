@@ -58,8 +58,8 @@ def map_count(runner: Runner) -> int:
 def check_report(runner: Runner, grid: tuple[int, int], values: dict) -> int:
     """The multiply-adds the report card's settings would send through ``runner``'s model (from the settings
     alone); ``ValueError`` naming what to lower when that is over :data:`faithful.MAX_TEST_MACS`."""
-    macs = perturb.planned_macs(runner.spec, grid, map_count(runner), bool(runner.labels), values["points"],
-                                values["seeds"], values["baseline"])
+    macs = perturb.planned_macs(runner.spec, grid, map_count(runner), values["points"], values["seeds"],
+                                values["baseline"])
     if macs <= faithful.MAX_TEST_MACS:
         return macs
     forwards = macs / faithful.sequence_macs(runner.spec, grid[0] * grid[1] + runner.spec.prefix)
