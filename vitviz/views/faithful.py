@@ -295,7 +295,7 @@ def render_cascade(c: randomise.Cascade, sc: randomise.Scores, picture: np.ndarr
     st = plotting.style()
     small = np.asarray(Image.fromarray(picture).resize(plotting.panel_size(*picture.shape[:2], 170), Image.BILINEAR))
     maps = [plotting.heat_overlay(small, m.reshape(grid), cmap, 0.6) for m in (c.maps[name][0, 0], c.maps[name][0, step])]
-    after = f"step {step}: {c.steps[step]} re-drawn (draw 1)" if step else "trained (step 0)"
+    after = f"step {step}: re-drawn down to {c.steps[step]} (draw 1)" if step else "trained (step 0)"
     overlay = plotting.panels(maps, ["trained", after], f"{label_of(name)}: the weights re-drawn from the output",
                               cmap, f"{label_of(name)}, each scaled to its own range", cols=2, panel_px=170)
     x = np.arange(len(c.steps))
@@ -309,7 +309,7 @@ def render_cascade(c: randomise.Cascade, sc: randomise.Scores, picture: np.ndarr
             ax.plot(x, c.probs.mean(0), ls=(0, (4, 2)), color="#000000", lw=1.4, label="class's\nprobability")
         ax.axhline(randomise.PASS_BELOW, color="#777777", lw=1, ls=":", label=f"pass: below {randomise.PASS_BELOW:g}")
         ax.axvline(step, color="#999999", lw=1)
-        ax.set_xticks(x, [step_label(s) for s in c.steps], rotation=90 if len(x) > 16 else 0)
+        ax.set_xticks(x, [step_label(s) for s in c.steps], rotation=90 if len(x) > 8 else 0)  # 'trained', 'head'…
         ax.set_xlabel("re-drawn from the output: head, final norm, block (number)")
         ax.set_ylabel("rank corr. / prob.")
         low = min(float(np.nanmin(r)) for r in sc.mprt.values()) if sc.mprt else 0.0
