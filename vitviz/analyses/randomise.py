@@ -323,24 +323,18 @@ def explanations(steps: int, draws: int, samples: int) -> int:
     return samples + draws * (steps - 1 + samples - 1)
 
 
-def maps_forwards(classes: bool) -> int:
-    """One making of the maps in forwards' worth of work: the eager forward and the rollout (about two fused
-    forwards: 1.6 measured for DINO ViT-S/8's shape at 224 px), and with classes about two forwards' worth (a
-    backward) per class map of :data:`vitviz.analyses.maps.NEED_A_CLASS` (all five maps: 5.1 fused forwards
-    measured for ViT-B/16's shape)."""
-    return 2 + 2 * len(made.NEED_A_CLASS) * bool(classes)
-
-
 def planned_steps(spec: ModelSpec, classes: bool) -> int:
     """The steps a model of ``spec`` has, from its registry entry (a head with classes, a final norm, the blocks)."""
     return 1 + int(classes) + 1 + spec.depth
 
 
 def planned_macs(spec: ModelSpec, tokens: int, classes: bool, draws: int, samples: int) -> int:
-    """Multiply-adds of a whole :class:`CascadeProbe` over ``tokens`` tokens, from the settings alone."""
+    """Multiply-adds of a whole :class:`CascadeProbe` over ``tokens`` tokens, from the settings alone: each making
+    of the maps costs :func:`vitviz.analyses.maps.maps_forwards` forwards (with all five maps on ViT-B/16's shape at
+    224 px, 5.1 fused forwards measured, 8 counted)."""
     from vitviz.analyses.faithful import sequence_macs
 
-    return explanations(planned_steps(spec, classes), draws, samples) * maps_forwards(classes) \
+    return explanations(planned_steps(spec, classes), draws, samples) * made.maps_forwards(spec) \
         * sequence_macs(spec, tokens)
 
 
