@@ -114,7 +114,7 @@ OPEN_UP = {  # tab -> (accordions to open, buttons to press) so that every figur
     "attention": (["Figures drawn on the server", "Rollout: attention followed", "Mean attention distance per head",
                    "Training timeline of the offline model", "Inside one head", "Patch-feature PCA",
                    "Two models side by side"], []),
-    "classify": (["Experiment: patch size trade-off", "Class-specific relevance", "Experiment: shuffle the patches"],
+    "classify": (["Experiment: patch size trade-off", "Class maps: which patches", "Experiment: shuffle the patches"],
                  []),
     "vitcnn": (["Shift the picture", "Data efficiency", "Hybrid stages"], []),
 }

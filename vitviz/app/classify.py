@@ -37,7 +37,8 @@ def build(gr_tab: gr.Tab) -> Tab:
             top5 = gr.Label(num_top_classes=5, label="top 5", elem_id="classify-top5")
             maps = figure("classify-maps")
             facts = gr.Markdown(elem_classes="vx-table")
-    with gr.Accordion("Class-specific relevance: which patches raised this class's score", open=False) as rel_box:
+    with gr.Accordion("Class maps: which patches raised this class's score (relevance, AttnLRP, LeGrad)",
+                      open=False) as rel_box:
         rank = form.add(declared.RELEVANCE["rank"])
         rel_note = gr.Markdown()
         rel_fig = figure("classify-relevance")

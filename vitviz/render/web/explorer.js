@@ -326,7 +326,8 @@ function build(p) {
   for (const cell of cells) {  // the class maps, or one cell that says why there are none
     const fig = document.createElement("figure");
     fig.className = "vx-step vx-class"; fig.dataset.map = cell.name; fig.title = cell.title;
-    fig.innerHTML = `<figcaption>${cell.part ? `${cell.label}: click` : cell.label}</figcaption>`;
+    fig.innerHTML = `<figcaption>${cell.part ? `${cell.label}: click` : cell.name ? `${cell.label}: not for this model`
+      : cell.label}</figcaption>`;  // a map this model cannot have says so (its title says why)
     if (cell.part) {
       hiDpiCanvas(fig, tw, th);
       fig.tabIndex = 0; fig.setAttribute("role", "button"); fig.setAttribute("aria-label", cell.title);
