@@ -47,8 +47,7 @@ def serve(dino_dir: Path):
     from vitviz.models import loaders
     from vitviz.specs import registry
 
-    with models._cache_lock:
-        models._cache["DINO ViT-S/8"] = loaders.load_hf(dino_dir, spec=registry.REGISTRY["DINO ViT-S/8"])
+    models.adopt("DINO ViT-S/8", loaders.load_hf(dino_dir, spec=registry.REGISTRY["DINO ViT-S/8"]))
     demo = app.build_demo()
     port = free_port()
     kwargs = app.launch_kwargs()
