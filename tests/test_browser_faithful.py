@@ -67,6 +67,6 @@ def test_a_link_opens_its_section_and_brings_it_into_view(browser, app_url):
         idle(page)
         page.wait_for_function(ON_FIRST_SCREEN, arg="#deletion-curves", timeout=30_000)
         assert page.locator("#deletion-box > .label-wrap.open").count() == 1
-        sync_api.expect(page.locator("#lesson-bar")).to_contain_text("step 3 of 4")
+        sync_api.expect(page.locator("#lesson-bar")).to_contain_text("step 3 of 5")
     finally:
         ctx.close()

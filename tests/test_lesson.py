@@ -128,16 +128,16 @@ def test_the_shipped_lessons_open_by_name_and_each_step_names_sections_and_setti
 
     assert lesson.shipped_names() == ["test_the_map", "tour"]
     mine = lesson.shipped("test_the_map")
-    assert mine.title == "Can we trust the map?" and len(mine.steps) == 4
+    assert mine.title == "Can we trust the map?" and len(mine.steps) == 5
     assert lesson.shipped("../tour") is None and lesson.shipped("nothing") is None
-    assert "step 2 of 4" in page_lessons.bar({"lesson": "test_the_map", "step": "2"})
+    assert "step 2 of 5" in page_lessons.bar({"lesson": "test_the_map", "step": "2"})
     for step in mine.steps:
         q = step.query
         records = records_of(q["tab"])
         known = {f.link for r in records for f in r.view.settings() if f.link}
         assert set(q) - {"tab", "image", "open"} <= known, step.link
         assert q.get("open", records[0].name) in {r.name for r in records}, step.link
-    assert {s.query.get("open") for s in mine.steps} == {None, "predict", "deletion", "randomise"}
+    assert {s.query.get("open") for s in mine.steps} == {None, "predict", "deletion", "report", "randomise"}
     name, _, _, _ = lesson.step_view(mine.steps[2])
     assert name == "deletion"  # the handout prints the section the step opens
 
@@ -147,7 +147,7 @@ def test_the_test_the_map_handout_prints_each_steps_section(tmp_path, capsys):
     out = tmp_path / "map.pdf"
     assert cli.main(["lesson", "test_the_map", "--out", str(out)]) == cli.PARTLY  # step 2 is filled in on screen
     assert "filled in on screen" in capsys.readouterr().err
-    assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 4
+    assert len(re.findall(rb"/Type\s*/Page[^s]", out.read_bytes())) == 5
 
 
 # ---- a lesson's own picture, and its handout's links -------------------------------------------------------------
