@@ -190,6 +190,11 @@ def test_no_hook_remains_and_the_model_computes_what_it_did(monkeypatch):
     with pytest.raises(RuntimeError, match="inside"), hooks.lrp_rules(model):
         raise RuntimeError("inside")
     assert hooks_of(model) == 0
+    model.train()  # dropout on: the rules refuse before any hook goes on
+    with pytest.raises(ValueError, match="eval mode"), hooks.lrp_rules(model):
+        pass
+    model.eval()
+    assert hooks_of(model) == 0
     with torch.inference_mode():
         assert torch.equal(model(x), before)
 

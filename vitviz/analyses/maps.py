@@ -34,11 +34,10 @@ from vitviz.models.runner import Forward
 from vitviz.specs.registry import ModelSpec
 
 NAMES = ("attention", "rollout", "relevance", "attnlrp", "legrad")
-"""Every map made here, in the order the views list them; the last ones need a class."""
+"""Every map made here, in the order the views list them; the last three need a class."""
 
 NEED_A_CLASS = ("relevance", "attnlrp", "legrad")
 """The maps that explain one class: a model without classes (DINO) has none of them."""
-
 
 MAPS_FORWARDS = 8
 """What :func:`class_maps` costs with classes, in forwards' worth of multiply-adds: the eager forward and relevance's
@@ -50,6 +49,8 @@ def maps_forwards(spec: ModelSpec) -> int:
     """:func:`class_maps`' cost on ``spec`` in forwards' worth: :data:`MAPS_FORWARDS` with classes, 1 without (a
     model for attention only: no class map, no backward)."""
     return 1 if spec.task == "attention" else MAPS_FORWARDS
+
+
 EAGER_GRAPH = (22, 3)
 """What the eager forward's graph and the class maps' backwards hold at their peak, per block: so many (T, D) and
 (H, T, T) float32 tensors (measured with ``python -m benchmarks.class_maps --memory``: 20 and 2.9 fit the peaks of
@@ -147,8 +148,8 @@ def legrad(p: Parts, outs: list[torch.Tensor], attns: list[torch.Tensor], target
     (its pooling included: [CLS], or the patches' mean), the gradient of s_l[target] with respect to layer l's
     post-softmax attention ``attns[l]`` (1, H, T, T), its positive part, mean over heads and query rows, the prefix
     keys dropped; the mean over layers. Not normalised: torchcam's min-max scaling to [0, 1] (its default) is one
-    positive affine map of the whole map, which changes no ranking, so no test of the map. One short backward per
-    block (each reaches block l's attention only), the graph kept."""
+    positive affine map of the whole map, which changes no ranking of the patches (no deletion or insertion curve,
+    no rank correlation). One short backward per block (each reaches block l's attention only), the graph kept."""
     total = torch.zeros(attns[0].shape[-1] - prefix, dtype=torch.float64)
     for out, a in zip(outs, attns):
         score = p.readout(p.norm(out.reshape(out.shape[0], -1, out.shape[-1])))

@@ -363,7 +363,7 @@ def lrp_rules(model: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
     layers the rules do not cover (:func:`lrp_refusal`: a gated MLP, gated attention, another kind of norm) raises
     ValueError first.
     Run under the model's lock, alone (hooks are per thread, but the caller owns the model's forward)."""
-    refusal = lrp_refusal(model)
+    refusal = lrp_refusal(model) or ("AttnLRP needs the model in eval mode (dropout off)." if model.training else None)
     if refusal is not None:
         raise ValueError(refusal)
     mods = attention_modules(model)
