@@ -42,7 +42,7 @@ import torch
 from vitviz.analyses import faithful
 from vitviz.analyses import maps as made
 from vitviz.models import budget, hooks
-from vitviz.models.parts import Parts, parts_of
+from vitviz.models.parts import parts_of
 from vitviz.models.runner import Forward
 from vitviz.specs.registry import ModelSpec
 
@@ -88,7 +88,8 @@ def mean_values(x: torch.Tensor, order: np.ndarray, patch: int, grid: tuple[int,
 
 def mean_picture(x: torch.Tensor, order: np.ndarray, values: np.ndarray, k: int, patch: int,
                  grid: tuple[int, int]) -> torch.Tensor:
-    """(3, H, W): x (1, 3, H, W) with the first ``k`` patches of ``order`` set to their ``values`` (:func:`mean_values`)."""
+    """(3, H, W): x (1, 3, H, W) with the first ``k`` patches of ``order`` set to their ``values``
+    (:func:`mean_values`)."""
     cells = torch.zeros(grid[0] * grid[1], dtype=x.dtype)
     hit = torch.zeros(grid[0] * grid[1], dtype=torch.bool)
     o = torch.as_tensor(np.asarray(order[:k], np.int64))
@@ -247,8 +248,9 @@ class PicturesProbe:
         return 0
 
 
-def pixel_curves(run: Callable, x: torch.Tensor, s: faithful.Scored, prefix: int, orders: list[tuple[str, np.ndarray]],
-                 points: int, grid: tuple[int, int], patch: int, baseline: str, seed: int = 0) -> tuple[faithful.Curves, int]:
+def pixel_curves(run: Callable, x: torch.Tensor, s: faithful.Scored, prefix: int,
+                 orders: list[tuple[str, np.ndarray]], points: int, grid: tuple[int, int], patch: int, baseline: str,
+                 seed: int = 0) -> tuple[faithful.Curves, int]:
     """Deletion curves (most relevant first) by pixel perturbation of each order at ``points`` shares, on x
     (1, 3, H, W) scored ``s`` (the first point, every order's); ``run`` sends each batch of pictures to the model as
     a slice (:class:`PicturesProbe`). The all-removed end: per order for ``mean``, one picture for ``road``; ROAD's

@@ -141,7 +141,7 @@ def ranking_words(r: perturb.Report) -> tuple[str, float]:
             f"{faithful.MAX_TEST_MACS / 1e13:g}e13 multiply-adds through the model are refused, naming what to "
             "lower.")
 def show_report(rgb: np.ndarray, values: dict, progress=None) -> Shown:
-    """Every map under token dropping and pixel perturbation: curves, gains over random, ranks, and where they differ."""
+    """Every map under token dropping and pixel perturbation: curves, gains over random, ranks, where they differ."""
     runner = page._runner(values, progress)
     s = settle(values)
     grid, _ = page._input_grid(runner, rgb)
@@ -153,8 +153,8 @@ def show_report(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     tests = list(r.tests)
     table = ("| map | " + " | ".join(f"{t}: gain over random (rank)" for t in tests) + " |\n|---|"
              + "---|" * len(tests) + "\n"
-             + "\n".join(f"| {label(k)} | " + " | ".join(f"{r.gains[t][k]:+.3f} ({r.ranks[t][k]:g})" for t in tests) + " |"
-                         for k in r.names))
+             + "\n".join(f"| {label(k)} | " + " | ".join(f"{r.gains[t][k]:+.3f} ({r.ranks[t][k]:g})" for t in tests)
+                         + " |" for k in r.names))
     words, rho = ranking_words(r)
     full = runner.spec.prefix + grid[0] * grid[1]
     forwards = r.tokens / full + r.forwards
