@@ -32,6 +32,7 @@ when every value is repeated P² times.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -109,19 +110,14 @@ def _is_layer_scale(m: torch.nn.Module) -> bool:
 
 def truncated_normal(shape: tuple[int, ...], g: torch.Generator, std: float = 0.02, cut: float = 2.0) -> torch.Tensor:
     """``shape`` float32 values from a normal of mean 0 and ``std`` truncated at ± ``cut`` standard deviations, by
-    rejection, as ``torch.nn.init.trunc_normal_`` draws it (torch 2.14, a cut that keeps over 30% of the normal):
-    normal draws, those beyond the cut rejected. Every value falls inside the cut with the normal's shape there,
-    none piled on the cut as clamping would. Here the normal draws come 6% more than needed at once and the first
-    values kept fill the tensor (torch draws the whole tensor again each round until none is beyond): the same
-    distribution, some seven seconds less for ViT-B/16's twelve blocks on two cores."""
-    n = int(np.prod(shape))
-    bound = torch.tensor(cut * std, dtype=torch.float32).item()
-    kept, have = [], 0
-    while have < n:
-        draws = torch.empty(int((n - have) * 1.06) + 64).normal_(0.0, std, generator=g)
-        kept.append(draws[draws.abs() <= bound])
-        have += kept[-1].numel()
-    return torch.cat(kept)[:n].reshape(shape)
+    the inverse of its CDF: uniform draws between the cut's two cumulative probabilities, Φ(-cut) and Φ(cut), mapped
+    through the normal's inverse CDF (``erfinv``), as ``torch.nn.init.trunc_normal_`` draws it before torch 2.14
+    (2.14 draws normals and rejects those beyond the cut: the same distribution). Every value falls inside the cut
+    with the normal's shape there, none piled on the cut as clamping would. A third of 2.14's time (ViT-B/16's
+    twelve blocks in about a second on two cores)."""
+    edge = math.erf(cut / math.sqrt(2.0))  # 2Φ(cut) - 1: the uniform runs over (-edge, edge)
+    w = torch.empty(shape).uniform_(-edge, edge, generator=g)
+    return w.erfinv_().mul_(std * math.sqrt(2.0))
 
 
 def reinitialise(part: torch.nn.Module, seed: int, layer_scale: float | None = None) -> None:
