@@ -199,6 +199,31 @@ def test_no_hook_remains_and_the_model_computes_what_it_did(monkeypatch):
         assert torch.equal(model(x), before)
 
 
+def test_the_rules_are_this_threads_alone():
+    """While one thread's forward has AttnLRP's rules on, another thread's gradient × input through the same model
+    is the plain one (the hooks run for the thread that put them on only)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    model, x = tiny_vit(), picture(16, 8)
+
+    def plain() -> torch.Tensor:
+        with torch.enable_grad():
+            z = by_hand(model, x, rule=False)[1].detach().float().requires_grad_(True)
+            h = z[None]
+            for b in model.blocks:
+                h = b(h)
+            model.forward_head(model.norm(h))[0, 0].backward()
+        return (z * z.grad).sum(-1)
+
+    alone = plain()
+    with ThreadPoolExecutor(1) as pool, torch.enable_grad(), hooks.lrp_rules(model) as entering:
+        beside = pool.submit(plain).result(30)
+        model(x)[0, 0].backward()
+    ruled = (entering[0] * entering[0].grad).sum(-1)[0]
+    assert torch.equal(beside, alone) and hooks_of(model) == 0
+    assert (ruled - alone).abs().max() > 1e-2 * alone.abs().max()  # the rules were on in this thread
+
+
 def bias_free(model: torch.nn.Module) -> torch.nn.Module:
     with torch.no_grad():
         for name, p in model.named_parameters():
