@@ -19,8 +19,8 @@ ROAD baseline 48.2 and 64.9 (its imputation, about a forward's time per picture,
 
 The randomisation view at its default settings, once per model (:func:`randomise_cost`). Measured 2026-12-02 (two
 cores, other work on the machine; maps: attention, rollout, relevance, AttnLRP, LeGrad; 3 draws, 3 sMPRT samples):
-DINO ViT-S/8 224 px 16.9 s (48 maps made over 14 steps; 79 fused forwards of 213 ms), ViT-B/16 224 px 54.7 s (51
-over 15 steps; 293 forwards of 187 ms), the offline model 0.8 s.
+DINO ViT-S/8 224 px 16.3 s (48 makings of the maps over 14 steps; 71 fused forwards of 231 ms), ViT-B/16 224 px
+53.4 s (51 over 15 steps; 286 forwards of 187 ms), the offline model 0.8 s.
 
     python -m benchmarks.faithful --class-waits
 
