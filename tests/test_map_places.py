@@ -208,3 +208,11 @@ def test_the_explorers_class_map_parts_are_the_librarys_maps_for_the_top_class(d
     none = browser.class_maps_payload(d)
     assert none["target"] is None and none["class"] is None
     assert browser.explorer_part(d.token, "class-relevance.f4") is None
+
+
+def test_the_class_maps_probe_reserves_what_class_maps_is_measured_to_need():
+    for key in ("ViT-B/16 (ImageNet-1k)", registry.OFFLINE_KEY):
+        spec = registry.spec(key)
+        tokens = spec.prefix + (224 // spec.patch) ** 2
+        assert relevance.ClassMapsProbe(spec.prefix).estimate(spec, tokens) == maps.maps_bytes(spec, tokens)
+        assert maps.maps_bytes(spec, tokens) > relevance.RelevanceProbe().estimate(spec, tokens)  # AttnLRP's too

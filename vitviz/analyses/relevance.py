@@ -133,9 +133,12 @@ class ClassMapsProbe:
         return ("class maps", self.prefix, self.target, self.rank)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        """As :class:`RelevanceProbe`: the eager forward's graph with every attention and its gradient; AttnLRP's
-        forward builds its graph after that one is let go, so the two are not held at once."""
-        return budget.eager_bytes(spec, tokens) + 2 * spec.depth * spec.heads * tokens * tokens * 4
+        """:func:`vitviz.analyses.maps.maps_bytes`: the larger of the eager pass with its backwards and AttnLRP's
+        forward and backward, which runs after the eager graph is let go (measured, not the bound
+        :class:`RelevanceProbe` keeps for its one backward)."""
+        from vitviz.analyses.maps import maps_bytes
+
+        return maps_bytes(spec, tokens)
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> ClassMaps:
         from vitviz.analyses import maps
