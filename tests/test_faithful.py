@@ -611,3 +611,33 @@ def test_the_area_leaves_out_only_the_declared_end_point_and_refuses_any_other_n
         c.area("deletion", "m")
     c = faithful.Curves(x, {"m": y}, {"m": y[::-1]}, 1.0, 0, ends=False)
     assert c.area("deletion", "m") == c.area("insertion", "m") == 0.328125
+
+
+@pytest.mark.slow
+def test_occlusion_is_captums_feature_ablation_on_token_presence(rgb_cat):
+    """Issue 70's referee for occlusion: captum's ``FeatureAblation`` over a presence vector of the patches (1 =
+    kept), ablated to 0 one region at a time, with the model's own forward on the sequence cut by a hook
+    (:func:`hooked`, not vitviz's token dropping) as the function: its attribution of each region is the full
+    probability minus the probability without the region, the drop the occlusion view reports."""
+    from peers import peer
+
+    attr = peer("captum.attr")
+    runner = loaders.load_embedded()
+    x = runner.preprocess(rgb_cat)
+    o = runner.analyse(faithful.OcclusionProbe((8, 8), 3, runner.spec.prefix), rgb_cat).value
+    with torch.inference_mode():
+        target = int(torch.argmax(module_of(runner)(x)[0]))
+    sizes: list[float] = []
+
+    def presence(kept: torch.Tensor) -> torch.Tensor:  # (B, N) 1 = the patch kept -> (B,) the class's probability
+        return torch.tensor([hooked(runner, x, np.flatnonzero(row.numpy() > 0.5), target, sizes) for row in kept],
+                            dtype=torch.float64)
+
+    n = len(o.regions)
+    got = attr.FeatureAblation(presence).attribute(
+        torch.ones(1, n, dtype=torch.float64), baselines=0.0,
+        feature_mask=torch.as_tensor(o.regions, dtype=torch.long)[None])[0].numpy()
+    full = float(presence(torch.ones(1, n))[0])
+    bound = drift_bound(runner, full, max(sizes), 4)
+    assert o.count == 9 and np.abs(got - o.drop).max() <= bound, (np.abs(got - o.drop).max(), bound)
+    assert np.abs(got).max() > 100 * bound  # the drops are far above the rounding: the comparison means something
