@@ -197,4 +197,25 @@ def test_the_docs_say_test_the_maps_numbers_scene_by_scene():
     # what the documents now say, checked against the numbers themselves (not only the script's own sentences)
     fastest = [faithful_scenes.best_map(s, "deletion") for s in measured.values()]
     lucky = [faithful_scenes.random_beats_every_map(s, "insertion") for s in measured.values()]
-    assert fastest.count("occlusion") == 1 and sum(lucky) == 3  # the issue's 1 of 4 and 3 of 4
+    assert len(set(fastest)) > 1 and 0 < sum(lucky) < len(lucky)  # no map wins every scene; luck on some
+
+
+@pytest.mark.slow
+def test_the_docs_say_the_report_cards_and_the_randomisations_numbers_scene_by_scene():
+    """Issue 70: the README's sentence on the report card and the randomisation holds on every scene, the docs'
+    tables are the views' own numbers at their defaults (``python -m scripts.faithful_scenes``), and the lesson's
+    step on the cross says what the numbers do: its tests put different maps first."""
+    from scripts import faithful_scenes
+    from vitviz.tools import lesson
+
+    cards = faithful_scenes.measure_cards()
+    said = faithful_scenes.claims_cards(cards)
+    docs = (DOCS / "test-the-map.md").read_text()
+    assert _said_with_its_numbers(said["readme"], README.read_text()), said["readme"]
+    assert _said_with_its_numbers(said["docs"], docs), said["docs"]
+    for table in (faithful_scenes.report_table(cards), faithful_scenes.randomise_table(cards)):
+        for row in table.splitlines()[2:]:
+            assert _said_with_its_numbers(row, docs), row
+    step = next(s for s in lesson.shipped("test_the_map").steps if s.query.get("open") == "report")
+    assert step.query["image"] == "scene_cross" and "crown different maps" in step.caption
+    assert len(set(faithful_scenes.firsts(cards["scene_cross"]).values())) > 1
