@@ -503,7 +503,7 @@ def test_the_test_the_map_endpoints_answer_and_refuse_in_words(client):
     d = client.predict(scene, model=registry.OFFLINE_KEY, api_name="/deletion")
     assert set(d["numbers"]["auc"]) >= {"attention", "rollout", "relevance", "occlusion", "random 1"}
     assert d["numbers"]["deletion"]["attention"][0] == d["numbers"]["full"] and d["figures"]["curves"]
-    r = client.predict(scene, model=registry.OFFLINE_KEY, step=3, draws=2, samples=1, api_name="/randomise")
+    r = client.predict(scene, model=registry.OFFLINE_KEY, step=3, draws=2, samples=2, api_name="/randomise")
     assert r["numbers"]["step"] == 3 and r["numbers"]["spearman"]["relevance"][0] == [1.0, 1.0]  # [step][draw]
     p = client.predict(scene, model=registry.OFFLINE_KEY, patches="3,3;3,4", mode="keep", api_name="/predict")
     assert p["numbers"]["patches"] == [[3, 3], [3, 4]] and 1 <= p["numbers"]["rank"] <= p["numbers"]["of"]

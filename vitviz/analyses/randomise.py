@@ -32,7 +32,6 @@ when every value is repeated P² times.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -108,35 +107,30 @@ def _is_layer_scale(m: torch.nn.Module) -> bool:
     return "layerscale" in type(m).__name__.lower() and len(list(m.parameters(recurse=False))) == 1
 
 
-def truncated_normal(shape: tuple[int, ...], g: torch.Generator, std: float = 0.02, cut: float = 2.0) -> torch.Tensor:
-    """``shape`` float32 values from a normal of mean 0 and ``std`` truncated at ± ``cut`` standard deviations, by
-    the inverse of its CDF: uniform draws between the cut's two cumulative probabilities, Φ(-cut) and Φ(cut), mapped
-    through the normal's inverse CDF (``erfinv``), as ``torch.nn.init.trunc_normal_`` draws it before torch 2.14
-    (2.14 draws normals and rejects those beyond the cut: the same distribution). Every value falls inside the cut
-    with the normal's shape there, none piled on the cut as clamping would. A third of 2.14's time (ViT-B/16's
-    twelve blocks in about a second on two cores)."""
-    edge = math.erf(cut / math.sqrt(2.0))  # 2Φ(cut) - 1: the uniform runs over (-edge, edge)
-    w = torch.empty(shape).uniform_(-edge, edge, generator=g)
-    return w.erfinv_().mul_(std * math.sqrt(2.0))
+STD = 0.02
+"""The standard deviation a ViT's linear layers start from (timm's ``init_weights_vit_timm``, transformers'
+``initializer_range``)."""
 
 
-def reinitialise(part: torch.nn.Module, seed: int, layer_scale: float | None = None) -> None:
-    """Draw ``part``'s weights anew, as a ViT is initialised before training (seeded: the same draw every time):
+def reinitialise(part: torch.nn.Module, seed: int | torch.Generator, layer_scale: float | None = None) -> None:
+    """Draw ``part``'s weights anew, as timm initialises a ViT before training (``init_weights_vit_timm``):
 
-    - every linear layer from a truncated normal (std 0.02, cut at two standard deviations, ±0.04:
-      :func:`truncated_normal`), zero bias, in the order of ``part.modules()``, from one generator;
+    - every linear layer by ``torch.nn.init.trunc_normal_(w, std=0.02, a=-2, b=2)``: timm's call, whose bounds are
+      absolute (±2, a hundred standard deviations), so the draw is in effect a normal of std 0.02 (transformers'
+      ``normal_(std=0.02)``); zero bias; in the order of ``part.modules()``;
     - every norm (LayerNorm, an RMS norm) to the identity: weight 1, bias 0;
     - every LayerScale to its initial value: timm's ``LayerScale.init_values`` (kept on the module), else
       ``layer_scale`` (transformers' DINOv2 ``config.layerscale_value``, :func:`layer_scale_init`).
 
-    ``ValueError`` for a module with weights of another kind (nothing is left trained unsaid)."""
-    g = torch.Generator().manual_seed(seed)
+    ``seed``: a generator (shared across a step's modules, so that two heads of one shape differ), or a number to
+    seed a new one. ``ValueError`` for a module with weights of another kind (nothing is left trained unsaid)."""
+    g = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, m in part.named_modules():
             if not list(m.parameters(recurse=False)):
                 continue
             if isinstance(m, torch.nn.Linear):
-                m.weight.copy_(truncated_normal(tuple(m.weight.shape), g))
+                torch.nn.init.trunc_normal_(m.weight, std=STD, a=-2.0, b=2.0, generator=g)
                 if m.bias is not None:
                     m.bias.zero_()
             elif _is_norm(m):
@@ -159,6 +153,14 @@ def reinitialise(part: torch.nn.Module, seed: int, layer_scale: float | None = N
 def seed_of(draw: int, step: int) -> int:
     """The generator's seed for step ``step`` (1 = the first re-drawn part) of draw ``draw`` (0 = the first)."""
     return draw * 1000 + step
+
+
+def redraw_step(modules: list[torch.nn.Module], draw: int, step: int, layer_scale: float | None = None) -> None:
+    """Re-draw step ``step``'s modules of draw ``draw`` (:func:`reinitialise`) from one generator seeded
+    :func:`seed_of` (draw, step), in turn: DeiT's two heads of one shape get different weights."""
+    g = torch.Generator().manual_seed(seed_of(draw, step))
+    for m in modules:
+        reinitialise(m, g, layer_scale)
 
 
 # ---- the scores, as quantus 0.6.0 computes them ---------------------------------------------------------------
@@ -413,8 +415,7 @@ class CascadeProbe:
         target = trained["target"]
         maps, logits = [trained["maps"]], [trained["logits"]]
         for k, (_, modules) in enumerate(parts, start=1):
-            for m in modules:
-                reinitialise(m, seed_of(draw, k), scale)
+            redraw_step(modules, draw, k, scale)
             got, lg, _ = _maps_of(twin, x, twin_forward, self.prefix, target)
             maps.append(got)
             logits.append(lg)

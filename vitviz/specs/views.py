@@ -211,10 +211,10 @@ RANDOMISE = View("randomise", "test the map: randomise the weights", (
     Field("step", "int", 0, "step shown: 0 = trained, then the head, the final norm and the blocks from the top "
           "re-drawn", 0, MAX_DEPTH + 2, 1, link="tm_step", follows="layers",
           info="a model without classes has no head step; the last step has every block and the head random"),
-    Field("draws", "int", 3, "random draws of the weights (each its own seed; the spread is shown)", 1, 10, 1,
+    Field("draws", "int", 3, "random draws of the weights (each its own seed; the spread is shown)", 2, 10, 1,
           link="tm_draws"),
     Field("samples", "int", 3, "sMPRT: noisy copies of the picture each map is averaged over (the last noise-free)",
-          1, 50, 1, link="tm_samples"),
+          2, 50, 1, link="tm_samples"),
     Field("map", "choice", "relevance", "map", choices=MAP_NAMES, link="tm_map", shown=MAP_LABELS),
     Field("cmap", "choice", "inferno", "colormap", choices=COLORMAPS, link="tm_cmap")))
 REPORT = View("report", "test the map: report card", (
