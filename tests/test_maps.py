@@ -111,7 +111,7 @@ def legrad_by_hand(model, x, target):
     _, _, attns, outs, score = by_hand(model, x, rule=False)
     layers = []
     for a, out in zip(attns, outs):
-        (g,) = torch.autograd.grad(score(out)[target], a, retain_graph=True)
+        (g,) = torch.autograd.grad(score(out.mean(0, keepdim=True))[target], a, retain_graph=True)  # all T tokens
         layers.append(g)
     return layers  # (H, T, T) per layer: the signed gradients
 
@@ -412,8 +412,8 @@ def timm_of_torchvision(tv: torch.nn.Module) -> torch.nn.Module:
 
 @pytest.mark.slow
 def test_legrad_equals_torchcams_legrad():
-    """torchcam 0.5.0's LeGrad on a torchvision ViT (every block, its score read from [CLS] through the final norm
-    and head as timm's head reads it) against vitviz's on the same weights in timm, un-normalised."""
+    """torchcam 0.5.0's LeGrad on a torchvision ViT (every block, its default score: the head of the final norm of
+    the mean of all tokens) against vitviz's on the same weights in timm, un-normalised."""
     tv_vit = peer("torchvision.models.vision_transformer")
     methods = peer("torchcam.methods")
     torch.manual_seed(0)
@@ -421,8 +421,7 @@ def test_legrad_equals_torchcams_legrad():
                                           mlp_dim=32, num_classes=5), seed=8)
     tm, x = timm_of_torchvision(tv), picture(32, 6)
     ours = maps_of(tm, x, 1)
-    with torch.enable_grad(), methods.LeGrad(tv, list(tv.encoder.layers),
-                                             score_projection=lambda t: tv.heads(tv.encoder.ln(t)[:, 0])) as cam:
+    with torch.enable_grad(), methods.LeGrad(tv, list(tv.encoder.layers)) as cam:
         logits = tv(x)
         theirs = cam(class_idx=ours.target, normalized=False)[0].detach().double().flatten().numpy()
     assert relative(ours.logits.numpy(), logits.detach().numpy()) < 1e-5  # the conversion is right

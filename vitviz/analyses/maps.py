@@ -143,26 +143,43 @@ def relevance(logits: torch.Tensor, attns: list[torch.Tensor], target: int, pref
 
 
 def legrad(p: Parts, outs: list[torch.Tensor], attns: list[torch.Tensor], target: int, prefix: int) -> np.ndarray:
-    """(N,) LeGrad (Bousselham et al., ICCV 2025) as torchcam 0.5.0 computes it, over every block: block l's class
-    score s_l = the model's own final norm and readout applied to block l's output tokens ``outs[l]`` (1, T, D)
-    (its pooling included: [CLS], or the patches' mean), the gradient of s_l[target] with respect to layer l's
-    post-softmax attention ``attns[l]`` (1, H, T, T), its positive part, mean over heads and query rows, the prefix
-    keys dropped; the mean over layers. Not normalised: torchcam's min-max scaling to [0, 1] (its default) is one
-    positive affine map of the whole map, which changes no ranking of the patches (no deletion or insertion curve,
-    no rank correlation). One short backward per block (each reaches block l's attention only), the graph kept."""
+    """(N,) LeGrad (Bousselham et al., ICCV 2025) as its authors' legrad-torch and torchcam 0.5.0 compute it: block
+    l's class score s_l = the mean of every one of block l's output tokens ``outs[l]`` (1, T, D), prefix tokens
+    included, then the model's final norm, then its readout (:func:`mean_score`); the gradient of s_l[target] with
+    respect to layer l's post-softmax attention ``attns[l]`` (1, H, T, T), its positive part, mean over heads and
+    query rows, the prefix keys dropped; the mean over layers. vitviz takes every block: torchcam takes the blocks
+    its caller names, the authors' wrapper defaults to the last few.
+    Not normalised: torchcam's min-max scaling to [0, 1] (its default) is one positive affine map of the whole map,
+    which changes no ranking of the patches (no deletion or insertion curve, no rank correlation). One short
+    backward per block (each reaches block l's attention only), the graph kept."""
     total = torch.zeros(attns[0].shape[-1] - prefix, dtype=torch.float64)
     for out, a in zip(outs, attns):
-        score = p.readout(p.norm(out.reshape(out.shape[0], -1, out.shape[-1])))
+        score = mean_score(p, out, prefix)
         (g,) = torch.autograd.grad(score.reshape(-1, score.shape[-1])[0, target], a, retain_graph=True)
         total += g[0].double().clamp(min=0).mean((0, 1))[prefix:]
     return (total / len(attns)).numpy()
+
+
+def mean_score(p: Parts, out: torch.Tensor, prefix: int) -> torch.Tensor:
+    """(1, C) LeGrad's score of one block's output tokens ``out`` (1, T, D): their mean over all T tokens, the
+    model's final norm (``p.norm``), then its readout fed ``prefix`` + 1 copies of that one token, so that every
+    pooling reads it: [CLS], the patches' mean, [CLS] and the distillation token averaged, [CLS] beside the mean
+    all give the head the mean token itself. A model that normalises after pooling (timm's ``fc_norm``: ``p.norm``
+    is Identity there) has its fc_norm applied to the mean, as its head does; an attention pool reads the copies
+    with its own query (uniform attention over equal keys: its value path and MLP on the mean token)."""
+    t = out.reshape(out.shape[0], -1, out.shape[-1])[:1]
+    normed = p.norm(t.mean(1, keepdim=True))
+    return p.readout(normed.expand(1, prefix + 1, t.shape[-1]))
 
 
 def attnlrp(model: torch.nn.Module, x: torch.Tensor, forward: Forward, target: int, prefix: int) -> np.ndarray:
     """(N,) AttnLRP (Achtibat et al., ICML 2024) for the logit of class ``target``: one forward of x (1, 3, H, W)
     under :func:`vitviz.models.hooks.lrp_rules` (the model's own numbers, the rules' gradients), one backward to the
     stream entering block 1, z (1, T, D); each patch token's relevance is sum over D of z · grad (lxt 2.1's
-    efficient mode). ValueError for a model whose layers the rules do not cover."""
+    efficient mode). The rules are the paper's AttnLRP: inside attention its rules (the softmax's own gradient, the
+    products by the uniform rule), on every linear layer the plain gradient (LRP-0, the epsilon rule without γ). This
+    is not lxt's recipe for ViTs, which treats the attention weights as constants (CP-LRP) and suggests γ-rules for
+    the linear layers. ValueError for a model whose layers the rules do not cover."""
     with hooks.lrp_rules(model) as entering:
         logits, _ = forward(x)
     z = entering[-1]
