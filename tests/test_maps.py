@@ -200,8 +200,10 @@ def test_no_hook_remains_and_the_model_computes_what_it_did(monkeypatch):
 
 
 def test_the_rules_are_this_threads_alone():
-    """While one thread's forward has AttnLRP's rules on, another thread's gradient × input through the same model
-    is the plain one (the hooks run for the thread that put them on only)."""
+    """While one thread's forward has AttnLRP's rules on, another thread's forward through the same model, at the
+    same time (both wait for each other at block 2's entrance), gives the plain gradient × input: the hooks run for
+    the thread that put them on only."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     model, x = tiny_vit(), picture(16, 8)
@@ -216,10 +218,22 @@ def test_the_rules_are_this_threads_alone():
         return (z * z.grad).sum(-1)
 
     alone = plain()
-    with ThreadPoolExecutor(1) as pool, torch.enable_grad(), hooks.lrp_rules(model) as entering:
-        beside = pool.submit(plain).result(30)
-        model(x)[0, 0].backward()
+    gate, met = threading.Barrier(2, timeout=30), []
+
+    def meet(_module, _args) -> None:  # neither forward goes on before the other is inside the model too
+        met.append(threading.get_ident())
+        gate.wait()
+
+    handle = model.blocks[1].register_forward_pre_hook(meet)
+    try:
+        with ThreadPoolExecutor(1) as pool, torch.enable_grad(), hooks.lrp_rules(model) as entering:
+            beside = pool.submit(plain)
+            model(x)[0, 0].backward()
+            beside = beside.result(30)
+    finally:
+        handle.remove()
     ruled = (entering[0] * entering[0].grad).sum(-1)[0]
+    assert len(set(met)) == 2 and gate.n_waiting == 0 and not gate.broken  # the two forwards overlapped
     assert torch.equal(beside, alone) and hooks_of(model) == 0
     assert (ruled - alone).abs().max() > 1e-2 * alone.abs().max()  # the rules were on in this thread
 
