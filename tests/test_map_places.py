@@ -216,3 +216,51 @@ def test_the_class_maps_probe_reserves_what_class_maps_is_measured_to_need():
         tokens = spec.prefix + (224 // spec.patch) ** 2
         assert relevance.ClassMapsProbe(spec.prefix).estimate(spec, tokens) == maps.maps_bytes(spec, tokens)
         assert maps.maps_bytes(spec, tokens) > relevance.RelevanceProbe().estimate(spec, tokens)  # AttnLRP's too
+
+
+def gated_runner() -> Runner:
+    """A timm ViT with a gated MLP (SwiGLU), 8×8 patches of 8 pixels, D = 32, 2 blocks, 4 classes, random weights:
+    AttnLRP's rules do not cover its MLP, the other maps are made as for any ViT."""
+    import timm
+    from timm.layers import SwiGLUPacked
+
+    from vitviz.models import loaders
+    from vitviz.specs.registry import ModelSpec
+
+    torch.manual_seed(5)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=64, patch_size=8, embed_dim=32,
+                              depth=2, num_heads=2, num_classes=4, mlp_layer=SwiGLUPacked,
+                              act_layer=torch.nn.SiLU).eval()
+    spec = ModelSpec("gated-MLP test model", "timm", "test", 8, 1, 64, 0.0, "classify", dim=32, depth=2, heads=2)
+    return Runner(spec, model, loaders._timm_forward(model), mean=(0.0,) * 3, std=(1.0,) * 3, resolution=64,
+                  origin="built by the test", labels=["circle", "square", "star", "cross"])
+
+
+def test_a_model_attnlrp_refuses_gets_the_other_maps_and_why_in_deletion_predict_and_relevance(monkeypatch):
+    from vitviz.views import classify as shown_classify
+
+    rgb, runner = _star(), gated_runner()
+    why = hooks.lrp_refusal(module_of(runner))
+    assert why and "MLP" in why
+    monkeypatch.setattr(shown_faithful.models, "get_model", lambda key, progress=None: runner)
+    others = [k for k in maps.NAMES if k != "attnlrp"]
+    d = views.show("deletion", rgb, views.VIEWS["deletion"].check(
+        {"model": registry.OFFLINE_KEY, "seeds": 1, "regions": 2}))
+    assert d.numbers["left_out"] == {"attnlrp": why}
+    assert set(d.numbers["auc"]) == set(others) | {"occlusion", "random 1"}
+    assert "AttnLRP" not in d.texts["table"] and f"AttnLRP is not among the maps: {why}" in d.texts["text"]
+    p = views.show("predict", rgb, views.VIEWS["predict"].check(
+        {"model": registry.OFFLINE_KEY, "patches": "3,3;3,4", "seeds": 2}))
+    n = p.numbers
+    assert n["left_out"] == {"attnlrp": why} and set(n["scores"]) == set(others) | {"your choice", "random 1",
+                                                                                   "random 2"}
+    assert n["of"] == 1 + len(others) + 1 and f"the {len(others)} maps" in p.texts["text"]
+    assert f"AttnLRP is not among the maps: {why}" in p.texts["text"]
+    _, text, numbers = shown_classify.render_relevance(runner, rgb)
+    assert numbers["left_out"] == {"attnlrp": why} and list(numbers["maps"]) == ["relevance", "legrad", "rollout"]
+    assert f"AttnLRP is not shown: {why}" in text and "**AttnLRP**" not in text
+    assert hooks_of(module_of(runner)) == 0
+
+
+def hooks_of(model: torch.nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())

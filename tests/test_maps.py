@@ -499,3 +499,18 @@ def test_attnlrp_equals_lxts_rules_on_a_transformers_vit(tmp_path):
         hf.classifier(hf.vit.layernorm(h)[:, 0])[0, ours.target].backward()
     assert relative((z * z.grad).sum(-1)[0, 1:].detach().double().numpy(), lxt) > 0.1
     assert relative(maps_of(timm_of_hf(hf), x, 1).maps["attnlrp"], lxt) <= 1e-5  # and timm's the same
+
+
+def test_without_gradients_the_class_maps_are_left_out_in_words():
+    """Under torch.no_grad class_maps turns gradients on itself (the same maps); in inference mode no graph can be
+    built, and the class maps are left out with the words saying so."""
+    model, x = tiny_vit(), picture(16, 3)
+    with torch.no_grad():
+        plain = maps.class_maps(model, x, loaders.forward_of(model), 1)
+    want = maps_of(model, x, 1)
+    assert plain.left_out == {} and all(np.array_equal(plain.maps[k], want.maps[k]) for k in maps.NAMES)
+    with torch.inference_mode():
+        m = maps.class_maps(model, x, loaders.forward_of(model), 1)
+    assert list(m.maps) == ["attention", "rollout"] and m.target == int(m.logits.argmax()) == want.target
+    assert m.left_out == {k: maps.NO_GRADIENTS for k in maps.NEED_A_CLASS}
+    assert maps.NO_GRADIENTS.startswith("needs gradients: ") and hooks_of(model) == 0

@@ -281,16 +281,25 @@ def curves(p: Parts, z: torch.Tensor, prefix: int, s: "Scored", orders: list[tup
 
 # ---- the maps, from one forward (and one backward) ----------------------------------------------------------
 
+class MapSet(dict):
+    """name -> (N,) float64: the maps a test ranks the patches by, those :func:`class_maps` made; ``left_out``:
+    name -> why, for a map of :data:`vitviz.analyses.maps.NAMES` it could not make (in its own words)."""
+
+    def __init__(self, maps: dict[str, np.ndarray], left_out: dict[str, str]) -> None:
+        super().__init__(maps)
+        self.left_out = dict(left_out)
+
+
 def maps_and_stream(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int,
-                    rank: int) -> tuple[Parts, torch.Tensor, "Scored", dict[str, np.ndarray]]:
+                    rank: int) -> tuple[Parts, torch.Tensor, "Scored", MapSet]:
     """The tests' first stage: every map of :func:`vitviz.analyses.maps.class_maps` (one eager forward and, with
     classes, the backwards the class maps need) for the class at ``rank`` of the top 5, the stream entering block 1
-    (1, T, D) and the whole picture's score for that class."""
+    (1, T, D), the whole picture's score for that class, and the maps made (with why any is left out)."""
     p = parts_of(model)
     m = class_maps(model, x, forward, prefix, rank=rank)
     with torch.no_grad():
         s = _scored(p, m.stream, m.logits, rank, prefix)
-    return p, m.stream, s, m.maps
+    return p, m.stream, s, MapSet(m.maps, m.left_out)
 
 
 @dataclass(frozen=True)
@@ -368,6 +377,7 @@ class Tested:
     orders: list[str]
     randoms: list[str]
     tokens: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)  # name -> why, for a map the model could not have
 
 
 @dataclass(frozen=True)
@@ -405,7 +415,7 @@ class TestProbe:
         c = curves(p, z, self.prefix, s, orders, self.points, self.kinds, slices)
         passes = 1 if s.target is None else MAPS_FORWARDS  # the maps' (maps.maps_forwards)
         tokens = passes * z.shape[1] + occ.tokens + c.tokens  # the maps' passes, occlusion, the curves
-        return Tested(maps, occ, c, list(maps), randoms, tokens)
+        return Tested(maps, occ, c, list(maps), randoms, tokens, maps.left_out)
 
     def nbytes(self, t: Tested) -> int:
         return sum(v.nbytes for v in (*t.maps.values(), *t.curves.deletion.values(), *t.curves.insertion.values()))
@@ -536,6 +546,7 @@ class Choice:
     chosen: float
     others: dict[str, float] = field(default_factory=dict)
     target: int | None = None
+    left_out: dict[str, str] = field(default_factory=dict)  # name -> why, for a map the model could not have
 
 
 @dataclass(frozen=True)
@@ -568,7 +579,7 @@ class ChoiceProbe:
         rows = [("choice", name, 0, np.sort(c) if self.keep else np.setdiff1d(np.arange(n), c)) for name, c in sets]
         got, _ = in_slices(run, z, self.prefix, s)(rows)
         return Choice(s.full, got[("choice", "yours", 0)], {name: got[("choice", name, 0)] for name, _ in orders},
-                      s.target)
+                      s.target, maps.left_out)
 
     def nbytes(self, c: Choice) -> int:
         return 64 * (len(c.others) + 2)

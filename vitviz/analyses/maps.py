@@ -45,6 +45,12 @@ backward (3), LeGrad's backwards (one per block, each through that block and the
 forward and backward (3). Without classes it is the eager forward alone (:func:`maps_forwards`)."""
 
 
+NO_GRADIENTS = ("needs gradients: this forward ran in inference mode (torch.inference_mode), which keeps no graph, "
+                "so there was nothing to differentiate the class's score by.")
+"""What :attr:`Maps.left_out` says of each class map when :func:`class_maps` ran where no graph can be built
+(inference mode; under plain ``torch.no_grad`` it turns gradients on itself)."""
+
+
 def maps_forwards(spec: ModelSpec) -> int:
     """:func:`class_maps`' cost on ``spec`` in forwards' worth: :data:`MAPS_FORWARDS` with classes, 1 without (a
     model for attention only: no class map, no backward)."""
@@ -81,7 +87,8 @@ class Maps:
         logits: (1, C) the model's output, detached (None for a model without classes).
         stream: (1, T, D) the stream entering block 1 (patches embedded, prefix tokens in front, positions added).
         target: the class the class maps explain (None without classes).
-        left_out: name -> why, for a class map this model cannot have (AttnLRP on layers its rules do not cover).
+        left_out: name -> why, for a class map this model or call cannot have (AttnLRP on layers its rules do not
+            cover; every class map in inference mode: :data:`NO_GRADIENTS`).
     """
 
     maps: dict[str, np.ndarray]
@@ -103,7 +110,8 @@ def class_maps(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix
     attention (B, H, T, T) and every block's output recorded and, with classes, the backwards relevance and LeGrad
     need, for class ``target`` (or the class at place ``rank`` of this forward when None); then AttnLRP's own
     forward and backward (:func:`attnlrp`). Gradients are asked for recorded tensors only: no parameter's ``.grad``
-    is touched. Needs grad mode for the class maps (without it they are left out)."""
+    is touched. Turns grad mode on for the class maps (also under ``torch.no_grad``); in inference mode, where no
+    graph can be built, each is in ``left_out`` with :data:`NO_GRADIENTS`."""
     p = parts_of(model)
     attns: list[torch.Tensor] = []
     outs = {f"out{i}": (b, "output") for i, b in enumerate(p.blocks)}
@@ -118,15 +126,18 @@ def class_maps(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix
     if logits is None or p.readout is None:  # a timm model without a head returns its pooled features
         return Maps(out, None, z, None)
     target, left = target_of(logits, rank) if target is None else int(target), {}
-    if logits.requires_grad:
-        out["relevance"] = relevance(logits, attns, target, prefix)
-        out["legrad"] = legrad(p, [seen[f"out{i}"] for i in range(len(p.blocks))], attns, target, prefix)
-        logits, why = logits.detach(), hooks.lrp_refusal(model)
-        del attns, seen  # the eager forward's graph goes before AttnLRP's forward builds its own
-        if why is None:
-            out["attnlrp"] = attnlrp(model, x, forward, target, prefix)
-        else:
-            left["attnlrp"] = why
+    if logits.requires_grad:  # (grad mode is on for the backwards too, whatever the caller's)
+        with torch.enable_grad():
+            out["relevance"] = relevance(logits, attns, target, prefix)
+            out["legrad"] = legrad(p, [seen[f"out{i}"] for i in range(len(p.blocks))], attns, target, prefix)
+            logits, why = logits.detach(), hooks.lrp_refusal(model)
+            del attns, seen  # the eager forward's graph goes before AttnLRP's forward builds its own
+            if why is None:
+                out["attnlrp"] = attnlrp(model, x, forward, target, prefix)
+            else:
+                left["attnlrp"] = why
+    else:
+        left = {k: NO_GRADIENTS for k in NEED_A_CLASS}
     return Maps({k: out[k] for k in NAMES if k in out}, logits.detach(), z, target, left)
 
 

@@ -68,6 +68,12 @@ def map_names(runner: Runner) -> tuple[str, ...]:
     return tuple(n for n in made.NAMES if runner.labels or n not in made.NEED_A_CLASS)
 
 
+def left_out_words(left_out: dict[str, str]) -> str:
+    """What a view says of the maps its model could not have (``left_out``: name -> why, in
+    :func:`vitviz.analyses.maps.class_maps`' words), one sentence each; empty when every map is there."""
+    return "".join(f"{label_of(k)} is not among the maps: {why} " for k, why in left_out.items())
+
+
 def maps_in_words() -> str:
     """The maps every test uses, as the numbers name them, for the records' docs."""
     need = [n for n in made.NAMES if n in made.NEED_A_CLASS]
@@ -176,7 +182,8 @@ def render_curves(c: faithful.Curves, names: list[str], randoms: list[str], what
             + ", and occlusion) taken out (or put in) a share at a time, against seeded random orders; "
             "numbers.auc gives each curve's area (lower deletion and higher insertion = more faithful); "
             "numbers.ends is false for a head that pools the patch tokens, which has no score with every patch "
-            "out (that point is null and the areas cover the others). Settings that would send more than "
+            "out (that point is null and the areas cover the others); numbers.left_out says why a map the model "
+            "cannot have (AttnLRP on a gated MLP) is missing. Settings that would send more than "
             f"{faithful.MAX_TEST_MACS / 1e13:g}e13 multiply-adds through the model (on the picture's own patch "
             "grid) are refused, naming what to lower.")
 def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
@@ -221,7 +228,7 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
             + (f"Beating every random order: {', '.join(map(label_of, beats))}. " if beats
                else "No map beats every random order. ")
             + f"Occlusion: the picture cut into {occ.count} regions (about {values['regions']} per side), each taken "
-            f"out once. {caveats('every curve')}")
+            f"out once. {left_out_words(t.left_out)}{caveats('every curve')}")
     if c.target is None:
         text = ("This model has no classes, so each sequence is scored by how close its final [CLS] stays to the "
                 "whole picture's (cosine similarity), not by a probability. " + text)
@@ -232,7 +239,7 @@ def show_deletion(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                "random_auc": {kind: [float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0]
                               for kind, v in spread.items()},
                "occlusion": {"regions": occ.count, "per_side": values["regions"]}, "grid": list(grid),
-               "ends": c.ends,
+               "ends": c.ends, "left_out": dict(t.left_out),
                "cost": {"tokens": t.tokens, "forwards": t.tokens / faithful.tokens_of(runner)}}
     figure = render_curves(c, names, randoms, what, runner.spec.key, kinds)
     return Shown({"curves": figure}, {"text": table + "\n\n" + text, "table": table}, numbers, s, runner.spec.key,
@@ -492,7 +499,8 @@ def render_choice(ch: faithful.Choice, picture: np.ndarray, grid: tuple[int, int
             "same number of patches ranked highest by each map (" + maps_in_words() + ") and by random orders "
             "('random 1', …); numbers.rank is your "
             "choice's place among the chart's bars: your choice, each map and the random orders' mean (1 = it "
-            "mattered most), of numbers.of; numbers.beats_random how many of the random orders it beats.")
+            "mattered most), of numbers.of; numbers.beats_random how many of the random orders it beats; "
+            "numbers.left_out why a map the model cannot have is missing.")
 def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     """The student's patches taken out (or kept alone), beside the same number of patches by each map."""
     runner = _runner(values, progress)
@@ -522,10 +530,11 @@ def show_predict(rgb: np.ndarray, values: dict, progress=None) -> Shown:
             f"{len(bars)}** among the chart's bars below the whole picture (your choice, the {len(names)} maps and "
             f"the random orders' mean; {verb}, 1 = the patches the prediction needed most), and it beats "
             f"{beats} of the {len(randoms)} random order{'s' if len(randoms) != 1 else ''}. "
-            f"{caveats('every score here')}")
+            f"{left_out_words(ch.left_out)}{caveats('every score here')}")
     numbers = {"model": runner.spec.key, "score": what, "class": name or None, "full": ch.full,
                "patches": [list(c) for c in values["patches"]], "mode": values["mode"],
-               "scores": everyone, "rank": place, "of": len(bars), "beats_random": beats, "grid": list(grid)}
+               "scores": everyone, "rank": place, "of": len(bars), "beats_random": beats, "grid": list(grid),
+               "left_out": dict(ch.left_out)}
     figure = render_choice(ch, picture, grid, chosen, names, randoms, values["mode"], what)
     data = {"picker": picker_payload(runner, rgb, values["patches"])}
     return Shown({"choice": figure}, {"text": text}, numbers, s, runner.spec.key,
