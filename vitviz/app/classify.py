@@ -82,12 +82,14 @@ def build(gr_tab: gr.Tab) -> Tab:
 
 
 def _test_the_map(tab: Tab, form: Form) -> None:
-    """The section 'Test the map': its model, class and random orders (shared by its three views), then each view
-    in its panel: deletion and insertion, randomised weights, and predict, then test (laid out here: its picker)."""
+    """The section 'Test the map': its model, class and random orders (shared by its views), then each view in its
+    panel: deletion and insertion, randomised weights, predict, then test (laid out here: its picker), and the report
+    card."""
     from vitviz.views import RECORDS
 
     gr.Markdown("## Test the map\nAn attention map is a hint, not proof that the model used those patches. These "
-                "three tests ask the model itself, on this picture.", elem_id="test-the-map")
+                "tests ask the model itself, on this picture, and the report card shows where two kinds of test "
+                "disagree.", elem_id="test-the-map")
     with gr.Row():
         shared = [form.add(P["model"]), form.add(P["rank"]), form.add(P["seeds"])]
     again = [shared[0].change, shared[1].change, shared[2].release, tab.key.change]  # the section's own, a picture
