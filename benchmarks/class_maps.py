@@ -11,22 +11,31 @@ forward and backward. Memory: the rise of the process's peak resident size over 
 for a fused forward, class_maps, and class_maps' parts; beside it what :func:`vitviz.analyses.maps.maps_bytes`
 estimates.
 
-Measured 2026-12-02 on two cores (other work on the machine; ms, and × the fused forward of the same run):
+Measured 2026-12-02 on two cores (other work on the machine; ms, and × the fused forward of the same run), beside
+what :func:`vitviz.analyses.maps.maps_work` counts (token-wise passes, attention's T² products, relevance's T³
+rolling, in fused forwards) and the bound :func:`~vitviz.analyses.maps.maps_forwards` charges (⌈2 × the count⌉):
 
-| model | fused forward ms | class_maps ms | relevance's backward | LeGrad's backwards | AttnLRP |
-|---|---|---|---|---|---|
-| offline (64 px) | 2.0 | 19 (9.4×) | 3 (1.4×) | 3 (1.5×) | 9 (4.3×) |
-| ViT-B/16 | 195.7 | 1032 (5.3×) | 215 (1.1×) | 158 (0.8×) | 451 (2.3×) |
-| ViT-S/8 | 207.4 | 1821 (8.8×) | 579 (2.8×) | 263 (1.3×) | 1237 (6.0×) |
+| model | fused forward ms | class_maps ms | relevance's backward | LeGrad's backwards | AttnLRP | counted, bound |
+|---|---|---|---|---|---|---|
+| offline | 1.8 | 16 (9.0×) | 2 (1.3×) | 3 (1.5×) | 7 (4.0×) | 5.4, bound 11 |
+| ViT-B/16 | 177.8 | 919 (5.2×) | 184 (1.0×) | 144 (0.8×) | 406 (2.3×) | 5.1, bound 11 |
+| ViT-S/8 | 190.6 | 1768 (9.3×) | 807 (4.2×) | 308 (1.6×) | 774 (4.1×) | 6.3, bound 13 |
 
-| model | tokens | class_maps | without AttnLRP | AttnLRP alone | maps_bytes estimate |
-|---|---|---|---|---|---|
-| offline | 65 | 11 MiB | 8 MiB | 9 MiB | 4 MiB |
-| ViT-B/16 | 197 | 239 MiB | 199 MiB | 234 MiB | 263 MiB |
-| ViT-S/8 | 785 | 605 MiB | 612 MiB | 260 MiB | 839 MiB |
+An earlier run of the same code measured 9.4×, 5.3× and 8.8× (AttnLRP 6.0× on ViT-S/8): the parts move between
+runs, the totals stay within the bound. The count leaves out the eager attention's element-wise steps over
+(H, T, T) and each operation's fixed overhead (the offline model's 16 ms are mostly that): the safety factor 2 is
+what covers them, stated in :data:`vitviz.analyses.maps.SAFETY`, not fitted.
 
-(An earlier run measured 811 MiB for ViT-S/8 without AttnLRP: the allocator's peaks vary from run to run; the
-estimate's constants were fitted to the larger. The offline model's few MiB are the allocator's own.)
+| model | tokens | fused forward | class_maps | without AttnLRP | AttnLRP alone | maps_bytes estimate |
+|---|---|---|---|---|---|---|
+| offline | 65 | 0 MiB | 11 MiB | 9 MiB | 9 MiB | 21 MiB |
+| ViT-B/16 | 197 | 0 MiB | 234 MiB | 197 MiB | 232 MiB | 342 MiB |
+| ViT-S/8 | 785 | 0 MiB | 565 MiB | 587 MiB | 257 MiB | 1058 MiB |
+
+(Earlier runs measured 605 and 811 MiB for ViT-S/8 without AttnLRP: the allocator's peaks vary from run to run.
+The estimate multiplies the counted graphs by :data:`~vitviz.analyses.maps.MEMORY_SAFETY` 1.25 and adds
+:data:`~vitviz.analyses.maps.ALLOCATOR_SLACK` 16 MiB, the allocator's own blocks, which are most of the offline
+model's 11 MiB.)
 """
 
 from __future__ import annotations
@@ -67,7 +76,8 @@ def times(name: str) -> list[str]:
 
     from vitviz.analyses import maps
 
-    model, forward, prefix, x, _ = build(name)
+    model, forward, prefix, x, spec = build(name)
+    tokens = (x.shape[-1] // spec.patch) ** 2 + prefix
     fused = []
     with torch.inference_mode():
         forward(x)
@@ -103,7 +113,8 @@ def times(name: str) -> list[str]:
             setattr(maps, key, fn)
     f = statistics.median(fused)
     cells = [statistics.median(total)] + [spent.get(k, 0.0) / 5 for k in parts]
-    return [name, f"{f * 1000:.1f}"] + [f"{c * 1000:.0f} ({c / f:.1f}×)" for c in cells]
+    counted = f"{maps.maps_work(spec.dim, tokens):.1f}, bound {maps.maps_forwards(spec, tokens)}"
+    return [name, f"{f * 1000:.1f}"] + [f"{c * 1000:.0f} ({c / f:.1f}×)" for c in cells] + [counted]
 
 
 def measure(name: str, part: str) -> int:
@@ -157,8 +168,9 @@ def main() -> None:
     if sys.argv[1:2] == ["--memory"]:
         memory()
         return
-    print("| model | fused forward ms | class_maps ms | relevance's backward | LeGrad's backwards | AttnLRP |")
-    print("|---|---|---|---|---|---|")
+    print("| model | fused forward ms | class_maps ms | relevance's backward | LeGrad's backwards | AttnLRP "
+          "| counted (maps_work), bound (maps_forwards) |")
+    print("|---|---|---|---|---|---|---|")
     for name in MODELS:
         print("| " + " | ".join(times(name)) + " |")
 

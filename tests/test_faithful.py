@@ -3,6 +3,7 @@ and the randomised weights are what independent computations give; bad input is 
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -323,10 +324,12 @@ def test_the_planned_work_is_the_work_done_and_a_test_over_the_bound_is_refused_
     both = ("deletion", "insertion")
     tested = runner.analyse(faithful.TestProbe((8, 8), 1, 11, 1, 2, both), rgb).value
     # the plan counts the tokens the test sends through the model (what the view reports as its cost): the maps'
-    # forwards' worth (maps.MAPS_FORWARDS) and each shorter sequence with its prefix
+    # forwards' worth (maps.maps_forwards: 11 on the offline model's 65 tokens) and each shorter sequence with its
+    # prefix
     spec = registry.spec(registry.OFFLINE_KEY)
     lengths = faithful.planned_lengths((8, 8), len(maps.NAMES) + 1, 11, 1, 2, both)  # every map and occlusion
-    assert tested.tokens == maps.MAPS_FORWARDS * 65 + sum(k + spec.prefix for k in lengths)
+    assert maps.maps_forwards(spec, 65) == 11 == math.ceil(maps.SAFETY * maps.maps_work(96, 65))
+    assert tested.tokens == 11 * 65 + sum(k + spec.prefix for k in lengths)
     assert faithful.sequence_macs(spec, 65) == 4 * (12 * 65 * 96 ** 2 + 2 * 65 ** 2 * 96)
     # every offered setting passes on a DINO ViT-S/8 and a ViT-B/16 at 224 px on a square picture, and on a 3:2
     # photo, which a model without classes sees whole (DINO ViT-S/8: 28×42 patches; DINO ViT-B/16: 14×21; a model

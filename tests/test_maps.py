@@ -514,3 +514,16 @@ def test_without_gradients_the_class_maps_are_left_out_in_words():
     assert list(m.maps) == ["attention", "rollout"] and m.target == int(m.logits.argmax()) == want.target
     assert m.left_out == {k: maps.NO_GRADIENTS for k in maps.NEED_A_CLASS}
     assert maps.NO_GRADIENTS.startswith("needs gradients: ") and hooks_of(model) == 0
+
+
+def test_the_maps_work_bound_counts_attentions_t_squared_work_by_hand():
+    """ViT-S/8's 785 tokens of width 384: per block a forward is 12·T·D² + 2·T²·D = 1.389e9 + 4.733e8
+    multiply-adds; the class maps count 5 token-wise passes, 8 of attention's products and relevance's T³
+    rolling twice: 1.170e10, 6.28 forwards, bound ⌈2 × 6.28⌉ = 13; ViT-B/16's 197 of 768: 5.13, bound 11."""
+    linear, attention, rolling = 12 * 785 * 384 ** 2, 2 * 785 ** 2 * 384, 785 ** 3
+    assert (linear, attention) == (1_389_035_520, 473_260_800)
+    assert maps.maps_work(384, 785) == pytest.approx((5 * linear + 8 * attention + 2 * rolling)
+                                                     / (linear + attention), rel=1e-12)
+    assert round(maps.maps_work(384, 785), 2) == 6.28 and maps.forwards_of(384, 785, True) == 13
+    assert round(maps.maps_work(768, 197), 2) == 5.13 and maps.forwards_of(768, 197, True) == 11
+    assert maps.forwards_of(384, 785, False) == 1  # a model without classes: its one eager forward

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vitviz.analyses.maps import MAPS_FORWARDS, class_maps, maps_bytes, maps_forwards
+from vitviz.analyses.maps import class_maps, forwards_of, maps_bytes, maps_forwards
 from vitviz.models.parts import Parts, parts_of
 from vitviz.models import budget, hooks
 from vitviz.models.runner import Forward, Runner
@@ -363,7 +363,7 @@ def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, points: int,
     """Multiply-adds of a whole :class:`TestProbe` (its maps counted as
     :func:`~vitviz.analyses.maps.maps_forwards` forwards)."""
     n, prefix = grid[0] * grid[1], spec.prefix
-    return (maps_forwards(spec) * sequence_macs(spec, n + prefix)
+    return (maps_forwards(spec, n + prefix) * sequence_macs(spec, n + prefix)
             + sum(sequence_macs(spec, k + prefix) for k in planned_lengths(grid, maps, points, seeds, per_side, kinds)))
 
 
@@ -413,7 +413,7 @@ class TestProbe:
         orders = [(k, np.asarray(order_of(v))) for k, v in maps.items()]
         orders += [(r, np.asarray(random_order(n, i))) for i, r in enumerate(randoms)]
         c = curves(p, z, self.prefix, s, orders, self.points, self.kinds, slices)
-        passes = 1 if s.target is None else MAPS_FORWARDS  # the maps' (maps.maps_forwards)
+        passes = forwards_of(z.shape[-1], z.shape[1], s.target is not None)  # the maps' (maps.maps_forwards)
         tokens = passes * z.shape[1] + occ.tokens + c.tokens  # the maps' passes, occlusion, the curves
         return Tested(maps, occ, c, list(maps), randoms, tokens, maps.left_out)
 

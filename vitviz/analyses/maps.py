@@ -22,6 +22,7 @@ Shapes: T = prefix + N tokens of width D; the maps are (N,) float64 over the pat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,22 +40,52 @@ NAMES = ("attention", "rollout", "relevance", "attnlrp", "legrad")
 NEED_A_CLASS = ("relevance", "attnlrp", "legrad")
 """The maps that explain one class: a model without classes (DINO) has none of them."""
 
-MAPS_FORWARDS = 8
-"""What :func:`class_maps` costs with classes, in forwards' worth of multiply-adds: the eager forward and relevance's
-backward (3), LeGrad's backwards (one per block, each through that block and the head: at most 2), AttnLRP's
-forward and backward (3). Without classes it is the eager forward alone (:func:`maps_forwards`)."""
+TOKEN_PASSES = 5
+"""Passes of the blocks' token-wise work (12·T·D² multiply-adds per block: q, k, v, the output projection and the
+MLP) :func:`class_maps` makes with classes: the eager forward, relevance's backward, LeGrad's backwards (each block's
+from its own output, about one backward in all), AttnLRP's forward and its backward (the backwards reach the
+activations only: no weight's gradient is made)."""
+ATTENTION_PASSES = 8
+"""Passes of attention's T²-dependent products (2·T²·D multiply-adds per block: the scores and the weighted sum):
+the eager forward 1, relevance's backward 2 (two gradients of each product), LeGrad's at most 2, AttnLRP's forward 1
+and backward 2."""
+ROLLOUT_PASSES = 2
+"""Relevance's rolling through the layers: R ← R + Ā·R, a (T, T) by (T, T) product per block (T³ multiply-adds) in
+float64, counted twice a float32 multiply-add."""
+SAFETY = 2.0
+"""The factor the counted work is multiplied by: what the count leaves out costs time too (the eager attention's
+softmax and the maps' element-wise steps over (H, T, T) tensors, which wait on memory, not on multiply-adds; each
+operation's fixed overhead on a small model; another CPU). Stated, not fitted: benchmarks.class_maps measured 5.3×,
+8.8× and 9.4× a fused forward on ViT-B/16's and ViT-S/8's shapes and the offline model, where the count gives 5.1,
+6.3 and 5.4 (its docstring has the table)."""
+
+
+def maps_work(dim: int, tokens: int) -> float:
+    """The multiply-adds :func:`class_maps` with classes counts per block over ``tokens`` tokens of width ``dim``,
+    in fused forwards' worth (a forward: 12·T·D² + 2·T²·D per block), before :data:`SAFETY`."""
+    linear, attention = 12 * tokens * dim ** 2, 2 * tokens ** 2 * dim
+    counted = TOKEN_PASSES * linear + ATTENTION_PASSES * attention + ROLLOUT_PASSES * tokens ** 3
+    return counted / (linear + attention)
+
+
+def forwards_of(dim: int, tokens: int, classes: bool) -> int:
+    """:func:`class_maps`' bound in forwards' worth: ⌈:data:`SAFETY` × :func:`maps_work`⌉ with classes; without
+    classes its one eager forward, counted 1 as every other forward of the tests is."""
+    return math.ceil(SAFETY * maps_work(dim, tokens)) if classes else 1
+
+
+def maps_forwards(spec: ModelSpec, tokens: int | None = None) -> int:
+    """:func:`forwards_of` for ``spec`` over ``tokens`` tokens (by default its resolution's patches and prefix):
+    with classes 11 for ViT-B/16's shape at 224 px (197 tokens), 13 for ViT-S/8's (785), 11 for the offline model
+    (65); 1 for a model for attention only (no class map, no backward)."""
+    tokens = (spec.resolution // spec.patch) ** 2 + spec.prefix if tokens is None else tokens
+    return forwards_of(spec.dim, tokens, spec.task != "attention")
 
 
 NO_GRADIENTS = ("needs gradients: this forward ran in inference mode (torch.inference_mode), which keeps no graph, "
                 "so there was nothing to differentiate the class's score by.")
 """What :attr:`Maps.left_out` says of each class map when :func:`class_maps` ran where no graph can be built
 (inference mode; under plain ``torch.no_grad`` it turns gradients on itself)."""
-
-
-def maps_forwards(spec: ModelSpec) -> int:
-    """:func:`class_maps`' cost on ``spec`` in forwards' worth: :data:`MAPS_FORWARDS` with classes, 1 without (a
-    model for attention only: no class map, no backward)."""
-    return 1 if spec.task == "attention" else MAPS_FORWARDS
 
 
 EAGER_GRAPH = (22, 3)
@@ -66,16 +97,26 @@ LRP_GRAPH = 36
 copies included; measured 34 and 33 on the same shapes: 246 and 476 MB)."""
 
 
+MEMORY_SAFETY = 1.25
+"""The factor the class maps' counted graphs are multiplied by: the allocator's peaks vary from run to run (ViT-S/8's
+eager pass measured 605 and 811 MB in two runs of the same code), and another machine's allocator differs."""
+ALLOCATOR_SLACK = 16 * 2**20
+"""Bytes added to every estimate with classes: the allocator's own blocks, which dominate a small model's peak (the
+offline model's class maps measured 11 MiB over a fused forward where its graphs count 4)."""
+
+
 def maps_bytes(spec: ModelSpec, tokens: int) -> int:
     """Estimated peak bytes of :func:`class_maps` on ``spec`` over ``tokens`` tokens. With classes: the fused
-    forward's share and the larger of the eager pass with its backwards (:data:`EAGER_GRAPH`) and AttnLRP's, which
-    runs after the eager graph is gone (:data:`LRP_GRAPH`). Without classes (a model for attention only) no graph is
-    built: the eager forward and every layer's kept attention."""
+    forward's share, :data:`ALLOCATOR_SLACK`, and :data:`MEMORY_SAFETY` × the larger of the eager pass with its
+    backwards (:data:`EAGER_GRAPH`) and AttnLRP's, which runs after the eager graph is gone (:data:`LRP_GRAPH`).
+    Without classes (a model for attention only) no graph is built: the eager forward and every layer's kept
+    attention."""
     td, htt = tokens * spec.dim, spec.heads * tokens * tokens
     if spec.task == "attention":
         return budget.eager_bytes(spec, tokens) + 2 * spec.depth * htt * 4
     eager = spec.depth * (EAGER_GRAPH[0] * td + EAGER_GRAPH[1] * htt) * 4
-    return budget.forward_bytes(spec, tokens) + max(eager, spec.depth * LRP_GRAPH * td * 4)
+    graphs = MEMORY_SAFETY * max(eager, spec.depth * LRP_GRAPH * td * 4)
+    return budget.forward_bytes(spec, tokens) + ALLOCATOR_SLACK + math.ceil(graphs)
 
 
 @dataclass
