@@ -43,7 +43,8 @@ class Field:
         words: names for special values, e.g. {"mean": -1} for the head mean (accepted in the link and API).
         multiple: a whole number the value must be a multiple of (a real constraint, unlike ``step``, which is
             only how far one move of the control goes).
-        follows: what narrows the range at run time ("layers", "heads", "rows", "cols"); a value past it is
+        follows: what narrows the range at run time ("layers", "heads", "rows", "cols", "steps": the
+            randomisation's steps, the blocks plus the final norm and the head); a value past it is
             clamped to what the model or picture has, and the view says so.
         cli: other spellings of the command-line flag (kept from earlier versions of the command).
         info: one line under the control.
@@ -88,7 +89,10 @@ class Field:
             if self.multiple:
                 text += f", a multiple of {self.multiple}"
             extra = [f"{w!r} for {v}" for w, v in self.words.items()]
-            if self.follows:
+            if self.follows == "steps":
+                text += (" (at most the model's last step: its blocks, then its final norm and its head where it has "
+                         "them)")
+            elif self.follows:
                 text += f" (at most the {self.follows.removesuffix('s')} count "
                 text += "of what is shown)" if self.follows in ("layers", "heads") else "of the picture's grid)"
             return text + (", or " + ", ".join(extra) if extra else "")

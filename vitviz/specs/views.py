@@ -209,7 +209,7 @@ DELETION = View("deletion", "test the map: deletion and insertion", (
 RANDOMISE = View("randomise", "test the map: randomise the weights", (
     IMAGE, TM_MODEL,
     Field("step", "int", 0, "step shown: 0 = trained, then the head, the final norm and the blocks from the top "
-          "re-drawn", 0, MAX_DEPTH + 2, 1, link="tm_step", follows="layers",
+          "re-drawn", 0, MAX_DEPTH + 2, 1, link="tm_step", follows="steps",
           info="a model without classes has no head step; the last step has every block and the head random"),
     Field("draws", "int", 3, "random draws of the weights (each its own seed; the spread is shown)", 2, 10, 1,
           link="tm_draws"),
