@@ -191,9 +191,57 @@ def test_the_views_slider_spans_every_step_and_the_numbers_hold_every_draw():
     for name, per_step in n["spearman"].items():
         assert len(per_step) == 7 and all(len(d) == 2 for d in per_step) and per_step[0] == [1.0, 1.0], name
         assert len(n["smprt"][name]) == len(n["emprt"][name]) == 2
-        # one noise-free sample: sMPRT is the MPRT score at full randomisation
-        assert n["smprt"][name] == pytest.approx(per_step[-1], abs=1e-12)
-    assert "**Passing** here means" in shown.texts["text"] and "| map |" in shown.texts["table"]
+        assert all(-1 <= v <= 1 for v in n["smprt"][name]), name
+    text = shown.texts["text"]
+    assert "**Passing** here means" in text and "| map |" in shown.texts["table"]
+    # the slider's words name the steps, not the layer count (its bound, 6, is the steps', not the 4 layers')
+    words = views.VIEWS["randomise"]["step"].accepts()
+    assert "layer count" not in words and "last step" in words, words
+    # the thresholds are vitviz's; sMPRT at full randomisation only, with 2 samples against quantus's 50; the
+    # offline model's 64 patches cap eMPRT's 100-bin entropy at ln 64
+    assert "against vitviz's thresholds" in text and "computed at full randomisation only, with 2 samples where " \
+        "quantus and the paper default to 50" in text
+    assert "capped at ln 64 = 4.16" in text and n["entropy_cap"] == pytest.approx(np.log(64))
+    assert all(max(e["random"] + [e["trained"]]) <= np.log(64) + 1e-12 for e in n["entropy"].values())
+    # attention and rollout do not read the head or the final norm: ρ = 1 there, and the page says what passing means
+    for name in ("attention", "rollout"):
+        assert all(v == pytest.approx(1.0) for v in n["spearman"][name][1] + n["spearman"][name][2]), name
+    assert "Attention and rollout stay as trained (ρ = 1) through the head and final norm" in text
+    assert "passing means they depend on the blocks' weights, not that they explain the class" in text
+    assert set(n["verdicts"]["attention"]) == {"mprt", "smprt", "emprt", "all"}
+
+
+def test_a_score_whose_draws_straddle_the_threshold_is_too_close_to_call():
+    # vitviz's thresholds: Spearman below 0.5 (MPRT, sMPRT), entropy rising (eMPRT); draws on both sides: neither
+    mp = np.ones((3, 4))
+    mp[:, -1] = [0.2, 0.3, 0.7]  # the last step's draws straddle 0.5
+    sc = randomise.Scores({"a": mp, "b": np.where(mp > 0.4, 0.1, mp)}, {"a": np.array([0.1, 0.2, 0.3]),
+                                                                      "b": np.array([0.6, 0.8, 0.9])},
+                          {"a": np.array([0.1, 0.2, 0.3]), "b": np.array([-0.1, 0.05, 0.2])}, {})
+    assert sc.verdicts("a") == {"mprt": randomise.CLOSE, "smprt": "pass", "emprt": "pass", "all": randomise.CLOSE}
+    assert sc.verdicts("b") == {"mprt": "pass", "smprt": "fail", "emprt": randomise.CLOSE, "all": "fail"}
+    assert sc.passes("a")["mprt"] is False  # 'in every draw' is the stricter, kept in the numbers
+
+
+def _cascade(steps: tuple[str, ...], top: np.ndarray | None, layers: int) -> randomise.Cascade:
+    d, s = (top.shape if top is not None else (2, len(steps)))
+    maps = {"attention": np.random.default_rng(0).random((d, s, 16))}
+    probs = None if top is None else np.full(top.shape, 0.5)
+    return randomise.Cascade(steps, maps, probs, top, None if top is None else 0, seeds=tuple(range(d)),
+                             samples=2, layers=layers)
+
+
+def test_the_steps_and_the_prediction_are_said_from_the_cascade():
+    dino = _cascade(("trained", "final norm") + tuple(f"block {i}" for i in range(12, 0, -1)), None, 12)
+    assert faithful_view._steps_said(dino) == "final norm, then blocks 12 to 1"  # no head, no 'block 12' twice
+    deit = _cascade(("trained", "head", "final norm", "block 2", "block 1"), np.zeros((3, 5), int), 2)
+    assert faithful_view._steps_said(deit) == "head, final norm, then blocks 2 to 1"
+    deit.top[:, 1:] = 4  # every draw changes at the head
+    words = faithful_view._probability_words(deit, 0, str)
+    assert "first changes in every draw at step 1 (head)." in words and "draws 1, 2, 3" not in words
+    deit.top[2, 1] = 0  # draw 3 changes one step later
+    assert "first changes at step 1, 1, 2 in draws 1, 2, 3." in faithful_view._probability_words(deit, 0, str)
+    assert faithful_view._probability_words(dino, 0, str) == ""
 
 
 def test_settings_over_the_bound_are_refused_naming_them_and_the_defaults_pass():
@@ -346,3 +394,50 @@ def test_quantus_mprt_smooth_and_efficient_agree_on_the_same_steps_and_maps(monk
         np.testing.assert_allclose(em, ours.emprt[name], rtol=1e-5, atol=1e-12, err_msg=name)
     print(f"quantus against vitviz, {len(c.maps)} maps × (MPRT at {len(c.steps) - 1} steps, sMPRT, eMPRT): largest "
           f"relative difference {max(worst):.1e}")
+
+
+def test_the_figure_draws_what_the_scores_rank_and_a_left_out_map_says_why(monkeypatch):
+    # the scores rank |map| / max |map|: the overlays draw that, on one 0…1 scale
+    from vitviz.analyses import maps as made
+    from vitviz.render import plotting
+
+    drawn = []
+    real_overlay = plotting.heat_overlay
+
+    def overlay(rgb, heat, cmap, alpha, *a, **kw):
+        drawn.append((np.asarray(heat).copy(), kw.get("vmin"), kw.get("vmax")))
+        return real_overlay(rgb, heat, cmap, alpha, *a, **kw)
+
+    real_maps = made.class_maps
+
+    def without_attnlrp(*a, **kw):  # as for a model whose layers lxt cannot rewrite
+        m = real_maps(*a, **kw)
+        m.maps.pop("attnlrp", None)
+        m.left_out = {"attnlrp": "AttnLRP: its rules do not cover this model's layers (test)"}
+        return m
+
+    from vitviz.core import owned
+
+    monkeypatch.setattr(plotting, "heat_overlay", overlay)
+    monkeypatch.setattr(randomise, "class_maps", without_attnlrp)
+    owned.reset("results")  # not another test's kept answer
+    rgb = images.load_rgb(EXAMPLES / "scene_star.png")
+    shown = views.show("randomise", rgb, views.VIEWS["randomise"].check(
+        {"model": registry.OFFLINE_KEY, "step": 0, "draws": 2, "samples": 2, "map": "attnlrp"}))
+    assert shown.settled.values["map"] == "attention"
+    assert shown.settled.notes["map"] == ("AttnLRP: its rules do not cover this model's layers (test): the attention "
+                                          "map is shown.")
+    assert "has no classes" not in shown.settled.notes["map"] and shown.numbers["left_out"] == {
+        "attnlrp": "AttnLRP: its rules do not cover this model's layers (test)"}
+    assert shown.texts["text"].split("\n\n", 1)[1].startswith("Step 0 of 6: the trained model. ")
+    assert len(drawn) == 2
+    for heat, lo, hi in drawn:
+        assert (lo, hi) == (0.0, 1.0) and heat.min() >= 0 and heat.max() == pytest.approx(1.0, abs=1e-12)
+    owned.reset("results")  # the next test's answer is not this one's, made without AttnLRP
+
+
+def test_attnlrps_line_is_apart_from_attentions_and_the_class_probability_is_not_legrads():
+    from vitviz.views import faithful as page
+
+    assert page.MARKS["attnlrp"][1] != page.MARKS["attention"][1]  # the same solid line before, colours alike
+    assert page.COLOURS["attnlrp"] == "#56b4e9" and page.COLOURS["legrad"] == "#f0e442"  # colours as they were

@@ -51,8 +51,11 @@ BINS = 100
 """eMPRT's histogram: this many equal bins between the map's minimum and maximum (quantus's ``n_bins`` when no
 rule is named)."""
 PASS_BELOW = 0.5
-"""A map passes the (smooth) MPRT when its Spearman correlation with the trained map at full randomisation is
-below this in every draw."""
+"""vitviz's threshold, not the papers' (they report the scores and draw no line): a map passes the (smooth) MPRT
+when its Spearman correlation with the trained map at full randomisation is below this in every draw; eMPRT's is
+vitviz's too (a rise in entropy: above 0)."""
+CLOSE = "too close to call"
+"""The verdict of a score whose draws fall on both sides of its threshold (:meth:`Scores.verdicts`)."""
 NOISE_SEED = 0
 """The seed of sMPRT's noise: the same noisy copies for the trained and every randomised model."""
 
@@ -259,6 +262,7 @@ class Cascade:
         seeds: (D,) each draw's number (its step k is seeded :func:`seed_of` (draw, k)).
         samples: sMPRT's inputs per average (the last noise-free).
         layers: the model's blocks.
+        left_out: map name -> why, for a class map this model cannot have (``Maps.left_out``).
     """
 
     steps: tuple[str, ...]
@@ -271,6 +275,7 @@ class Cascade:
     seeds: tuple[int, ...] = ()
     samples: int = 1
     layers: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def draws(self) -> int:
@@ -300,6 +305,19 @@ class Scores:
                "smprt": bool(np.all(self.smprt[name] < PASS_BELOW)),
                "emprt": bool(np.all(self.emprt[name] > 0))}
         return got | {"all": all(got.values())}
+
+    def verdicts(self, name: str) -> dict[str, str]:
+        """Map ``name``'s verdict per test: "pass" (every draw on the passing side of vitviz's threshold), "fail"
+        (every draw on the other), or :data:`CLOSE` (the draws' range crosses it); "all": "pass" when all three
+        pass, "fail" when one fails, else :data:`CLOSE`."""
+        def verdict(ok: np.ndarray) -> str:
+            return "pass" if ok.all() else "fail" if not ok.any() else CLOSE
+
+        got = {"mprt": verdict(self.mprt[name][:, -1] < PASS_BELOW),
+               "smprt": verdict(self.smprt[name] < PASS_BELOW) if name in self.smprt else CLOSE,
+               "emprt": verdict(self.emprt[name] > 0)}
+        every = set(got.values())
+        return got | {"all": "pass" if every == {"pass"} else "fail" if "fail" in every else CLOSE}
 
 
 def scores_of(c: Cascade) -> Scores:
@@ -337,11 +355,11 @@ def planned_macs(spec: ModelSpec, tokens: int, classes: bool, draws: int, sample
 
 
 def _maps_of(model: torch.nn.Module, x: torch.Tensor, forward: Forward, prefix: int,
-             target: int | None) -> tuple[dict[str, np.ndarray], torch.Tensor | None, int | None]:
+             target: int | None) -> tuple[dict[str, np.ndarray], torch.Tensor | None, int | None, dict[str, str]]:
     """Every map of ``model`` (:func:`vitviz.analyses.maps.class_maps`) for ``target`` (the model's own top class
-    when None); the logits; the target."""
+    when None); the logits; the target; name -> why for a class map the model cannot have (``Maps.left_out``)."""
     m = class_maps(model, x, forward, prefix, target)
-    return m.maps, m.logits, m.target
+    return m.maps, m.logits, m.target, dict(getattr(m, "left_out", {}) or {})
 
 
 @dataclass(frozen=True)
@@ -406,8 +424,8 @@ class CascadeProbe:
         scale = layer_scale_init(twin)
         inputs = noises(x, self.samples)
         if first is None:
-            got, lg, target = _maps_of(twin, x, twin_forward, self.prefix, None)
-            trained = {"maps": got, "logits": lg, "target": target}
+            got, lg, target, left = _maps_of(twin, x, twin_forward, self.prefix, None)
+            trained = {"maps": got, "logits": lg, "target": target, "left_out": left}
             trained["smooth"] = smoothed([_maps_of(twin, n, twin_forward, self.prefix, target)[0]
                                           for n in inputs[:-1]] + [got])
         else:
@@ -416,7 +434,7 @@ class CascadeProbe:
         maps, logits = [trained["maps"]], [trained["logits"]]
         for k, (_, modules) in enumerate(parts, start=1):
             redraw_step(modules, draw, k, scale)
-            got, lg, _ = _maps_of(twin, x, twin_forward, self.prefix, target)
+            got, lg, *_ = _maps_of(twin, x, twin_forward, self.prefix, target)
             maps.append(got)
             logits.append(lg)
         smooth = smoothed([_maps_of(twin, n, twin_forward, self.prefix, target)[0] for n in inputs[:-1]]
@@ -436,7 +454,8 @@ class CascadeProbe:
             probs, top = p[:, :, target], p.argmax(-1)
         return Cascade(first["steps"], maps, probs, top, target, dict(first["trained"]["smooth"]),
                        {n: np.stack([d["smooth"][n] for d in draws]) for n in names},
-                       tuple(range(len(draws))), self.samples, first["layers"])
+                       tuple(range(len(draws))), self.samples, first["layers"],
+                       dict(first["trained"].get("left_out", {})))
 
     def nbytes(self, c: Cascade) -> int:
         return sum(v.nbytes for v in c.maps.values()) + sum(v.nbytes for v in c.smooth_random.values())

@@ -15,6 +15,8 @@ All run at the model's own size with its one input (a classifier's own eval tran
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from PIL import Image
 
@@ -35,7 +37,7 @@ COLOURS = {"attention": "#0072b2", "rollout": "#e69f00", "relevance": "#009e73",
 picture). LeGrad's yellow is faint on white: its lines and bars are drawn with a black edge (:func:`line_style`,
 :data:`EDGES`)."""
 MARKS = {"attention": ("o", "-"), "rollout": ("s", "--"), "relevance": ("^", "-."), "occlusion": ("D", ":"),
-         "attnlrp": ("v", "-"), "legrad": ("P", "--")}
+         "attnlrp": ("v", (0, (5, 1, 1, 1, 1, 1))), "legrad": ("P", "--")}
 """Each map's marker and line style, so that six or more lines stay apart without their colours (a reader who
 cannot tell sky blue from blue, or a grey printout)."""
 EDGES = {"legrad": "#000000"}
@@ -298,23 +300,34 @@ def spread(v: np.ndarray, unit: str = "") -> str:
 def render_cascade(c: randomise.Cascade, sc: randomise.Scores, picture: np.ndarray, grid: tuple[int, int],
                    step: int, name: str, cmap: str, model: str) -> Image.Image:
     """The map ``name`` trained and at ``step`` (the first draw), over the chart of every map's MPRT score per
-    step: the draws' range as a band, their mean as a line; the trained class's mean probability."""
+    step: the draws' range as a band, their mean as a line; the trained class's mean probability (grey, dotted).
+
+    Shapes: ``c.maps[name]`` (D, S, N) with N = gh × gw (``grid``); ``sc.mprt[k]`` (D, S); ``c.probs`` (D, S);
+    ``picture`` (H, W, 3) uint8. The maps are drawn as the scores rank them: |map| / max |map| on one 0…1 scale
+    (:func:`vitviz.analyses.randomise.mprt`), so a map whose sign flips but whose sizes stay reads alike."""
     st = plotting.style()
     small = np.asarray(Image.fromarray(picture).resize(plotting.panel_size(*picture.shape[:2], 170), Image.BILINEAR))
-    maps = [plotting.heat_overlay(small, m.reshape(grid), cmap, 0.6) for m in (c.maps[name][0, 0], c.maps[name][0, step])]
+    maps = [plotting.heat_overlay(small, np.abs(randomise.by_max(m)).reshape(grid), cmap, 0.6, vmin=0.0, vmax=1.0)
+            for m in (c.maps[name][0, 0], c.maps[name][0, step])]
     after = f"step {step}: re-drawn down to {c.steps[step]} (draw 1)" if step else "trained (step 0)"
     overlay = plotting.panels(maps, ["trained", after], f"{label_of(name)}: the weights re-drawn from the output",
-                              cmap, f"{label_of(name)}, each scaled to its own range", cols=2, panel_px=170)
+                              cmap, f"|{label_of(name)}| / its max (what the scores rank)", cols=2, panel_px=170)
     x = np.arange(len(c.steps))
     height = max(2.4, (st.max_height - overlay.height - 60) / plotting.DPI)  # the chart's margins come on top
     with plotting.figure(1, 1, figsize=(plotting.fig_width(7.6), height)) as (fig, ax):
         for k, r in sc.mprt.items():
             style = line_style(k)
-            ax.fill_between(x, np.nanmin(r, 0), np.nanmax(r, 0), color=style["color"], alpha=0.18, lw=0)
+            light = k in EDGES  # LeGrad's yellow: a denser band with a dark hatched rim, to be seen on white
+            ax.fill_between(x, np.nanmin(r, 0), np.nanmax(r, 0), facecolor=style["color"], alpha=0.4 if light else 0.18,
+                            lw=0.8 if light else 0, edgecolor=EDGES.get(k, "none"), hatch="////" if light else None)
             ax.plot(x, np.nanmean(r, 0), lw=1.6, **style)
         if c.probs is not None:
-            ax.plot(x, c.probs.mean(0), ls=(0, (4, 2)), color="#000000", lw=1.4, label="class's\nprobability")
-        ax.axhline(randomise.PASS_BELOW, color="#777777", lw=1, ls=":", label=f"pass: below {randomise.PASS_BELOW:g}")
+            ax.plot(x, c.probs.mean(0), ls=":", color="#555555", lw=2.0, marker="x", ms=5,
+                    label="class's\nprobability")
+        last = x[-1]
+        ax.hlines(randomise.PASS_BELOW, last - 0.3, last + 0.3, color="#000000", lw=2.4,
+                  label=f"vitviz's pass line\n({randomise.PASS_BELOW:g}, last step)")
+        ax.set_xlim(-0.3, last + 0.35)  # the pass line's ends do not widen the axis (the names stay apart)
         ax.axvline(step, color="#999999", lw=1)
         ax.set_xticks(x, [step_label(s) for s in c.steps], rotation=90 if len(x) > 8 else 0)  # 'trained', 'head'…
         ax.set_xlabel("re-drawn from the output: head, final norm, block (number)")
@@ -322,28 +335,95 @@ def render_cascade(c: randomise.Cascade, sc: randomise.Scores, picture: np.ndarr
         low = min(float(np.nanmin(r)) for r in sc.mprt.values()) if sc.mprt else 0.0
         ax.set_ylim(min(-0.2, low - 0.05), 1.05)
         ax.set_title(f"lines: mean of {c.draws} draw{'s' if c.draws != 1 else ''}; bands: their range", loc="left")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.05), frameon=False)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.05), frameon=False, labelspacing=0.25,
+                  handlelength=2.6)
         chart = plotting.to_image(fig)
     both = compose([overlay, chart], beside=False)
-    return plotting.described(both, f"{label_of(name)} of {model} at step {step} ({c.steps[step]}), beside the "
+    return plotting.described(both, f"|{label_of(name)}| of {model} at step {step} ({c.steps[step]}), beside the "
                               f"trained map; each map's rank correlation with its trained map per step, mean of "
                               f"{c.draws} draws: " + "; ".join(f"{label_of(k)} " + ", ".join(
                                   f"{v:.2f}" for v in np.nanmean(r, 0)) for k, r in sc.mprt.items()) + ".")
 
 
 def randomise_table(sc: randomise.Scores, names: list[str]) -> str:
-    """The scores at full randomisation, one row per map: MPRT's and sMPRT's Spearman, eMPRT's rise, what passes."""
-    def mark(ok: bool) -> str:
-        return "yes" if ok else "no"
-
+    """The scores at full randomisation, one row per map: MPRT's and sMPRT's Spearman, eMPRT's rise, and each
+    test's verdict against vitviz's threshold ('too close to call' when the draws fall on both sides)."""
     rows = []
     for k in names:
-        p = sc.passes(k)
+        v = sc.verdicts(k)
         rows.append(f"| {label_of(k)} | {spread(sc.mprt[k][:, -1])} | "
                     + (f"{spread(sc.smprt[k])} | " if k in sc.smprt else "— | ")
-                    + f"{spread(sc.emprt[k])} | {mark(p['mprt'])} / {mark(p['smprt'])} / {mark(p['emprt'])} |")
-    return ("| map | MPRT: Spearman, all random | sMPRT: Spearman of smoothed maps | eMPRT: entropy's rise | "
-            "passes (MPRT / sMPRT / eMPRT) |\n|---|---|---|---|---|\n" + "\n".join(rows))
+                    + f"{spread(sc.emprt[k])} | {v['mprt']} / {v['smprt']} / {v['emprt']} |")
+    return ("| map | MPRT: Spearman, all random | sMPRT: Spearman of smoothed maps, all random | eMPRT: entropy's "
+            f"rise | verdict (MPRT / sMPRT / eMPRT; vitviz's thresholds: below {randomise.PASS_BELOW:g}, above 0) |"
+            "\n|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def _steps_said(c: randomise.Cascade) -> str:
+    """The steps after the trained one in words, from the cascade itself: 'head, final norm, then blocks 12 to 1'
+    (a model without a head: 'final norm, then blocks 12 to 1')."""
+    parts = [n for n in c.steps[1:] if not n.startswith("block ")]
+    return ", ".join(parts + [f"then blocks {c.layers} to 1"])
+
+
+def _probability_words(c: randomise.Cascade, step: int, said: Callable[[int], str]) -> str:
+    """The trained class's probability at step 0 and ``step`` and where each draw's prediction first changes
+    ('' for a model without classes); ``said`` names a class as the page does."""
+    if c.probs is None:
+        return ""
+    text = f" The trained class's probability: {c.probs[0, 0]:.1%} in the trained model"
+    if step:
+        text += (f", {spread(c.probs[:, step], '%')} at step {step} over the draws, where the model predicts "
+                 f"“{said(c.top[0, step])}” in draw 1")
+    changed = [next((i for i, t in enumerate(row) if t != c.target), None) for row in c.top]
+    if all(i is None for i in changed):
+        return text + "; no draw changes the prediction."
+    if len(set(changed)) == 1:
+        return text + f"; the prediction first changes in every draw at step {changed[0]} ({c.steps[changed[0]]})."
+    return (text + "; the prediction first changes at step " + ", ".join("never" if i is None else str(i)
+                                                                        for i in changed)
+            + " in draws " + ", ".join(str(d + 1) for d in range(c.draws)) + ".")
+
+
+def _verdict_words(c: randomise.Cascade, sc: randomise.Scores, names: list[str]) -> str:
+    """Which maps pass, fail or are too close to call, against vitviz's thresholds, with the spread; and, for a map
+    that stays as it was (ρ = 1) through the steps before the blocks, what its passing means."""
+    verdicts = {k: sc.verdicts(k) for k in names}
+    by = {v: [label_of(k) for k in names if verdicts[k]["all"] == v] for v in ("pass", randomise.CLOSE, "fail")}
+    text = (f"Passing all three: **{', '.join(by['pass'])}**. " if by["pass"] else "No map passes all three. ")
+    if by[randomise.CLOSE]:
+        text += (f"Too close to call (some draws on either side of a threshold, none failing outright): "
+                 f"{', '.join(by[randomise.CLOSE])}. ")
+    if by["fail"]:
+        text += f"Failing at least one: {', '.join(by['fail'])}. "
+    text += ("At full randomisation, MPRT's Spearman, mean ± sd (min to max) over the draws: "
+             + "; ".join(f"{label_of(k)} {spread(sc.mprt[k][:, -1])}" for k in names) + ".")
+    early = [i for i, n in enumerate(c.steps) if i and not n.startswith("block ")]
+    blind = [k for k in names if early and np.all(sc.mprt[k][:, early] > 1 - 1e-9)]
+    if blind:
+        who = " and ".join(label_of(k) for k in blind)
+        text += (f" {who[0].upper() + who[1:]} stay{'s' if len(blind) == 1 else ''} as trained "
+                 f"(ρ = 1) through the {' and '.join(c.steps[i] for i in early)}: "
+                 f"{'it does' if len(blind) == 1 else 'they do'} not read them, so passing means "
+                 f"{'it depends' if len(blind) == 1 else 'they depend'} on the blocks' weights, not that "
+                 f"{'it explains' if len(blind) == 1 else 'they explain'} the class.")
+    return text
+
+
+def _scores_words(c: randomise.Cascade, draws: str) -> str:
+    """What passing means here: vitviz's thresholds, sMPRT's samples (quantus and the paper use 50) at full
+    randomisation only, and eMPRT's bins against the patches (the entropy is at most ln N with N patches)."""
+    n = next(iter(c.maps.values())).shape[-1]
+    cap = (f" With {n} patches, fewer than eMPRT's {randomise.BINS} bins, the entropy here is capped at "
+           f"ln {n} = {np.log(n):.2f}." if n < randomise.BINS else "")
+    return (f"**Passing** here means, in every one of the {draws}, against vitviz's thresholds (the papers report "
+            f"the scores and set none): the rank correlation with the trained map at full randomisation (every "
+            f"block{' and the head' if 'head' in c.steps else ''} re-drawn) is below {randomise.PASS_BELOW:g}, "
+            f"for the maps themselves (MPRT) and for maps averaged over {c.samples} copies of the picture with "
+            f"noise of {randomise.NOISE:.0%} of its range (sMPRT, the last copy noise-free; computed at full "
+            f"randomisation only, with {c.samples} samples where quantus and the paper default to 50), and the "
+            f"map's entropy over {randomise.BINS} bins rises (eMPRT above 0: the random model's map is the more "
+            f"disordered); a score whose draws fall on both sides of its threshold is too close to call." + cap + " ")
 
 
 @record(declared.RANDOMISE, tab="classify", figures=("randomise",), bundle=True, long=True,
@@ -353,8 +433,11 @@ def randomise_table(sc: randomise.Scores, names: list[str]) -> str:
             "rank correlation of |map| with the trained |map|), numbers.smprt[map][draw] smooth MPRT's (maps "
             "averaged over numbers.noise.samples noisy copies of the input, at full randomisation), "
             "numbers.emprt[map][draw] efficient MPRT's (the relative rise of the map's 100-bin entropy from trained "
-            "to fully random); numbers.passes[map] which tests a map passes in every draw (Spearman below "
-            f"{randomise.PASS_BELOW:g}, entropy rising). Settings that would send more than "
+            "to fully random; capped at ln N with fewer than 100 patches, numbers.entropy_cap); numbers.passes[map] "
+            "which tests a map passes in every draw and numbers.verdicts[map] 'pass', 'fail' or 'too close to call' "
+            "(draws on both sides) against vitviz's own thresholds, not the papers' (Spearman below "
+            f"{randomise.PASS_BELOW:g}, entropy rising); sMPRT is computed at full randomisation only. Settings "
+            "that would send more than "
             f"{faithful.MAX_TEST_MACS / 1e13:g}e13 multiply-adds through the model are refused, naming what to "
             "lower.")
 def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
@@ -366,13 +449,13 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     c = runner.analyse(randomise.CascadeProbe(runner.spec.prefix, values["draws"], values["samples"]), rgb).value
     sc = randomise.scores_of(c)
     last = len(c.steps) - 1
-    steps_said = ", ".join(c.steps[1:3]) + f", then blocks {c.layers} to 1"
-    step = s.within("step", last, f"{runner.spec.key} has {last} steps after the trained model ({steps_said}).",
+    step = s.within("step", last, f"{runner.spec.key} has {last} steps after the trained model ({_steps_said(c)}).",
                     lo=0)
     name = values["map"]
     if name not in c.maps:
-        s.use("map", "attention", f"{runner.spec.key} has no classes, so no {label_of(name)}: the attention map is "
-              "shown.")
+        why = c.left_out.get(name) or (f"{runner.spec.key} has no classes, so no {label_of(name)}" if c.target is None
+                                       else f"{runner.spec.key} has no {label_of(name)}")
+        s.use("map", "attention", f"{why.rstrip('.')}: the attention map is shown.")
         name = "attention"
     names = list(c.maps)
     figure = render_cascade(c, sc, picture, grid, step, name, values["cmap"], runner.spec.key)
@@ -381,46 +464,21 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
     def said(t: int) -> str:
         return next(iter(nearest_shapes({labels[t] if labels else f"class {int(t)}": 0.0}, runner.spec.key, rgb)))
 
-    fell = ""
-    if c.probs is not None:
-        changed = [next((i for i, t in enumerate(row) if t != c.target), None) for row in c.top]
-        fell = (f" The trained class's probability: {c.probs[0, 0]:.1%} in the trained model"
-                + (f", {spread(c.probs[:, step], '%')} at step {step}"
-                   + (" over the draws" if c.draws > 1 else "")
-                   + f", where the model predicts “{said(c.top[0, step])}”" + (" in draw 1" if c.draws > 1 else "")
-                   if step else "")
-                + ("; the prediction first changes at step " + ", ".join(
-                    "never" if i is None else str(i) for i in changed)
-                   + (" in draws " + ", ".join(str(d + 1) for d in range(c.draws)) if c.draws > 1 else "") + "."
-                   if any(i is not None for i in changed) else "; no draw changes the prediction."))
-    verdicts = {k: sc.passes(k) for k in names}
-    good = [label_of(k) for k in names if verdicts[k]["all"]]
-    some = [label_of(k) for k in names if not verdicts[k]["all"] and any(verdicts[k][t] for t in ("mprt", "smprt",
-                                                                                                  "emprt"))]
-    draws = f"{c.draws} draw{'s' if c.draws != 1 else ''}"
-    text = (f"Step {step} of {last}: {c.steps[step]}"
-            + (" (the trained model)." if not step else f" and everything above it re-drawn from a ViT's initial "
-               "distribution (linear layers from a truncated normal, std 0.02 cut at ±0.04, zero bias; norms the "
-               "identity; LayerScale at its initial value), the rest keeping their trained weights; the picture "
-               "shows draw 1.")
+    draws = f"{c.draws} draws"
+    text = (f"Step {step} of {last}: "
+            + ("the trained model." if not step else f"{c.steps[step]} and everything above it re-drawn as timm "
+               "initialises a ViT (linear layers from a normal of std 0.02, torch's trunc_normal_ with timm's "
+               "bounds ±2, a hundred standard deviations away; zero bias; norms the identity; LayerScale at its "
+               "initial value), the rest keeping their trained weights; the picture shows draw 1.")
             + f" The chart shows every step of {draws} (each its own seed): a map that stays alike to the trained "
             "one once the weights that made the prediction are gone is not about what the model learned. "
-            f"**Passing** here means, in every one of the {draws}: the rank correlation with the trained map at full "
-            f"randomisation (every block{' and the head' if 'head' in c.steps else ''} re-drawn) is below "
-            f"{randomise.PASS_BELOW:g}, for the maps themselves (MPRT) and for maps averaged over {c.samples} "
-            f"cop{'ies' if c.samples != 1 else 'y'} of the picture with noise of {randomise.NOISE:.0%} of its range "
-            "(sMPRT, the last copy noise-free), and the map's entropy over 100 bins rises (eMPRT above 0: the "
-            "random model's map is the more disordered). "
-            + (f"Passing all three: **{', '.join(good)}**. " if good else "No map passes all three. ")
-            + (f"Passing some: {', '.join(some)}. " if some else "")
-            + "At full randomisation, mean ± sd (min to max) over the draws: "
-            + "; ".join(f"{label_of(k)} {spread(sc.mprt[k][:, -1])}" for k in names) + "." + fell
+            + _scores_words(c, draws) + _verdict_words(c, sc, names) + _probability_words(c, step, said)
             + " The scores depend on the similarity measure and on the order of the steps (Hedström et al. 2023): "
             "a hint, not a verdict.")
     if c.target is None:
-        text += (" This model has no classes, so no head step: its maps (attention, rollout) do not read the final "
-                 "norm either, so that step leaves them as they were.")
+        text += " This model has no classes, so no head step."
     table = randomise_table(sc, names)
+    n_patches = next(iter(c.maps.values())).shape[-1]
     numbers = {"model": runner.spec.key, "step": step, "map": name, "grid": list(grid), "steps": list(c.steps),
                "draws": [{"draw": d + 1, "seeds": [randomise.seed_of(d, k) for k in range(1, len(c.steps))]}
                          for d in c.seeds],
@@ -428,10 +486,16 @@ def show_randomise(rgb: np.ndarray, values: dict, progress=None) -> Shown:
                "smprt": {k: v.tolist() for k, v in sc.smprt.items()},
                "emprt": {k: v.tolist() for k, v in sc.emprt.items()},
                "entropy": {k: {"trained": float(v[0]), "random": v[1:].tolist()} for k, v in sc.entropy.items()},
-               "passes": verdicts, "threshold": randomise.PASS_BELOW,
+               "passes": {k: sc.passes(k) for k in names}, "verdicts": {k: sc.verdicts(k) for k in names},
+               "threshold": randomise.PASS_BELOW,
+               "threshold_is": "vitviz's own (the papers set none): Spearman below it for MPRT and sMPRT, an "
+                               "entropy rise above 0 for eMPRT; draws on both sides: 'too close to call'",
                "noise": {"samples": c.samples, "std": f"{randomise.NOISE:g} × (max - min) of the prepared input",
-                         "seed": randomise.NOISE_SEED},
-               "bins": randomise.BINS,
+                         "seed": randomise.NOISE_SEED, "at": "full randomisation only",
+                         "quantus_default_samples": 50},
+               "bins": randomise.BINS, "patches": n_patches,
+               "entropy_cap": float(np.log(min(n_patches, randomise.BINS))),
+               "left_out": dict(c.left_out),
                "probability": None if c.probs is None else c.probs.T.tolist(),
                "prediction": None if c.top is None else [[said(t) for t in row] for row in c.top.T]}
     return Shown({"randomise": figure}, {"text": table + "\n\n" + text, "table": table}, numbers, s,
