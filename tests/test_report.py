@@ -29,14 +29,23 @@ def test_the_report_cards_numbers_are_its_definitions():
         raw = {k: np.array(v) for k, v in n["raw"][test].items()}
         assert all(v[0] == 1.0 for v in curves.values())
         np.testing.assert_allclose(curves["attention"], raw["attention"] / n["full"], rtol=1e-15)
-        floor = np.trapezoid(np.mean([curves[f"random {i}"] for i in (1, 2, 3)], 0), fr)
+        # the gain on the raw curves: 1 - A_map / A_random (the old one, normalised areas subtracted, differs)
+        area = {k: np.trapezoid(v, fr) for k, v in raw.items()}
+        floor = np.mean([area[f"random {i}"] for i in (1, 2, 3)])
         for k in n["maps"]:
-            assert n["gain"][test][k] == pytest.approx(floor - np.trapezoid(curves[k], fr), abs=1e-12)
+            assert n["area"][test][k] == pytest.approx(area[k], rel=1e-12)
+            assert n["gain"][test][k] == pytest.approx(1 - area[k] / floor, rel=1e-12) and n["gain"][test][k] <= 1
+            low, high = min(area[f"random {i}"] for i in (1, 2, 3)), max(area[f"random {i}"] for i in (1, 2, 3))
+            assert n["verdict"][test][k] == ("better" if area[k] < low else "worse" if area[k] > high else "within")
         best = max(n["maps"], key=lambda k: n["gain"][test][k])
         assert n["rank"][test][best] == 1
     assert n["cost"]["pictures"] == perturb.planned_pictures(64, len(n["maps"]), 5, 3, "mean")
-    assert "gain over random" in sh.texts["text"] and "Spearman ρ" in sh.texts["text"] or "the same" in \
-        sh.texts["text"]
+    text = sh.texts["text"]
+    same = n["rank"]["token dropping"] == n["rank"]["pixels (mean)"]
+    said = ": the two rankings are the same" if same else f"Spearman ρ = {n['spearman']:.2f}"
+    assert said in text and "1 − A_map ÷ A_random" in text and "over 6 maps only a rough measure" in text
+    assert "the random orders' areas span" in text and "| random orders |" in sh.texts["table"]
+    assert "Occlusion is itself made by token dropping" in text and "a map is a hint" in text
     assert "quantus" in sh.texts["text"] and sh.figures["report"].size[0] > 400
 
 
@@ -44,8 +53,22 @@ def test_work_over_the_bound_is_refused_naming_the_settings():
     big = SimpleNamespace(spec=registry.REGISTRY["DINO ViT-S/8"], labels=None)
     values = {"points": 11, "seeds": 10, "baseline": "mean"}
     with pytest.raises(ValueError, match=r"`points`, `seeds`, `baseline`.*Lower `points` \(now 11\) or `seeds` "
-                                         r"\(now 10\).*choose `baseline` road"):
+                                         r"\(now 10\)") as refused:
         report.check_report(big, (50, 50), values)
+    assert "road" not in str(refused.value)  # ROAD is not lighter: its imputation costs more than the mean
+    # ROAD's imputation is in the bound: its pictures × ROAD_MACS_PER_PIXEL × H·W over the forwards alone
+    spec, grid = big.spec, (28, 28)
+    road = perturb.planned_macs(spec, grid, 5, 5, 3, "road")
+    pictures = perturb.planned_pictures(784, 6, 5, 3, "road")  # 9 orders × 3 inner points + one end = 28
+    assert pictures == 28
+    alone = faithful.planned_macs(spec, grid, 6, 5, 3, perturb.REGIONS, ("deletion",)) \
+        + pictures * faithful.sequence_macs(spec, 785)
+    assert road == int(alone + 28 * perturb.ROAD_MACS_PER_PIXEL * 224 * 224)
+    assert road > perturb.planned_macs(spec, grid, 5, 5, 3, "mean")
+    # and its memory: 8 pictures × 3 × H·W × 4 bytes × the solver's copies on top of the mean baseline's
+    probe = lambda b: perturb.ReportProbe(grid, 1, 8, baseline=b)  # noqa: E731
+    assert probe("road").estimate(spec, 785) - probe("mean").estimate(spec, 785) == \
+        8 * 3 * 224 * 224 * 4 * perturb.ROAD_COPIES
     assert report.check_report(big, (28, 28), {"points": 5, "seeds": 3, "baseline": "mean"}) <= \
         faithful.MAX_TEST_MACS
     with pytest.raises(ValueError, match="`baseline`"):
@@ -53,20 +76,26 @@ def test_work_over_the_bound_is_refused_naming_the_settings():
 
 
 def test_many_reports_at_once_get_the_sequential_answers():
-    rgb = images.load_rgb(EXAMPLES / "scene_star.png")
-    cases = [{"seeds": 1}, {"baseline": "road", "points": 6, "rank": 2, "seeds": 1}]
+    """Distinct requests (other pictures and settings, so the runner cannot merge them) and /relevance, whose
+    probe holds the model alone, in the same pool."""
+    star, cross = (images.load_rgb(EXAMPLES / f"scene_{k}.png") for k in ("star", "cross"))
+    cases = [("report", star, {"seeds": 1}), ("report", cross, {"baseline": "road", "points": 6, "rank": 2,
+                                                                "seeds": 1}),
+             ("report", cross, {"seeds": 2}), ("relevance", star, {})]
 
-    def numbers(extra):
-        shown = views.show("report", rgb, views.VIEWS["report"].check({"model": registry.OFFLINE_KEY, **extra}))
+    def numbers(case):
+        view, rgb, extra = case
+        shown = views.show(view, rgb, views.VIEWS[view].check({"model": registry.OFFLINE_KEY, **extra}))
         return shown.numbers
 
     owned.reset("results")
     alone = [numbers(c) for c in cases]
     assert alone[1]["baseline"] == "road" and len(alone[1]["fractions"]) == 6 and alone[0]["baseline"] == "mean"
+    assert len(alone[2]["gain"]["token dropping"]) == 6 and alone[0] != alone[2] != alone[1]
     owned.reset("results")
     with ThreadPoolExecutor(4) as pool:
-        together = list(pool.map(numbers, cases * 2))
-    assert together == alone * 2
+        together = list(pool.map(numbers, cases))
+    assert together == alone
 
 
 def test_the_report_card_answers_through_the_api_and_refuses_in_words(app_url):

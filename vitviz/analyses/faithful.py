@@ -134,6 +134,12 @@ def fractions(points: int) -> np.ndarray:
     return np.linspace(0.0, 1.0, int(points))
 
 
+def inner_counts(n: int, points: int) -> list[int]:
+    """The patch counts a curve of ``points`` shares over ``n`` patches reads between its ends (round(f·n) with
+    0 < k < n): the ones that need a sequence or picture of their own."""
+    return [k for k in (int(round(f * n)) for f in fractions(points)) if 0 < k < n]
+
+
 def auc(x: np.ndarray, y: np.ndarray, end: int | None = None) -> float:
     """The area under the curve ``y`` (F,) over ``x`` (F,) by the trapezoid rule (x from 0 to 1). ``end``: the index
     of the one end point a model may have no score for (0 or F - 1, see :attr:`Curves.ends`): when it is NaN the
@@ -352,7 +358,7 @@ def planned_lengths(grid: tuple[int, int], maps: int, points: int, seeds: int, p
     n = grid[0] * grid[1]
     region = regions(grid, per_side)
     lengths = [n - int(c) for c in np.bincount(region)]
-    inner = [k for k in (int(round(f * n)) for f in fractions(points)) if 0 < k < n]
+    inner = inner_counts(n, points)
     for _ in range(maps + seeds):
         lengths += [n - k for k in inner] * ("deletion" in kinds) + inner * ("insertion" in kinds)
     return lengths + [0]

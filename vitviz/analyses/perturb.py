@@ -12,17 +12,20 @@ whole picture goes through the model again. Two baselines:
   its own all-replaced picture (the patches got different numbers on the way), so the end point is scored per order.
 - ``road``: the noisy linear imputation of ROAD (Rong et al. 2022) as pytorch-grad-cam 1.5.7's ``NoisyLinearImputer``
   defines it: each removed pixel is the weighted mean of its eight neighbours (1/6 side by side, 1/12 diagonally;
-  neighbours outside the picture left out and the weights not renormalised otherwise), removed or not, solved as one
-  linear system per channel, then ``noise`` (0.01 in the input's units) times a standard normal draw added to every
+  neighbours outside the picture left out: a pixel's own weight is the sum of the weights of its neighbours inside
+  the picture, so at a border or corner the equation is the mean over the neighbours it has), removed or not, solved
+  as one linear system per channel, then ``noise`` (0.01 in the input's units) times a standard normal draw added to every
   removed pixel (seeded here). vitviz solves the system by conjugate gradients in torch (the matrix is the graph
   Laplacian of the removed pixels: symmetric and positive definite whenever a pixel is left) instead of scipy's
   sparse LU. With every patch removed the system has no known pixel and every constant picture solves it: vitviz
   uses the picture's own per-channel mean there (plus the noise), the same end for every order.
 
-**The report card's scores** (:class:`Report`): every curve is divided by the whole picture's score (so it starts at
-1 and models and pictures compare); its area is the trapezoid rule over 0…1 removed; a map's **gain over random** is
-the area under the random orders' mean (normalised) curve minus the map's area. Positive: the score falls faster
-than when patches are removed at random (the map found what the prediction needs); 0: no better than random.
+**The report card's scores** (:class:`Report`): a curve's area is the trapezoid rule over 0…1 removed, on the raw
+scores; a map's **gain** is 1 − A_map / A_random, A_random the random orders' mean area: 0 = no faster than random,
+1 = the score gone at once, negative = slower than random. It is bounded above by 1 and has no units (a probability
+and a cosine compare). When A_random is not above :data:`TINY_AREA` of the whole picture's score (nothing left to
+lose at random) the gain is undefined (NaN) and the areas are what the page gives. A map is **better (worse) than
+random** only when its area is below (above) every random order's; the ranks order the areas (1 = smallest).
 
 **Slices.** The whole-picture forwards are batched (at most :data:`PICTURES_PER_BATCH` pictures at once) and each
 batch is a slice of its own with the model shared (a fused forward with only this thread's own hook, as
@@ -57,6 +60,17 @@ PICTURES_PER_BATCH = faithful.TOKENS_PER_BATCH
 
 ROAD_NOISE = 0.01
 """pytorch-grad-cam's ``NoisyLinearImputer`` default noise (absolute, in the input's units)."""
+
+ROAD_MACS_PER_PIXEL = 1.05e6
+"""ROAD's imputation in the work bound, as multiply-adds per pixel of each imputed picture (it scales with H·W):
+three fused forwards of ViT-B/16's shape at 224 px (3 × 1.74e10 / 224²). Measured on two laptop cores: 256–634 ms
+per 224 px picture (the review's run, patch 8 and 16) and 85–170 ms in a quiet run, against 235 ms for a ViT-B/16
+forward; the bound takes the slowest."""
+
+ROAD_COPIES = 40
+"""The ROAD solver's peak memory in float32 copies of its batch of pictures (B·3·H·W·4 bytes each): the levels'
+masks and diagonals, the unknowns, residual, direction and preconditioned residual and the V-cycle's temporaries;
+measured about 160 MiB for 8 pictures of 224 px, some 35 copies."""
 
 NEIGHBOURS = ((1 / 6, ((-1, 0), (1, 0), (0, -1), (0, 1))), (1 / 12, ((-1, -1), (-1, 1), (1, -1), (1, 1))))
 """ROAD's weights of a pixel's eight neighbours (grad-cam's ``neighbors_weights``): 1/6 side by side, 1/12
@@ -111,8 +125,13 @@ def _neighbours(t: torch.Tensor) -> torch.Tensor:
 
 ROAD_TOLERANCE = {torch.float32: 1e-6, torch.float64: 1e-10}
 """The conjugate gradients stop when the residual's norm is below this share of the right-hand side's (by the
-precision solved in: float32 on the page, about 2.5× faster than float64 and within 1e-6 of grad-cam's float64
-solution in the input's units)."""
+precision solved in: float32 on the page, about 2.5× faster than float64). Measured against grad-cam's float64
+solution: 2–4e-6 in the input's units at patch 8 and 16, 1.5e-5 at patch 14 (the error is the residual times the
+system's condition, which grows with the removed regions' size)."""
+
+
+class NotConverged(RuntimeError):
+    """The ROAD solver stopped at ``max_steps`` with a residual above :data:`ROAD_TOLERANCE` (never silent)."""
 
 
 @dataclass
@@ -166,9 +185,9 @@ def road_solve(x: torch.Tensor, missing: torch.Tensor, max_steps: int = 200,
     (B, H, W) bool (the others as in x): for every missing pixel i, w_i·v_i − Σ_{j missing} w_ij·v_j =
     Σ_{j known} w_ij·x_j, with w_ij the neighbour weights and w_i their sum inside the picture (grad-cam's system,
     negated). Solved by conjugate gradients preconditioned by a multigrid V-cycle (:func:`_vcycle`), every picture
-    and channel at once, until the residual is :data:`ROAD_TOLERANCE` of the right-hand side (at most
-    ``max_steps``; some 15 are needed). A picture with no known pixel gets its per-channel mean (every constant
-    solves it)."""
+    and channel at once, until the residual is :data:`ROAD_TOLERANCE` of the right-hand side (25–31 steps measured
+    at 224 px; :class:`NotConverged` when ``max_steps`` pass without it). A picture with no known pixel gets its
+    per-channel mean (every constant solves it): vitviz's own choice, grad-cam's system is singular there."""
     b_, c, h, w = x.shape
     x = x.to(dtype)
     m = missing.to(dtype)[:, None].expand(b_, c, h, w).reshape(b_ * c, h, w)  # (BC, H, W) 1 = unknown
@@ -183,9 +202,13 @@ def road_solve(x: torch.Tensor, missing: torch.Tensor, max_steps: int = 200,
     rz = (r * z).sum((1, 2))
     tiny = torch.finfo(dtype).tiny  # a channel with nothing to solve (no pixel removed) divides by it, never by 0
     scale = rhs.square().sum((1, 2)).sqrt().clamp_min(tiny)
-    for _ in range(max_steps):
+    for step in range(max_steps + 1):
         if bool(((r.square().sum((1, 2)).sqrt() / scale) <= ROAD_TOLERANCE[dtype]).all()):
             break
+        if step == max_steps:
+            worst = float((r.square().sum((1, 2)).sqrt() / scale).max())
+            raise NotConverged(f"ROAD's imputation did not converge in {max_steps} steps (relative residual "
+                               f"{worst:.1e}, asked {ROAD_TOLERANCE[dtype]:.0e}).")
         ap = top.apply(p)
         alpha = rz / (p * ap).sum((1, 2)).clamp_min(tiny)
         v = v + alpha[:, None, None] * p
@@ -288,41 +311,48 @@ def pixel_curves(run: Callable, x: torch.Tensor, s: faithful.Scored, prefix: int
     return faithful.Curves(fr, deletion, {}, s.full, s.target, 0, True), len(jobs)
 
 
-# ---- normalised areas, gains, ranks ---------------------------------------------------------------------------
+# ---- areas, gains, ranks ---------------------------------------------------------------------------------------
+
+TINY_AREA = 1e-6
+"""A gain is defined only when the random orders' mean area is above this share of the whole picture's score
+(|score|): below it nothing is left to lose at random and 1 − A_map / A_random would divide by about zero."""
+
 
 def normalised(c: faithful.Curves) -> faithful.Curves:
-    """The deletion curves divided by the whole picture's score (each starts at 1)."""
+    """The deletion curves divided by the whole picture's score (each starts at 1; drawn only when that score is
+    positive)."""
     return faithful.Curves(c.fractions, {k: v / c.full for k, v in c.deletion.items()}, {}, 1.0, c.target,
                            c.tokens, c.ends)
 
 
+def areas(c: faithful.Curves) -> dict[str, float]:
+    """Every order's deletion area on the raw curves ``c`` (trapezoid rule; without the end a model cannot score)."""
+    return {k: c.area("deletion", k) for k in c.deletion}
+
+
 def gains(c: faithful.Curves, names: list[str], randoms: list[str]) -> dict[str, float]:
-    """Each map's gain over random on normalised deletion curves ``c``: the area under the random orders' mean curve
-    minus the map's area (positive: the score falls faster than at random)."""
-    mean = np.mean([c.deletion[r] for r in randoms], 0)
-    end = None if c.ends else -1
-    floor = faithful.auc(c.fractions, mean, end)
-    return {k: floor - c.area("deletion", k) for k in names}
+    """Each map's gain 1 − A_map / A_random on raw deletion curves ``c`` (A_random: the random orders' mean area):
+    0 = as random, 1 = the score gone at once, negative = slower than random; NaN for every map when A_random is
+    not above :data:`TINY_AREA` × |the whole picture's score|."""
+    a = areas(c)
+    floor = float(np.mean([a[r] for r in randoms]))
+    if not floor > TINY_AREA * abs(c.full):
+        return {k: float("nan") for k in names}
+    return {k: 1.0 - a[k] / floor for k in names}
+
+
+def verdicts(c: faithful.Curves, names: list[str], randoms: list[str]) -> dict[str, str]:
+    """Each map against the random orders' spread: "better" when its area is below every random order's, "worse"
+    when above every one's, else "within" (inside the random orders' range: not told apart from chance)."""
+    a = areas(c)
+    low, high = min(a[r] for r in randoms), max(a[r] for r in randoms)
+    return {k: "better" if a[k] < low else "worse" if a[k] > high else "within" for k in names}
 
 
 def ranks(values: dict[str, float]) -> dict[str, float]:
-    """1 = the largest value; tied values share the mean of their places."""
-    names = list(values)
-    v = np.array([values[k] for k in names])
-    out = {}
-    for k, x in zip(names, v):
-        above, same = int((v > x).sum()), int((v == x).sum())
-        out[k] = above + (same + 1) / 2
-    return out
-
-
-def spearman_of(a: dict[str, float], b: dict[str, float]) -> float:
-    """Spearman's ρ of two rankings over the same names (Pearson's of the ranks; NaN when one has no spread)."""
-    names = list(a)
-    ra, rb = np.array([a[k] for k in names]), np.array([b[k] for k in names])
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    den = float(np.sqrt((ra ** 2).sum() * (rb ** 2).sum()))
-    return float((ra * rb).sum() / den) if den > 0 else float("nan")
+    """1 = the smallest area (the fastest fall); tied values share the mean of their places."""
+    v = np.array(list(values.values()))
+    return {k: int((v < x).sum()) + (int((v == x).sum()) + 1) / 2 for k, x in values.items()}
 
 
 # ---- the report card -----------------------------------------------------------------------------------------
@@ -338,7 +368,9 @@ class Report:
     Attributes:
         maps: name -> (N,) the map (occlusion among them); names: the maps, in order; randoms: the random orders.
         tests: test name ("token dropping", "pixels (mean)") -> its raw deletion curves (:class:`faithful.Curves`).
-        scaled: the same, divided by the whole picture's score; gains, ranks: test -> map -> value.
+        scaled: the same, divided by the whole picture's score (for the figure); areas: test -> order -> raw area
+        (the random orders' too); gains: test -> map -> 1 − A_map / A_random; ranks: test -> map -> place by area
+        (1 = smallest); verdicts: test -> map -> "better" / "worse" / "within" the random orders' range.
         forwards: whole-picture forwards (fused) of the pixel test; tokens: tokens of the token test and occlusion.
     """
 
@@ -349,6 +381,8 @@ class Report:
     scaled: dict[str, faithful.Curves] = field(default_factory=dict)
     gains: dict[str, dict[str, float]] = field(default_factory=dict)
     ranks: dict[str, dict[str, float]] = field(default_factory=dict)
+    areas: dict[str, dict[str, float]] = field(default_factory=dict)
+    verdicts: dict[str, dict[str, str]] = field(default_factory=dict)
     forwards: int = 0
     tokens: int = 0
     occlusion_regions: int = 0
@@ -356,12 +390,13 @@ class Report:
 
 def scored_report(maps: dict[str, np.ndarray], randoms: list[str], tests: dict[str, faithful.Curves],
                   forwards: int = 0, tokens: int = 0, regions: int = 0) -> Report:
-    """A :class:`Report` with its normalised curves, gains and ranks computed from raw ``tests``."""
+    """A :class:`Report` with its normalised curves, areas, gains, ranks and verdicts computed from raw ``tests``."""
     names = list(maps)
     scaled = {t: normalised(c) for t, c in tests.items()}
-    g = {t: gains(c, names, randoms) for t, c in scaled.items()}
-    return Report(maps, names, randoms, tests, scaled, g, {t: ranks(v) for t, v in g.items()}, forwards, tokens,
-                  regions)
+    a = {t: areas(c) for t, c in tests.items()}
+    return Report(maps, names, randoms, tests, scaled, {t: gains(c, names, randoms) for t, c in tests.items()},
+                  {t: ranks({k: a[t][k] for k in names}) for t in tests}, a,
+                  {t: verdicts(c, names, randoms) for t, c in tests.items()}, forwards, tokens, regions)
 
 
 def test_name(baseline: str) -> str:
@@ -391,8 +426,10 @@ class ReportProbe:
         return ("report", self.grid, self.points, self.seeds, self.baseline, self.rank)
 
     def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        pixels = (tokens - self.prefix) * self.patch ** 2  # H·W
+        road = PICTURES_PER_BATCH * 3 * pixels * 4 * ROAD_COPIES if self.baseline == "road" else 0
         return max(faithful._eager_estimate(spec, tokens),
-                   PICTURES_PER_BATCH * budget.forward_bytes(spec, tokens)) + PICTURES_PER_BATCH * 3 * tokens * 64
+                   PICTURES_PER_BATCH * budget.forward_bytes(spec, tokens)) + road + PICTURES_PER_BATCH * 3 * pixels * 4
 
     def staged(self, x: torch.Tensor, run: Callable) -> Report:
         p, z, s, maps = run(faithful.MapsProbe(self.prefix, self.rank))
@@ -406,8 +443,9 @@ class ReportProbe:
         tokens = faithful.curves(p, z, self.prefix, s, orders, self.points, ("deletion",), slices)
         pixels, forwards = pixel_curves(run, x, s, self.prefix, orders, self.points, self.grid, self.patch,
                                         self.baseline)
+        passes = made.forwards_of(z.shape[-1], z.shape[1], s.target is not None)  # as maps.maps_forwards counts
         return scored_report(maps, randoms, {TOKENS: tokens, test_name(self.baseline): pixels}, forwards,
-                             3 * z.shape[1] + occ.tokens + tokens.tokens, occ.count)
+                             passes * z.shape[1] + occ.tokens + tokens.tokens, occ.count)
 
     def nbytes(self, r: Report) -> int:
         return sum(v.nbytes for v in r.maps.values()) + 64 * len(r.names) * self.points * 4
@@ -417,20 +455,18 @@ class ReportProbe:
 
 def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, points: int, seeds: int, baseline: str) -> int:
     """Multiply-adds of a whole :class:`ReportProbe` from its settings: the maps' stage
-    (:func:`vitviz.analyses.maps.maps_forwards`), occlusion and the token curves (:func:`faithful.planned_lengths`,
+    (:func:`vitviz.analyses.maps.maps_forwards`), occlusion and the token curves (:func:`faithful.planned_macs`,
     occlusion one of the orders beside the ``maps``), the pixel curves (one whole forward per picture,
-    :func:`planned_pictures`). ROAD's imputation is not in it (no model: about a fused forward's time per picture at
-    224 px on two cores)."""
-    n, prefix = grid[0] * grid[1], spec.prefix
-    full = faithful.sequence_macs(spec, n + prefix)
-    lengths = faithful.planned_lengths(grid, maps + 1, points, seeds, REGIONS, ("deletion",))
-    return (made.maps_forwards(spec) * full + sum(faithful.sequence_macs(spec, k + prefix) for k in lengths)
-            + planned_pictures(n, maps + 1, points, seeds, baseline) * full)
+    :func:`planned_pictures`) and, for ``road``, each picture's imputation (:data:`ROAD_MACS_PER_PIXEL` × H·W)."""
+    n = grid[0] * grid[1]
+    pictures = planned_pictures(n, maps + 1, points, seeds, baseline)
+    impute = pictures * ROAD_MACS_PER_PIXEL * n * spec.patch ** 2 if baseline == "road" else 0
+    return int(faithful.planned_macs(spec, grid, maps + 1, points, seeds, REGIONS, ("deletion",))
+               + pictures * faithful.sequence_macs(spec, n + spec.prefix) + impute)
 
 
 def planned_pictures(n: int, orders: int, points: int, seeds: int, baseline: str) -> int:
     """Whole pictures the pixel curves send through the model: each order's inner points, and the end per order
     (``mean``) or once (``road``)."""
-    counts = [int(round(f * n)) for f in faithful.fractions(points)]
-    inner = sum(0 < k < n for k in counts)
+    inner = len(faithful.inner_counts(n, points))
     return (orders + seeds) * inner + ((orders + seeds) if baseline == "mean" else 1)
