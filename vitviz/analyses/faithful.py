@@ -213,8 +213,23 @@ def run_rows(p: Parts, z: torch.Tensor, prefix: int, rows: list, s: "Scored") ->
     return got, tokens
 
 
+class SharedSlice:
+    """What every slice of a test shares: no gradients, its own size, the model shared with other forwards (it
+    changes nothing on the module), a batch of :data:`TOKENS_PER_BATCH` forwards reserved, nothing kept."""
+
+    grad = False
+    own_size = True
+    shares = True
+
+    def estimate(self, spec: ModelSpec, tokens: int) -> int:
+        return TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens)
+
+    def nbytes(self, got: object) -> int:
+        return 0
+
+
 @dataclass(frozen=True, eq=False)
-class RowsProbe:
+class RowsProbe(SharedSlice):
     """One slice of a test: one batch of rows (:func:`_batched`) through the blocks, from the stream ``z``
     (1, T, D) recorded by an earlier stage. Token dropping calls the blocks as they are (no hook, no switch of the
     attention path): it changes nothing on the module, so it shares the model with other requests' forwards."""
@@ -224,18 +239,9 @@ class RowsProbe:
     rows: tuple
     scored: "Scored"
     key: str = "rows"
-    grad: bool = False
-    own_size: bool = True
-    shares: bool = True
-
-    def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        return TOKENS_PER_BATCH * budget.forward_bytes(spec, tokens)
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> tuple[dict, int]:
         return run_rows(parts_of(model), self.z, self.prefix, list(self.rows), self.scored)
-
-    def nbytes(self, got: tuple[dict, int]) -> int:
-        return 0
 
 
 def in_slices(run: Callable, z: torch.Tensor, prefix: int, s: "Scored") -> Scorer:
@@ -373,6 +379,24 @@ def planned_macs(spec: ModelSpec, grid: tuple[int, int], maps: int, points: int,
             + sum(sequence_macs(spec, k + prefix) for k in planned_lengths(grid, maps, points, seeds, per_side, kinds)))
 
 
+def maps_and_orders(run: Callable, prefix: int, rank: int, grid: tuple[int, int], per_side: int,
+                    seeds: int) -> tuple:
+    """The first stages of a test of the maps (the deletion view's and the report card's): the maps (one eager
+    forward and backward, the model alone), occlusion on ``per_side``² regions in slices, and every order: the maps',
+    occlusion's (ties in raster order, :func:`order_of`) and ``seeds`` random orders'. Returns (parts, stream z
+    (1, T, D), scored, maps with occlusion, the slices' scorer, the occlusion, the random orders' names, the orders
+    as (name, (N,) patch indices))."""
+    p, z, s, maps = run(MapsProbe(prefix, rank))
+    slices = in_slices(run, z, prefix, s)
+    occ = occlusion(p, z, prefix, s, grid, per_side, slices)
+    maps["occlusion"] = occ.drop
+    n = z.shape[1] - prefix
+    randoms = [f"random {i + 1}" for i in range(seeds)]
+    orders = [(k, np.asarray(order_of(v))) for k, v in maps.items()]
+    orders += [(r, np.asarray(random_order(n, i))) for i, r in enumerate(randoms)]
+    return p, z, s, maps, slices, occ, randoms, orders
+
+
 @dataclass
 class Tested:
     """What the deletion view shows: the maps, the occlusion drop, the curves of every order."""
@@ -410,14 +434,8 @@ class TestProbe:
         return _eager_estimate(spec, tokens)
 
     def staged(self, x: torch.Tensor, run: Callable) -> Tested:
-        p, z, s, maps = run(MapsProbe(self.prefix, self.rank))
-        slices = in_slices(run, z, self.prefix, s)
-        occ = occlusion(p, z, self.prefix, s, self.grid, self.regions, slices)
-        maps["occlusion"] = occ.drop
-        n = z.shape[1] - self.prefix
-        randoms = [f"random {i + 1}" for i in range(self.seeds)]
-        orders = [(k, np.asarray(order_of(v))) for k, v in maps.items()]
-        orders += [(r, np.asarray(random_order(n, i))) for i, r in enumerate(randoms)]
+        p, z, s, maps, slices, occ, randoms, orders = maps_and_orders(run, self.prefix, self.rank, self.grid,
+                                                                      self.regions, self.seeds)
         c = curves(p, z, self.prefix, s, orders, self.points, self.kinds, slices)
         passes = forwards_of(z.shape[-1], z.shape[1], s.target is not None)  # the maps' (maps.maps_forwards)
         tokens = passes * z.shape[1] + occ.tokens + c.tokens  # the maps' passes, occlusion, the curves
@@ -528,7 +546,8 @@ class CurvesProbe:
 
 
 def order_of(values: np.ndarray) -> tuple[int, ...]:
-    """The patches, most relevant first (ties in patch order): a map's order for the curves."""
+    """The patches, most relevant first (ties in patch order, i.e. raster order: left to right, top to bottom; the
+    report card says so for occlusion's regions, whose patches share a value): a map's order for the curves."""
     return tuple(int(i) for i in np.argsort(-np.asarray(values, np.float64), kind="stable"))
 
 

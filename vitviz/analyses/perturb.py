@@ -249,26 +249,18 @@ def score_pictures(model: torch.nn.Module, pictures: torch.Tensor, forward: Forw
 
 
 @dataclass(frozen=True, eq=False)
-class PicturesProbe:
-    """One slice of pixel perturbation: a batch of whole pictures through the model. A fused forward with this
-    thread's own hook only: it changes nothing on the module, so it shares the model with other forwards."""
+class PicturesProbe(faithful.SharedSlice):
+    """One slice of pixel perturbation: a batch of whole pictures (at most :data:`PICTURES_PER_BATCH`, the same as
+    a batch of token subsets) through the model. A fused forward with this thread's own hook only: it changes
+    nothing on the module, so it shares the model with other forwards."""
 
     pictures: torch.Tensor  # (B, 3, H, W)
     scored: faithful.Scored
     prefix: int
     key: str = "pictures"
-    grad: bool = False
-    own_size: bool = True
-    shares: bool = True
-
-    def estimate(self, spec: ModelSpec, tokens: int) -> int:
-        return PICTURES_PER_BATCH * budget.forward_bytes(spec, tokens)
 
     def __call__(self, model: torch.nn.Module, x: torch.Tensor, forward: Forward) -> np.ndarray:
         return score_pictures(model, self.pictures, forward, self.scored, self.prefix)
-
-    def nbytes(self, got: np.ndarray) -> int:
-        return 0
 
 
 def pixel_curves(run: Callable, x: torch.Tensor, s: faithful.Scored, prefix: int,
@@ -432,14 +424,8 @@ class ReportProbe:
                    PICTURES_PER_BATCH * budget.forward_bytes(spec, tokens)) + road + PICTURES_PER_BATCH * 3 * pixels * 4
 
     def staged(self, x: torch.Tensor, run: Callable) -> Report:
-        p, z, s, maps = run(faithful.MapsProbe(self.prefix, self.rank))
-        slices = faithful.in_slices(run, z, self.prefix, s)
-        occ = faithful.occlusion(p, z, self.prefix, s, self.grid, REGIONS, slices)
-        maps["occlusion"] = occ.drop
-        n = z.shape[1] - self.prefix
-        randoms = [f"random {i + 1}" for i in range(self.seeds)]
-        orders = [(k, np.asarray(faithful.order_of(v))) for k, v in maps.items()]
-        orders += [(r, np.asarray(faithful.random_order(n, i))) for i, r in enumerate(randoms)]
+        p, z, s, maps, slices, occ, randoms, orders = faithful.maps_and_orders(run, self.prefix, self.rank, self.grid,
+                                                                               REGIONS, self.seeds)
         tokens = faithful.curves(p, z, self.prefix, s, orders, self.points, ("deletion",), slices)
         pixels, forwards = pixel_curves(run, x, s, self.prefix, orders, self.points, self.grid, self.patch,
                                         self.baseline)
