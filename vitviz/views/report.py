@@ -88,7 +88,9 @@ def gain_text(g: float) -> str:
 
 def render_report(r: perturb.Report, what: str, model: str) -> Image.Image:
     """Two panels, one per test: each map's raw deletion curve (the score itself) against the random orders' band
-    and mean; the legend gives each map's gain under the two tests."""
+    and mean; the legend gives each map's gain under the two tests. The maps' curves are shifted sideways by at
+    most 1.25 % of the patches (half a percent apart) and the best-ranked drawn on top, so that no curve hides
+    another that has the same points."""
     tests = list(r.tests)
     with plotting.figure(1, len(tests), figsize=(plotting.fig_width(3.9 * len(tests)), 7.4), squeeze=False) \
             as (fig, axes):
@@ -100,8 +102,9 @@ def render_report(r: perturb.Report, what: str, model: str) -> Image.Image:
                             label="random orders (range)")
             ax.plot(x, np.nanmean(band, 0), linestyle=LINES["random"], lw=2, color=page.COLOURS["random"], zorder=2,
                     label="random orders (mean)")
-            for name in r.names:
-                ax.plot(x, c.deletion[name], **(style(name, r.ranks[test][name], len(r.names))
+            for i, name in enumerate(r.names):  # each map a little to the side (±1.25 %), so equal curves all show
+                ax.plot(x + (i - (len(r.names) - 1) / 2) * 0.5, c.deletion[name],
+                        **(style(name, r.ranks[test][name], len(r.names))
                                                 | {"label": legend_label(r, name)}))
             ax.set_xlabel("% of patches removed")
             ax.set_title(test)
