@@ -10,10 +10,13 @@ of 3, and its cost as a multiple of the forward; the deletion view's tokens thro
 as the view reports it) and its occlusion grid; the report card (``report``: every map by token dropping and by
 pixel perturbation, at its defaults and with the ROAD baseline) with its tokens and whole pictures.
 ``python -m benchmarks.faithful --only report`` runs the report card's rows alone (the same forward measured first).
-Measured 2026-12-02 (two cores, random weights; the maps: attention, rollout, relevance, AttnLRP, LeGrad with
-classes, and occlusion): the default report card (mean baseline, 5 points, 3 random orders) took DINO ViT-S/8's
-shape 8.8 s = 41.5 fused forwards (3 maps) and ViT-B/16's 9.6 s = 53.0 (6 maps), within the goal of 60; with the
-ROAD baseline 48.2 and 64.9 (its imputation, about a forward's time per picture, runs outside the model's lock).
+Measured 2026-12-02 after the report card's review (two cores, random weights; the maps: attention, rollout,
+relevance, AttnLRP, LeGrad with classes, and occlusion): the default report card (mean baseline, 5 points, 3 random
+orders) took DINO ViT-S/8's shape 8.53 s = 44.8 fused forwards of 190 ms (3 maps; 14,141 tokens and 24 whole
+pictures) and ViT-B/16's 8.53 s = 53.2 of 160 ms (6 maps; 6,418 tokens and 36 pictures), within the goal of 60;
+with the ROAD baseline 43.8 and 56.7 (19 and 28 pictures; its imputation runs outside the model's lock). The
+"forwards' worth" the view states counts the maps' stage as the work bound does (``maps.maps_forwards``, safety
+factor 2: 11 forwards for ViT-B/16), so it says 42 and 69 (road: 37 and 61) where the clock measured 44.8 and 53.2.
 
     python -m benchmarks.faithful --randomise
 
