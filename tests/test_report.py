@@ -113,3 +113,27 @@ def test_the_report_card_answers_through_the_api_and_refuses_in_words(app_url):
     assert all(v[0] == 1.0 for v in n["curves"]["pixels (road)"].values())
     with pytest.raises(AppError, match="`baseline`"):
         client.predict(scene, model=registry.OFFLINE_KEY, baseline="blur", api_name="/report")
+
+
+def test_the_words_name_every_map_tied_first_and_judge_by_the_random_orders_spread():
+    """Two maps with the same area share first place and both are named; a map is 'worse than every random order'
+    only above the largest random area; gains closer than the random orders' spread make the ranking say little."""
+    fr = np.array([0.0, 0.5, 1.0])
+    curves = {"attention": [2.0, 0.0, 0.0], "rollout": [2.0, 0.0, 0.0], "relevance": [2.0, 2.0, 2.0],
+              "random 1": [2.0, 2.0, 0.0], "random 2": [2.0, 1.0, 0.0]}
+    c = faithful.Curves(fr, {k: np.array(v) for k, v in curves.items()}, {}, 2.0, 0)
+    # areas: attention = rollout 0.5, relevance 2.0, random 1.5 and 1.0 (mean 1.25): gains 0.6, 0.6, -0.6
+    r = perturb.scored_report({k: np.zeros(2) for k in ("attention", "rollout", "relevance")},
+                              ["random 1", "random 2"], {"token dropping": c, "pixels (mean)": c})
+    words, rho = report.ranking_words(r)
+    assert "Both tests rank **attention, rollout** first (tied)" in words and rho == pytest.approx(1.0)
+    assert "better than every random order: attention, rollout; worse than every random order: relevance" in words
+    assert "span 1.000–1.500" in words and "says little" not in words  # gains 1.2 apart, random spread 0.4
+    close = {k: np.array(v) for k, v in curves.items()} | {"relevance": np.array([2.0, 0.2, 0.0])}  # area 0.6
+    r = perturb.scored_report({k: np.zeros(2) for k in ("attention", "rollout", "relevance")},
+                              ["random 1", "random 2"], {"token dropping": faithful.Curves(fr, close, {}, 2.0, 0),
+                                                         "pixels (mean)": c})
+    words, _ = report.ranking_words(r)
+    # gains 0.6, 0.6 and 1 - 0.6/1.25 = 0.52: 0.08 apart, under the random orders' 0.5/1.25 = 0.4
+    assert "Under token dropping the maps' gains lie within 0.080 of each other, less than the random orders' own " \
+           "spread (0.400 in gain)" in words and "Under pixels (mean) the maps' gains" not in words
