@@ -177,7 +177,8 @@ def report_table(cards: dict[str, dict]) -> str:
         cells = []
         for numbers, test in ((mean, "token dropping"), (mean, "pixels (mean)"), (road, "pixels (road)")):
             best = _first(numbers, test)
-            cells.append(f"{_label(best)} ({numbers['gain'][test][best]:+.3f})")
+            gain = numbers["gain"][test][best]
+            cells.append(f"{_label(best)} ({'no gain defined' if gain is None else format(gain, '+.3f')})")
         rows.append(f"| {_name(scene)} ({mean['class']}) | " + " | ".join(cells)
                     + f" | {mean['spearman']:.2f} | {road['spearman']:.2f} |")
     return "\n".join(rows)
@@ -185,7 +186,8 @@ def report_table(cards: dict[str, dict]) -> str:
 
 def randomise_table(cards: dict[str, dict]) -> str:
     """A row per scene: each map's Spearman correlation with the trained map at full randomisation (mean ± sd over
-    the draws) and whether it passes all three scores."""
+    the draws) and its verdict: passes all three scores, fails one (named), or is too close to call on one (the draws
+    on both sides of vitviz's threshold)."""
     names = list(next(iter(cards.values()))["randomise"]["passes"])
     rows = ["| scene | " + " | ".join(_label(n) for n in names) + " |", "|---" * (len(names) + 1) + "|"]
     for scene, c in cards.items():
@@ -193,8 +195,10 @@ def randomise_table(cards: dict[str, dict]) -> str:
         cells = []
         for n in names:
             last = np.asarray(r["spearman"][n], dtype=np.float64)[-1]  # (draws,): every part re-drawn
-            mark = "passes" if r["passes"][n]["all"] else "fails " + "/".join(
-                k for k in ("mprt", "smprt", "emprt") if not r["passes"][n][k]).replace("mprt", "MPRT")
+            said = r["verdicts"][n]  # pass, fail or too close to call (the draws on both sides of a threshold)
+            worst = "fail" if "fail" in said.values() else "too close to call"
+            mark = "passes" if said["all"] == "pass" else ("fails " if worst == "fail" else "too close to call on ") \
+                + "/".join(k for k in ("mprt", "smprt", "emprt") if said[k] == worst).replace("mprt", "MPRT")
             cells.append(f"{last.mean():.2f} ± {last.std(ddof=1):.2f}, {mark}")
         rows.append(f"| {_name(scene)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -214,7 +218,7 @@ def claims_cards(cards: dict[str, dict]) -> dict[str, str]:
     agree = [_name(sc) for sc, c in cards.items() if len(set(firsts(c).values())) == 1]
     rhos = [c["report"][b]["spearman"] for c in cards.values() for b in ("mean", "road")]
     names = list(next(iter(cards.values()))["randomise"]["passes"])
-    always = [_label(n) for n in names if all(c["randomise"]["passes"][n]["all"] for c in cards.values())]
+    always = [_label(n) for n in names if all(c["randomise"]["verdicts"][n]["all"] == "pass" for c in cards.values())]
     draws = len(next(iter(cards.values()))["randomise"]["draws"])
     tests = ("On " + ("none" if not agree else "only " + _scenes(agree)) + " of the offline model's four scenes "
              "do token dropping, pixels filled with the mean and ROAD's imputation rank the same map first (the "
