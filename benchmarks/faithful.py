@@ -46,15 +46,29 @@ from benchmarks import hubcache
 HOME = hubcache.offline_home()
 
 
+def measured_models():
+    """(key, runner, side, its fused forward's median seconds) of each model the tables cover: DINO ViT-S/8's and
+    ViT-B/16's shapes from the private cache, then the offline model, each loaded by the registry's real loader."""
+    import torch
+
+    from vitviz.models import cache as models
+    from vitviz.models.runner import Call
+    from vitviz.specs import registry
+
+    for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)", registry.OFFLINE_KEY):
+        runner = models.get_model(key)
+        assert runner.spec.key == key, runner.notice
+        side = runner.resolution
+        x = torch.randn(1, 3, side, side)
+        yield key, runner, side, hubcache.median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
+
+
 def main(only: str | None = None) -> None:
     """Every case's table (``only``: the cases whose view is that one, e.g. "report": the report card alone)."""
     import numpy as np
     import torch
 
     from vitviz import views
-    from vitviz.models import cache as models
-    from vitviz.models.runner import Call
-    from vitviz.specs import registry
 
     hubcache.two_models(HOME)
     rng = np.random.default_rng(0)
@@ -65,12 +79,7 @@ def main(only: str | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     print("| model | side | fused forward | view | seconds | in forwards | tokens through the model (deletion) |")
     print("|---|---|---|---|---|---|---|")
-    for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)", registry.OFFLINE_KEY):
-        runner = models.get_model(key)
-        assert runner.spec.key == key, runner.notice
-        side = runner.resolution
-        x = torch.randn(1, 3, side, side)
-        bare = hubcache.median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
+    for key, runner, side, bare in measured_models():
         for name, extra in cases.items():
             view = name.split(" (")[0]
             values = views.VIEWS[view].check({"model": key, **extra})
@@ -189,21 +198,13 @@ def randomise_cost() -> None:
 
     from vitviz import views
     from vitviz.analyses import faithful, maps, randomise
-    from vitviz.models import cache as models
-    from vitviz.models.runner import Call
-    from vitviz.specs import registry
 
     hubcache.two_models(HOME)
     rng = np.random.default_rng(70)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; maps: {', '.join(maps.NAMES)}")
     print("| model | side | fused forward | draws, samples | maps made | planned (bound) | seconds | in forwards |")
     print("|---|---|---|---|---|---|---|---|")
-    for key in ("DINO ViT-S/8", "ViT-B/16 (ImageNet-1k)", registry.OFFLINE_KEY):
-        runner = models.get_model(key)
-        assert runner.spec.key == key, runner.notice
-        side = runner.resolution
-        x = torch.randn(1, 3, side, side)
-        bare = hubcache.median_seconds(lambda: runner.run(Call(lambda m, x, forward: forward(x)), x))
+    for key, runner, side, bare in measured_models():
         values = views.VIEWS["randomise"].check({"model": key})
         made = []
         real = randomise._maps_of
