@@ -44,7 +44,7 @@ def test_predict_then_test_from_marks_to_a_rank_and_back_from_the_link(browser, 
         idle(page)
         assert "tm_patches=3%2C3%3B3%2C4%3B4%2C4" in page.url
         said = page.inner_text("body")
-        assert "Your choice ranks" in said and "of 5 among the chart's bars" in said  # its 5 bars, not 1 + 3 + 3
+        assert "Your choice ranks" in said and "of 7 among the chart's bars" in said  # your choice, 5 maps, random mean
         again = ctx.new_page()
         again.goto(page.url)  # the link: the marks come back, and are tested when the panel opens
         again.wait_for_selector("#classify-maps img", state="attached", timeout=120_000)
