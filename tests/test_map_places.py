@@ -236,7 +236,7 @@ def gated_runner() -> Runner:
                   origin="built by the test", labels=["circle", "square", "star", "cross"])
 
 
-def test_a_model_attnlrp_refuses_gets_the_other_maps_and_why_in_deletion_predict_and_relevance(monkeypatch):
+def test_a_model_attnlrp_refuses_gets_the_other_maps_and_why_in_deletion_predict_relevance_and_report(monkeypatch):
     from vitviz.views import classify as shown_classify
 
     rgb, runner = _star(), gated_runner()
@@ -259,6 +259,9 @@ def test_a_model_attnlrp_refuses_gets_the_other_maps_and_why_in_deletion_predict
     _, text, numbers = shown_classify.render_relevance(runner, rgb)
     assert numbers["left_out"] == {"attnlrp": why} and list(numbers["maps"]) == ["relevance", "legrad", "rollout"]
     assert f"AttnLRP is not shown: {why}" in text and "**AttnLRP**" not in text
+    r = views.show("report", rgb, views.VIEWS["report"].check({"model": registry.OFFLINE_KEY, "seeds": 2}))
+    assert r.numbers["left_out"] == {"attnlrp": why} and r.numbers["maps"] == others + ["occlusion"]
+    assert f"AttnLRP is not among the maps: {why}" in r.texts["text"]
     assert hooks_of(module_of(runner)) == 0
 
 

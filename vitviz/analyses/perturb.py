@@ -364,6 +364,7 @@ class Report:
         (the random orders' too); gains: test -> map -> 1 − A_map / A_random; ranks: test -> map -> place by area
         (1 = smallest); verdicts: test -> map -> "better" / "worse" / "within" the random orders' range.
         forwards: whole-picture forwards (fused) of the pixel test; tokens: tokens of the token test and occlusion.
+        left_out: name -> why, for a map this model could not have (:attr:`vitviz.analyses.maps.Maps.left_out`).
     """
 
     maps: dict[str, np.ndarray]
@@ -378,6 +379,7 @@ class Report:
     forwards: int = 0
     tokens: int = 0
     occlusion_regions: int = 0
+    left_out: dict[str, str] = field(default_factory=dict)  # name -> why, for a map the model could not have
 
 
 def scored_report(maps: dict[str, np.ndarray], randoms: list[str], tests: dict[str, faithful.Curves],
@@ -430,8 +432,10 @@ class ReportProbe:
         pixels, forwards = pixel_curves(run, x, s, self.prefix, orders, self.points, self.grid, self.patch,
                                         self.baseline)
         passes = made.forwards_of(z.shape[-1], z.shape[1], s.target is not None)  # as maps.maps_forwards counts
-        return scored_report(maps, randoms, {TOKENS: tokens, test_name(self.baseline): pixels}, forwards,
-                             passes * z.shape[1] + occ.tokens + tokens.tokens, occ.count)
+        r = scored_report(maps, randoms, {TOKENS: tokens, test_name(self.baseline): pixels}, forwards,
+                          passes * z.shape[1] + occ.tokens + tokens.tokens, occ.count)
+        r.left_out = dict(maps.left_out)
+        return r
 
     def nbytes(self, r: Report) -> int:
         return sum(v.nbytes for v in r.maps.values()) + 64 * len(r.names) * self.points * 4

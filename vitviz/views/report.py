@@ -218,13 +218,13 @@ def show_report(rgb: np.ndarray, values: dict, progress=None) -> Shown:
             f"{perturb.BASELINES[values['baseline']]}, on the picture as the model takes it, patch by patch on its "
             f"{grid[0]}×{grid[1]} grid.{road} Occlusion: about {perturb.REGIONS}×{perturb.REGIONS} regions of tokens, each "
             f"taken out once.{ends} Cost: about {forwards:.0f} forwards' worth ({r.forwards} whole pictures, the "
-            f"rest token subsets). {page.caveats('the token curve')}")
+            f"rest token subsets). {page.left_out_words(r.left_out)}{page.caveats('the token curve')}")
     if tokens.target is None:
         text = ("This model has no classes, so each sequence or picture is scored by how close its final [CLS] "
                 "stays to the whole picture's (cosine similarity), not by a probability. " + text)
     numbers = {"model": runner.spec.key, "score": what, "class": name or None, "full": tokens.full,
                "baseline": values["baseline"], "fractions": tokens.fractions.tolist(), "grid": list(grid),
-               "maps": r.names, "tests": tests,
+               "maps": r.names, "left_out": dict(r.left_out), "tests": tests,
                "curves": {t: {k: v.tolist() for k, v in c.deletion.items()} for t, c in r.scaled.items()},
                "raw": {t: {k: v.tolist() for k, v in c.deletion.items()} for t, c in r.tests.items()},
                "gain": {t: {k: None if np.isnan(v) else v for k, v in g.items()} for t, g in r.gains.items()},
