@@ -299,7 +299,7 @@ function build(p) {
     </div>
     <div class="vx-strip" tabindex="0" role="group" title="class token, head mean, per layer; then the rollout and the class maps. Drag across to scrub."
       aria-label="layer strip: the class token's head-mean map per layer, then the rollout${forClass}; keys [ and ] change the layer"
-      style="grid-template-columns: repeat(${p.layers + 1 + cells.reduce((n, c) => n + (c.part ? 1 : 2), 0)}, minmax(0, 110px))"></div>
+      style="grid-template-columns: repeat(${p.layers + 1}, minmax(0, 110px))"></div>
     <p class="vx-help">Beside the map: each head, with the share of patches inside its contour; below: layers 1–${p.layers}
       (class token, head mean) and the rollout${forClass}${cells.some((c) => c.part) ? ": click one to have it computed" : ""}. Point at a patch to use it as the query (click to pin it, Esc for the class token). Keys:
       arrows move the query, 0–${p.heads - 1} pick a head, m the head mean, [ and ] the layer.</p>`;
