@@ -24,7 +24,7 @@ import time
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import adapters, files, lessons, links, serving, theme
+from vitviz.app import adapters, files, lessons, links, panels, serving, theme
 from vitviz.app.components import door, open_door
 from vitviz.app.tab import LAYOUTS, Tab
 from vitviz.specs import tabs as declared_tabs
@@ -55,6 +55,7 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
     # (the API's endpoints are made last, at the page's root: serving.endpoints_last says why)
     with gr.Blocks(title="vitviz: how a Vision Transformer sees", delete_cache=(300, files.PICTURE_SECONDS)) as demo, \
             serving.endpoints_last():
+        gr.Navbar(visible=False, main_page_name=False)  # the page at /next is reached by its address, not by a bar on this one
         with gr.Row():
             with gr.Column(scale=5, min_width=300):
                 gr.Markdown("# vitviz: how a Vision Transformer sees an image\n"
@@ -119,6 +120,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
             tab.opens(models.available_now, opened)
         projector.change(None, projector, None, js="(on) => window.vitvizLink?.projector(on)")
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
+    with demo.route("vitviz: one store, one panel per view", panels.ROUTE, show_in_navbar=False):
+        panels.build()  # the page being rebuilt (issue 69), served at /next until it does all this page does
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
     adapters.poll_slower_while(demo, lambda: budget.SERVER.used > 0)  # no 1 ms polling beside a forward
     return demo
@@ -145,14 +148,16 @@ def tab_layouts() -> dict:
 
 def launch_kwargs() -> dict:
     """Theme, CSS and the page script (Gradio 6 takes these in launch()); with VITVIZ_MCP=1 an MCP server."""
-    kwargs = dict(**theme.styles(theme.theme()), js=links.page_script(), max_file_size="50mb",
+    styles = theme.styles(theme.theme())
+    styles["css"] += "\n" + adapters.NAVBAR_CSS  # gradio#12532: its bar of pages, hidden (adapters.py says why)
+    kwargs = dict(**styles, js=links.page_script(), max_file_size="50mb",
                   server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                   allowed_paths=[str(assets.EXAMPLES)],  # the examples ship in the package, wherever it is installed
                   state_session_capacity=serving.SESSIONS,
                   # gradio's own refusals (a path it did not receive, say) keep their words
                   show_error=True,
                   # the explorer's data, served with a long-lived cache; the page compressed
-                  app_kwargs={"routes": serving.data_routes(),
+                  app_kwargs={"routes": serving.data_routes() + panels.web_routes(),
                               # a page closed (or reloaded): the pictures it used age out as usual
                               "middleware": serving.guards() + serving.page_files(closed=files.PICTURES.release)
                               + serving.body_limit() + serving.compression() + serving.upload_budget(),

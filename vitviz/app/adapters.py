@@ -43,6 +43,12 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
+NAVBAR_CSS = ".nav-holder { display: none !important; }"
+"""gradio shows a bar of its pages on every page of a multi-page app, and ``gr.Navbar(visible=False)`` does not hide it
+when the page loads (gradio-app/gradio#12532, open for 6.0–6.31): the page at /next (``demo.route``) made one appear
+above the page at /. Hidden by its class until gradio honours ``visible=False`` on load (then drop this and keep the
+``gr.Navbar(visible=False)`` each page has); ``tests/test_browser_next.py`` checks no page shows it."""
+
 def typed(body: Callable[..., Any], sig: inspect.Signature, name: str, doc: str) -> Callable[..., Any]:
     """``body(**arguments)`` as a function whose signature (names, defaults, type hints, gradio's special
     parameters) is ``sig``: what gradio reads to describe and call an endpoint."""

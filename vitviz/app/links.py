@@ -53,7 +53,11 @@ def page_script() -> str:
     here = {f.link: {"lo": f.lo, "hi": f.hi} for f in HERE}
     shows = {t.id: t.shows for t in declared_tabs.TABS.values() if t.shows}
     figures = {t.id: dict(t.figures) for t in declared_tabs.TABS.values() if t.figures}
-    return (f"() => {{\n{web.library()}\n  const TAB_KEYS = {json.dumps(tab_keys(), sort_keys=True)};\n"
+    from vitviz.app import panels
+
+    # the page at /next (vitviz.app.panels) is its own: this script leaves it alone
+    guard = f"  if (/\\/{panels.ROUTE}\\/?$/.test(window.location.pathname)) return;\n"
+    return (f"() => {{\n{guard}{web.library()}\n  const TAB_KEYS = {json.dumps(tab_keys(), sort_keys=True)};\n"
             f"  const SETTINGS = {json.dumps(here)};\n  const SHOWS = {json.dumps(shows, sort_keys=True)};\n"
             f"  const FIGURES = {json.dumps(figures, sort_keys=True)};\n"
             f"  const DEVICE_TABS = {json.dumps(sorted(DEVICE_TABS))};\n"

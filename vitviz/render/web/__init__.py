@@ -28,6 +28,19 @@ def library() -> str:
     return "\n".join(parts)
 
 
+@cache
+def version() -> str:
+    """A name for this package's page files as they are (a hash of every module, script and style under
+    render/web): the page imports its modules under it, so a browser caches them until the package changes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(WEB.rglob("*")):
+        if path.suffix in (".mjs", ".js", ".css") and path.is_file():
+            h.update(path.relative_to(WEB).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def script(*files: str) -> str:
     """A ``js_on_load`` body: the library's modules, then ``files`` (names under render/web) in order."""
     return library() + "\n" + "".join((WEB / f).read_text() for f in files)
