@@ -154,7 +154,8 @@ def page_spec(available: dict[str, bool] | None = None) -> dict:
                for name in lesson.shipped_names() if (got := lesson.shipped(name)) is not None}
     return {"tabs": tabs, "keys": keys, "examples": examples, "picture": first_picture(available),
             "first": declared_tabs.FIRST, "version": web.version(), "lessons": lessons,
-            "kept": ["projector", "contrast", "device"]}
+            "kept": ["projector", "contrast", "device"],
+            "device": [t.id for t in declared_tabs.TABS.values() if t.device]}
 
 
 class Panel(gr.HTML):

@@ -151,14 +151,21 @@ function mainOf(spec, tab) {
 
 // ---- a view's panel ---------------------------------------------------------------------------------------------
 
+// a number's text as its control shows it: a special value by its word ("mean" for the head mean)
+export function numberWord(f, v) {
+  const hit = Object.entries(f.words || {}).find(([, x]) => Number(x) === Number(v));
+  return hit ? hit[0] : String(v);
+}
+
 function control(f, text, id) {
   const label = `<label for="${id}">${esc(f.label)}</label>`;
   const info = f.info ? `<small class="vx-info">${esc(f.info)}</small>` : "";
   if (f.kind === "int" || f.kind === "float") {
     const word = text in (f.words || {});
     const v = word ? f.words[text] : Number(text);
-    return `<div class="vx-field vx-number">${label}<output for="${id}">${esc(text)}</output>
-      <input type="range" id="${id}" data-key="${f.link || ""}" data-name="${f.name}" min="${f.lo}" max="${f.hi}"
+    const lo = Math.min(f.lo, ...Object.values(f.words || {}).map(Number).filter(Number.isFinite));
+    return `<div class="vx-field vx-number">${label}<output for="${id}">${esc(numberWord(f, v))}</output>
+      <input type="range" id="${id}" data-key="${f.link || ""}" data-name="${f.name}" min="${lo}" max="${f.hi}"
         step="${f.step}" value="${esc(v)}">${info}</div>`;
   }
   if (f.kind === "choice") {
@@ -250,9 +257,10 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       const input = controls.querySelector(`[data-name="${f.name}"]`);
       if (used === undefined || !input || input.type !== "range") continue;
       const out = input.parentElement.querySelector("output");
-      if (Number(used) !== Number(input.value)) {
-        input.value = used;
-        if (out) out.textContent = `${used} (used)`;
+      const usedNumber = typeof used === "number" ? used : Number((f.words || {})[used] ?? used);
+      if (Number.isFinite(usedNumber) && usedNumber !== Number(input.value)) {
+        input.value = usedNumber;
+        if (out) out.textContent = `${numberWord(f, usedNumber)} (used)`;
       }
     }
     import("./views.mjs").then((m) => m.drawInBrowser({ root, figs, answer: a, store, spec, page }))
@@ -295,7 +303,8 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     const t = e.target;
     if (t.type === "range") {
       const out = t.parentElement.querySelector("output");
-      if (out) out.textContent = t.value;
+      const f = page.keys[t.dataset.key] || fields.find((x) => x.name === t.dataset.name);
+      if (out) out.textContent = f ? numberWord(f, t.value) : t.value;
     }
   });
   controls.addEventListener("change", async (e) => {
@@ -318,7 +327,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     const k = t.dataset.key;
     if (!k) return;
     const f = page.keys[k];
-    const text = t.type === "checkbox" ? (t.checked ? "1" : "0") : t.type === "range" && f.kind === "float" ? String(Number(t.value)) : t.value;
+    const text = t.type === "checkbox" ? (t.checked ? "1" : "0") : t.type === "range" ? numberWord(f, Number(t.value)) : t.value;
     store.setting(k, text);
   });
   controls.addEventListener("click", (e) => {
@@ -331,8 +340,21 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     });
   }
 
+  // what a link names is brought into view once its answer is drawn: its section (open=), or on a lesson's step
+  // the step's view; a page opened without either stays at the top (a phone too)
+  const named = (s) => s.open === spec.view || (!!s.lesson && spec.main && !s.open && s.tab === spec.tab);
+  let bring = named(store.get());
+  root.addEventListener("vx-answered", () => {
+    if (!bring) return;
+    bring = false;
+    const bar = document.querySelector(".vx-lesson:not([hidden])");
+    const top = root.getBoundingClientRect().top + window.scrollY - (bar ? bar.getBoundingClientRect().height + 8 : 0);
+    window.scrollTo({ top: Math.max(0, top), behavior: "instant" });
+  });
+
   let drawnFor = null;
   const update = (s, changed) => {
+    if ((changed || []).includes("link")) bring = named(s);
     const opened = isOpen(s);
     body.hidden = !opened;
     if (!spec.main) root.querySelector(".vx-section-head button").setAttribute("aria-expanded", String(opened));

@@ -100,16 +100,28 @@ export function readLink(search, spec) {
     notices.push(`image=${picture} is not one of the examples (${(spec.examples || []).join(", ")}): the page opens on ${spec.picture}.`);
     picture = null;
   }
+  if (picture === "lesson") {  // a lesson's own picture travels in the lesson's file, never in a step's link
+    notices.push("This step shows its lesson's own picture, which travels in the lesson (its file or its link), not " +
+      `in this step's link: it opens on ${spec.picture} instead. Open the whole lesson to see its picture.`);
+    picture = null;
+  }
   const views = (spec.tabs.find((t) => t.id === tab) || { views: [] }).views;
   let open = q.get("open");
   if (open !== null && !views.includes(open)) {
     notices.push(`open=${open} is not a section of the ${tab} tab (${views.slice(1).join(", ")}): none is opened.`);
     open = null;
   }
+  let device = q.get("device") === "1";
+  if (device && !(spec.device || []).includes(tab)) device = false;
+  if (device) {
+    notices.push("device=1: computing on this device is not on this page yet (the page at / has it); here the " +
+      "server computes every view.");
+    device = false;
+  }
   const state = {
     tab, picture: picture || spec.picture, settings, open, show: q.get("show"),
     lesson: q.get("lesson"), step: q.get("step"),
-    projector: q.get("projector") === "1", contrast: q.get("contrast") === "1", device: q.get("device") === "1",
+    projector: q.get("projector") === "1", contrast: q.get("contrast") === "1", device,
   };
   return { state, notices };
 }
