@@ -268,6 +268,10 @@ def build(available: dict[str, bool] | None = None) -> dict[str, Panel]:
             panel.submit(respond(r), panel, panel, api_visibility="private", show_progress="hidden",
                          show_progress_on=[], trigger_mode="always_last", **serving.queue_of(r))
             panels[r.name] = panel
+    from vitviz.app import next_extras
+
+    next_extras.device()  # "compute on this device" for the tabs that have it
+    next_extras.maker()  # the lesson maker
     return panels
 
 

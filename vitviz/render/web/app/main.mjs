@@ -149,6 +149,11 @@ function mainOf(spec, tab) {
   return ((spec.tabs.find((t) => t.id === tab) || {}).views || [])[0];
 }
 
+// whether the device computes `spec`'s view now: its tab's "compute on this device" is on (app/device.mjs)
+export function onDevice(page, s, spec) {
+  return !!s.device && (page.device || []).includes(spec.tab) && spec.main;
+}
+
 // ---- a view's panel ---------------------------------------------------------------------------------------------
 
 // a number's text as its control shows it: a special value by its word ("mean" for the head mean)
@@ -361,6 +366,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     const mine = JSON.stringify([s.picture, ...fields.map((f) => f.link && settingText(s, page, f.link))]);
     if (mine !== drawnFor || (changed || []).includes("link")) { drawnFor = mine; drawControls(s); }
     if (!shown(s) || !opened) return;
+    if (onDevice(page, s, spec)) return;  // the device computes this tab's view (app/device.mjs draws it)
     const k = key(s);
     const manual = spec.long || spec.view === "predict";
     if (k !== shownKey && k !== asked && !manual) ask();
