@@ -18,8 +18,10 @@ JS = Path(__file__).parent / "js"
 NODE = shutil.which("node")
 
 
-def _vectors_module():
-    spec = importlib.util.spec_from_file_location("vitviz_js_vectors", JS / "vectors.py")
+def _vectors_module(name: str = "vectors"):
+    """tests/js/<name>.py, which writes the vectors the Node tests read (vectors.py: the library's twins;
+    store_vectors.py: the page's store against Field.from_link and the shipped lessons)."""
+    spec = importlib.util.spec_from_file_location(f"vitviz_js_{name}", JS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -27,14 +29,17 @@ def _vectors_module():
 
 @pytest.mark.skipif(NODE is None, reason="Node.js is not installed (.ci/run installs it and fails on this skip)")
 def test_the_page_scripts_twins_agree_with_the_library_under_node(tmp_path):
-    vectors = tmp_path / "vectors.json"
+    vectors, store = tmp_path / "vectors.json", tmp_path / "store.json"
     _vectors_module().write(vectors)
+    _vectors_module("store_vectors").write(store)
     run = subprocess.run([NODE, "--test", str(JS)], cwd=JS.parent.parent, capture_output=True, text=True, timeout=120,
-                         env=os.environ | {"VITVIZ_VECTORS": str(vectors)})
+                         env=os.environ | {"VITVIZ_VECTORS": str(vectors), "VITVIZ_STORE_VECTORS": str(store)})
     declared = sum(len(re.findall(r"^test\(", p.read_text(), re.M)) for p in JS.glob("*.test.mjs"))
-    passed = re.search(r"^# pass (\d+)$", run.stdout, re.M)
+    counted = {k: int(v) for k, v in re.findall(r"^# (pass|todo) (\d+)$", run.stdout, re.M)}
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert declared >= 10 and passed and int(passed.group(1)) == declared, run.stdout[-2000:]
+    assert re.search(r"^ok \d+ - gText writes", run.stdout, re.M), run.stdout[-2000:]  # store.test.mjs ran
+    # a test marked todo names a known defect: it is reported, and does not count as passed
+    assert declared >= 10 and counted.get("pass", 0) + counted.get("todo", 0) == declared, run.stdout[-2000:]
 
 
 def test_the_page_gets_each_library_module_as_plain_script():
