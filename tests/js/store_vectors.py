@@ -142,8 +142,11 @@ def address(spec: dict, by_key: dict, link: str) -> dict:
     tabs = [t["id"] for t in spec["tabs"]]
     tab = q.get("tab") if q.get("tab") in tabs else spec["first"]
     picture = q.get("image") if q.get("image") in spec["examples"] else spec["picture"]
-    views = next(t["views"] for t in spec["tabs"] if t["id"] == tab)
-    opened = q.get("open") if q.get("open") in views else None
+    from vitviz.views import RECORDS
+
+    views = [r.name for r in RECORDS.values() if r.tab == tab]
+    sections = [name for r in RECORDS.values() if r.tab == tab for name in r.sections if name]  # parts of a panel
+    opened = q.get("open") if q.get("open") in views + sections else None
     settings, noticed = settings_of(spec, by_key, query)
     state = {"tab": tab, "picture": picture, "settings": settings, "open": opened, "show": q.get("show"),
              "lesson": q.get("lesson"), "step": q.get("step"),
@@ -192,7 +195,21 @@ def build() -> dict:
     by_key = fields()
     assert set(by_key) == set(spec["keys"]), "page_spec's keys are the records' link keys"
     readings = {key: [reading(f, t) for t in texts_for(f)] for key, f in by_key.items()}
-    return {"spec": spec, "readings": readings, "addresses": addresses(spec, by_key), "g": g_floats()}
+    return {"spec": spec, "readings": readings, "addresses": addresses(spec, by_key), "g": g_floats(),
+            "declared": declared_defaults(spec, by_key)}
+
+
+def declared_defaults(spec: dict, by_key: dict) -> dict:
+    """The keys whose page default (a model list's stand-in on a server without its model) is not the declared one,
+    with the text ``Field.to_link`` writes for the page default: it leaves out only the declared default, so a link
+    names the same model on every server."""
+    out = {}
+    for key, f in by_key.items():
+        shown = spec["keys"][key]["default"]
+        written = f.to_link(f.from_link(shown))
+        if written is not None:
+            out[key] = {"default": shown, "link": written}
+    return out
 
 
 def write(path: Path) -> None:

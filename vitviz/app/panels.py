@@ -130,7 +130,9 @@ def view_spec(r: Record, defaults: dict[str, str] | None = None) -> dict:
         if f.link in defaults:
             spec["default"] = defaults[f.link]
         fields.append(spec)
+    sections = {name: list(figs) for name, figs in r.sections.items() if name}
     return {"view": r.name, "title": r.view.title, "tab": r.tab, "main": tab.opens_with.name == r.name,
+            "sections": sections,
             "picture": r.needs_picture, "bundle": r.bundle, "long": r.long, "fields": fields}
 
 
@@ -145,7 +147,8 @@ def page_spec(available: dict[str, bool] | None = None) -> dict:
                 keys[f.link] = field_spec(f) | {"tab": r.tab}
                 if f.link in defaults:
                     keys[f.link]["default"] = defaults[f.link]
-    tabs = [{"id": t.id, "title": t.title, "views": [r.name for r in RECORDS.values() if r.tab == t.id]}
+    tabs = [{"id": t.id, "title": t.title, "views": [r.name for r in RECORDS.values() if r.tab == t.id],
+             "sections": [name for r in RECORDS.values() if r.tab == t.id for name in r.sections if name]}
             for t in declared_tabs.TABS.values()]
     examples = [Path(n).stem for n in (*uploads.PHOTOS, *uploads.SCENES)]
     from vitviz.tools import lesson
@@ -154,7 +157,7 @@ def page_spec(available: dict[str, bool] | None = None) -> dict:
                for name in lesson.shipped_names() if (got := lesson.shipped(name)) is not None}
     return {"tabs": tabs, "keys": keys, "examples": examples, "picture": first_picture(available),
             "first": declared_tabs.FIRST, "version": web.version(), "lessons": lessons,
-            "kept": ["projector", "contrast", "device"],
+            "kept": ["projector", "contrast", "device"], "lessonLimits": lesson.limits(),
             "device": [t.id for t in declared_tabs.TABS.values() if t.device]}
 
 
@@ -231,6 +234,12 @@ def respond(r: Record):
                 source = _picture(ask.get("picture"))
                 picture = uploads.picture(source)
                 name = uploads.link_name(source)
+            if ask.get("preview"):  # what the view's browser drawing needs before it answers (predict's picker)
+                from vitviz.app import browser_views
+
+                data = browser_views.plain_preview(r.name, picture, values)
+                return {"n": n, "answer": {"figures": {}, "texts": {}, "alt": {}, "data": data, "preview": True},
+                        "picture": name}
             if ask.get("bundle"):
                 if not r.bundle:
                     raise ValueError(f"The {r.view.title} view has no download.")
@@ -266,7 +275,8 @@ def build(available: dict[str, bool] | None = None) -> dict[str, Panel]:
             panel = Panel(r, defaults)
             # its progress is the panel's own (its status line): gradio's is shown on nothing
             panel.submit(respond(r), panel, panel, api_visibility="private", show_progress="hidden",
-                         show_progress_on=[], trigger_mode="always_last", **serving.queue_of(r))
+                         show_progress_on=[], trigger_mode="multiple", **serving.queue_of(r))
+            # ("multiple": each question goes with the value it was asked with; the panel keeps one in flight)
             panels[r.name] = panel
     from vitviz.app import next_extras
 

@@ -9,6 +9,8 @@
 import { createStore, settingText, viewSettings } from "./store.mjs";
 import { lessonBar, stepLink } from "./lessons.mjs";
 import { under } from "../lib/server.mjs";
+import { OWN_PICTURE } from "../lib/lessons.mjs";
+import { HELD_IN_BROWSER, PREVIEW, drawInBrowser } from "./views.mjs";
 
 let resolveStore;
 const storeReady = new Promise((resolve) => { resolveStore = resolve; });
@@ -90,7 +92,7 @@ export function mountPage({ element, props }) {
   };
   root.querySelector(".vx-tour").addEventListener("click", (e) => {
     e.preventDefault();
-    open(stepLink(spec, "tour", 1, store.get()), () => bar.focus());
+    open(stepLink(spec, "tour", 1, store.get()), () => bar.focus({ preventScroll: true }));
   });
   for (const box of root.querySelectorAll("[data-mode]")) {
     box.addEventListener("change", () => store.set({ [box.dataset.mode]: box.checked }));
@@ -116,8 +118,12 @@ export function mountPage({ element, props }) {
     }
     open(go.dataset.link, () => {  // the step's content takes the focus (its tab's main panel, or the section)
       const s = store.get();
-      const target = document.querySelector(`[data-view="${s.open || mainOf(spec, s.tab)}"] .vx-panel-title`);
-      (target || bar).focus();
+      const view = s.open || mainOf(spec, s.tab);
+      const target = document.querySelector(`[data-view="${view}"] .vx-panel-title`)
+        || document.querySelector(`[data-section="${s.open}"] button`);
+      (target || bar).focus({ preventScroll: true });  // (focus alone would scroll it to the middle)
+      const panel = document.getElementById(`panel-${view}`) || document.querySelector(`[data-section="${s.open}"]`);
+      if (panel) panel.scrollIntoView({ block: "start" });  // under the lesson bar (page.css's scroll-padding-top)
     });
   });
   window.addEventListener("popstate", () => store.openLink(window.location.search, { keepPicture: true }));
@@ -198,7 +204,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
   const root = element.querySelector(".vx-panel") || element;
   const id = (name) => `vx-${spec.view}-${name}`;
   const fields = spec.fields;
-  let n = 0, asked = null, shownKey = null, pending = null, lastAnswer = null;
+  let n = 0, asked = null, shownKey = null, previewKey = null, pending = null, lastAnswer = null;
 
   root.innerHTML = `
     ${spec.main
@@ -222,11 +228,19 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
 
   const isOpen = (s) => spec.main || s.open === spec.view;
   const shown = (s) => s.tab === spec.tab;
-  const key = (s) => JSON.stringify([spec.picture ? s.picture : null, viewSettings(s, page, fields)]);
+  // the page's picture as a view takes it: a lesson's own picture (image=lesson) is not in hand until its lesson
+  // is open, so the page's usual picture meanwhile (the lesson bar says so)
+  const pictureOf = (s) => (s.picture === OWN_PICTURE ? page.picture : s.picture);
+  // what the view's answer depends on: its picture and its settings, less those its browser drawing holds
+  const held = new Set(HELD_IN_BROWSER[spec.view] || []);
+  const key = (s) => JSON.stringify([spec.picture ? pictureOf(s) : null, Object.fromEntries(
+    Object.entries(viewSettings(s, page, fields)).filter(([name]) => !held.has(name)))]);
+  const sectionOf = {};  // figure name -> the section of the panel it belongs to (Record.sections)
+  for (const [name, figures] of Object.entries(spec.sections || {})) for (const f of figures) sectionOf[f] = name;
 
   const drawControls = (s) => {
     const parts = [];
-    if (spec.picture && spec.main) parts.push(pictureControl(page, s.picture, id("picture")));
+    if (spec.picture && spec.main) parts.push(pictureControl(page, pictureOf(s), id("picture")));
     for (const f of fields) parts.push(control(f, f.link ? settingText(s, page, f.link) : f.default, id(f.name)));
     const run = spec.long || spec.view === "predict";
     if (run) parts.push(`<button type="button" class="vx-run" data-run="1">${spec.view === "predict" ? "Test my choice" : "Run"}</button>`);
@@ -234,28 +248,91 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     controls.innerHTML = parts.join("");
   };
 
-  const ask = (extra = {}) => {
+  // One question in flight at a time: a question asked meanwhile waits and goes when the answer comes (only the
+  // latest of them, and a download after it), each with the store as it is then. (gradio's own "always_last"
+  // would send the panel's value as it is when the event finally goes: by then an answer, not the question.)
+  let inflight = null, wantAnswer = false, wantBundle = false;
+  const send = (extra) => {
     const s = store.get();
     n += 1;
-    const question = { n, picture: spec.picture ? s.picture : null, settings: viewSettings(s, page, fields), ...extra };
+    const question = { n, picture: spec.picture ? pictureOf(s) : null, settings: viewSettings(s, page, fields), ...extra };
     if (!extra.bundle) { asked = key(s); pending = n; }
+    inflight = { n, at: performance.now(), key: key(s) };
     props.value = { ask: question };
     trigger("submit");
     root.setAttribute("aria-busy", "true");
     status.textContent = extra.bundle ? "Making the download…" : "Working…";
     root.dispatchEvent(new CustomEvent("vx-asked", { bubbles: true, detail: { view: spec.view, n, at: performance.now() } }));
   };
+  const syncControls = (s) => {
+    for (const input of controls.querySelectorAll("[data-name]")) {
+      const f = fields.find((x) => x.name === input.dataset.name);
+      if (!f) continue;
+      const text = f.link ? settingText(s, page, f.link) : f.default;
+      if (input.type === "checkbox") input.checked = text === "1";
+      else if (input.type === "range") {
+        const v = text in (f.words || {}) ? f.words[text] : Number(text);
+        if (Number(input.value) !== Number(v)) input.value = v;
+        const out = input.parentElement.querySelector("output");
+        if (out) out.textContent = numberWord(f, v);
+      } else if (input.value !== text) input.value = text;
+    }
+    const pick = controls.querySelector("[data-picture]");
+    const picture = pictureOf(s);
+    if (pick && pick.value !== picture) {
+      if (![...pick.options].some((o) => o.value === picture)) {
+        const own = document.createElement("option");
+        own.value = picture;
+        own.textContent = "your picture";
+        pick.prepend(own);
+      }
+      pick.value = picture;
+    }
+  };
+
+  const ask = (extra = {}) => {
+    const stuck = inflight && performance.now() - inflight.at > (spec.long ? 900e3 : 180e3);
+    if (inflight && !stuck) {
+      if (extra.bundle) wantBundle = true; else wantAnswer = true;
+      return;
+    }
+    send(extra);
+  };
+  const next = () => {  // an answer came: the question that waited, if any
+    inflight = null;
+    if (wantAnswer) {
+      wantAnswer = false;
+      const s = store.get();
+      if (key(s) !== shownKey) { send({}); return; }
+    }
+    if (wantBundle) { wantBundle = false; send({ bundle: true }); }
+  };
 
   const drawAnswer = (got) => {
     const a = got.answer;
-    lastAnswer = a;
     root.removeAttribute("aria-busy");
+    if (a.preview) {  // the browser drawing's data before the view answers (predict's picker): no answer yet
+      if (status.textContent === "Working…") status.textContent = "";
+      drawInBrowser({ root, figs, answer: a, store, spec, page });
+      return;
+    }
+    lastAnswer = a;
     status.textContent = a.model ? `Shown with ${a.model}.` : "";
     const notes = [a.notice].filter(Boolean);
     noticeBox.hidden = !notes.length;
     noticeBox.innerHTML = notes.map(markdown).join("");
-    figs.innerHTML = Object.entries(a.figures || {}).map(([name, url]) =>
-      `<figure data-figure="${esc(name)}"><img src="${esc(under(url))}" alt="${esc((a.alt || {})[name] || name)}" loading="lazy"></figure>`).join("");
+    const figure = ([name, url]) =>
+      `<figure data-figure="${esc(name)}"><img src="${esc(under(url))}" alt="${esc((a.alt || {})[name] || name)}" loading="lazy"></figure>`;
+    const all = Object.entries(a.figures || {});
+    const parts = Object.keys(spec.sections || {}).map((sec) => {  // a part of the panel a link can open (open=)
+      const mine = all.filter(([name]) => sectionOf[name] === sec);
+      if (!mine.length) return "";
+      const opened = store.get().open === sec;
+      return `<div class="vx-part" data-section="${esc(sec)}"><h3 class="vx-section-head"><button type="button"
+        aria-expanded="${opened}" aria-controls="${id("part-" + sec)}">${esc(sec.replace(/_/g, " "))}</button></h3>
+        <div class="vx-figures" id="${id("part-" + sec)}"${opened ? "" : " hidden"}>${mine.map(figure).join("")}</div></div>`;
+    }).join("");
+    figs.innerHTML = all.filter(([name]) => !sectionOf[name]).map(figure).join("") + parts;
     texts.innerHTML = Object.values(a.texts || {}).filter(Boolean).map((t) => `<div class="vx-text">${markdown(t)}</div>`).join("");
     for (const f of fields) {  // a control shows the value used (a layer past the model's depth, say)
       const used = (a.settings || {})[f.name];
@@ -268,14 +345,20 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
         if (out) out.textContent = `${numberWord(f, usedNumber)} (used)`;
       }
     }
-    import("./views.mjs").then((m) => m.drawInBrowser({ root, figs, answer: a, store, spec, page }))
-      .catch((err) => console.error("vitviz: the view drawn in the browser failed", err));
+    try {
+      drawInBrowser({ root, figs, answer: a, store, spec, page });
+    } catch (err) {
+      console.error("vitviz: the view drawn in the browser failed", err);
+    }
     root.dispatchEvent(new CustomEvent("vx-answered", { bubbles: true, detail: { view: spec.view, n: got.n, at: performance.now() } }));
   };
 
   watch("value", () => {
     const got = props.value;
     if (!got || got.ask || got.n === undefined) return;
+    if (!inflight || got.n !== inflight.n) return;  // not the answer to the question in flight
+    let answered = inflight.key;
+    queueMicrotask(next);
     if (got.bundle) {
       status.textContent = "";
       root.removeAttribute("aria-busy");
@@ -288,19 +371,21 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       return;
     }
     if (got.n !== pending) return;  // an older question's answer: a newer one is on its way
-    if (got.picture && got.picture !== store.get().picture) {
-      shownKey = null;
-      store.set({ picture: got.picture });  // an upload, named now: every tab shows it
+    if (got.picture && spec.picture && got.picture !== store.get().picture) {
+      // an upload, named now: every tab shows it (this answer is already for it)
+      answered = JSON.stringify([got.picture, JSON.parse(answered)[1]]);
+      shownKey = answered;
+      store.set({ picture: got.picture });
     }
     if (got.error) {
       root.removeAttribute("aria-busy");
       status.textContent = "";
       noticeBox.hidden = false;
       noticeBox.innerHTML = `<p class="vx-error" role="alert">${esc(got.error)}</p>`;
-      shownKey = asked;
+      shownKey = answered;
       return;
     }
-    shownKey = key(store.get());
+    if (got.answer && got.answer.preview) previewKey = answered; else shownKey = answered;
     drawAnswer(got);
   });
 
@@ -339,6 +424,12 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     if (e.target.closest("[data-download]")) ask({ bundle: true });
     if (e.target.closest("[data-run]")) ask();
   });
+  figs.addEventListener("click", (e) => {  // a part of the panel opened or closed: the store says which is open
+    const part = e.target.closest(".vx-part .vx-section-head button");
+    if (!part) return;
+    const sec = part.closest(".vx-part").dataset.section;
+    store.set({ open: store.get().open === sec ? null : sec });
+  });
   if (!spec.main) {
     root.querySelector(".vx-section-head button").addEventListener("click", () => {
       store.set({ open: store.get().open === spec.view ? null : spec.view });
@@ -347,14 +438,15 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
 
   // what a link names is brought into view once its answer is drawn: its section (open=), or on a lesson's step
   // the step's view; a page opened without either stays at the top (a phone too)
-  const named = (s) => s.open === spec.view || (!!s.lesson && spec.main && !s.open && s.tab === spec.tab);
+  const named = (s) => s.tab === spec.tab && (s.open === spec.view || (s.open in (spec.sections || {}))
+    || (!!s.lesson && spec.main && !s.open));
   let bring = named(store.get());
   root.addEventListener("vx-answered", () => {
     if (!bring) return;
     bring = false;
-    const bar = document.querySelector(".vx-lesson:not([hidden])");
-    const top = root.getBoundingClientRect().top + window.scrollY - (bar ? bar.getBoundingClientRect().height + 8 : 0);
-    window.scrollTo({ top: Math.max(0, top), behavior: "instant" });
+    const s = store.get();
+    const target = (s.open && root.querySelector(`[data-section="${s.open}"]`)) || root;
+    target.scrollIntoView({ block: "start" });  // under the lesson bar (page.css's scroll-padding-top)
   });
 
   let drawnFor = null;
@@ -364,10 +456,18 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     body.hidden = !opened;
     if (!spec.main) root.querySelector(".vx-section-head button").setAttribute("aria-expanded", String(opened));
     const mine = JSON.stringify([s.picture, ...fields.map((f) => f.link && settingText(s, page, f.link))]);
-    if (mine !== drawnFor || (changed || []).includes("link")) { drawnFor = mine; drawControls(s); }
+    if (drawnFor === null) drawControls(s);
+    else if (mine !== drawnFor) syncControls(s);  // in place: a control in a hand (focus, a drag) stays as it is
+    drawnFor = mine;
     if (!shown(s) || !opened) return;
+    for (const part of figs.querySelectorAll(".vx-part")) {
+      const on = s.open === part.dataset.section;
+      part.querySelector("button").setAttribute("aria-expanded", String(on));
+      part.querySelector(".vx-figures").hidden = !on;
+    }
     if (onDevice(page, s, spec)) return;  // the device computes this tab's view (app/device.mjs draws it)
     const k = key(s);
+    if (PREVIEW.includes(spec.view) && k !== shownKey && k !== previewKey && !inflight) ask({ preview: true });
     const manual = spec.long || spec.view === "predict";
     if (k !== shownKey && k !== asked && !manual) ask();
     if (manual && k !== shownKey && lastAnswer === null && status.textContent === "") {

@@ -183,14 +183,12 @@ export function readLink(search, spec) {
     notices.push(`image=${picture} is not one of the examples (${(spec.examples || []).join(", ")}): the page opens on ${spec.picture}.`);
     picture = null;
   }
-  if (picture === "lesson") {  // a lesson's own picture travels in the lesson's file, never in a step's link
-    notices.push("This step shows its lesson's own picture, which travels in the lesson (its file or its link), not " +
-      `in this step's link: it opens on ${spec.picture} instead. Open the whole lesson to see its picture.`);
-    picture = null;
-  }
+  // image=lesson: a lesson's own picture, which travels in the lesson, never in a step's link: kept in the state
+  // (the lesson bar says so and offers the lesson); the panels show the page's picture meanwhile (main.mjs)
   const views = (spec.tabs.find((t) => t.id === tab) || { views: [] }).views;
+  const sections = (spec.tabs.find((t) => t.id === tab) || { sections: [] }).sections || [];
   let open = q.get("open");
-  if (open !== null && !views.includes(open)) {
+  if (open !== null && !views.includes(open) && !sections.includes(open)) {
     notices.push(`open=${open} is not a section of the ${tab} tab (${views.slice(1).join(", ")}): none is opened.`);
     open = null;
   }
@@ -250,6 +248,7 @@ export function viewSettings(state, spec, fields) {
 // subscribe (called with the new state and what changed). `write(address)` is called at every change.
 export function createStore(spec, search, write = () => {}) {
   let { state, notices } = readLink(search, spec);
+  write(linkOf(state, spec));  // the address as the store holds it: what a notice says was left out leaves it
   const listeners = new Set();
   const emit = (changed) => {
     write(linkOf(state, spec));
