@@ -334,16 +334,19 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     }).join("");
     figs.innerHTML = all.filter(([name]) => !sectionOf[name]).map(figure).join("") + parts;
     texts.innerHTML = Object.values(a.texts || {}).filter(Boolean).map((t) => `<div class="vx-text">${markdown(t)}</div>`).join("");
-    for (const f of fields) {  // a control shows the value used (a layer past the model's depth, say)
+    const s = store.get();
+    const current = shownKey === key(s);  // (an answer to an older question: its controls are not redrawn)
+    for (const f of current ? fields : []) {  // a control shows the value used when the view could not use the one asked
       const used = (a.settings || {})[f.name];
       const input = controls.querySelector(`[data-name="${f.name}"]`);
-      if (used === undefined || !input || input.type !== "range") continue;
+      if (used === undefined || !input || input.type !== "range" || !f.link) continue;
       const out = input.parentElement.querySelector("output");
+      const text = settingText(s, page, f.link);
+      const want = text in (f.words || {}) ? Number(f.words[text]) : Number(text);
       const usedNumber = typeof used === "number" ? used : Number((f.words || {})[used] ?? used);
-      if (Number.isFinite(usedNumber) && usedNumber !== Number(input.value)) {
-        input.value = usedNumber;
-        if (out) out.textContent = `${numberWord(f, usedNumber)} (used)`;
-      }
+      if (!Number.isFinite(usedNumber)) continue;
+      input.value = usedNumber;
+      if (out) out.textContent = usedNumber !== want ? `${numberWord(f, usedNumber)} (used; asked ${numberWord(f, want)})` : numberWord(f, usedNumber);
     }
     try {
       drawInBrowser({ root, figs, answer: a, store, spec, page });
