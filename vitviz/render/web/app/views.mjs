@@ -1,8 +1,31 @@
 // The views drawn in the browser, by view name: each is a function the view's panel calls with its answer
 // ({root, figs, answer, store, spec, page}); what it draws follows the store (hover, sliders) with no server call.
-// (The explorer, the similarity map's hover, the patch inspector, inside one head, predict's picker.)
+// (The explorer, the similarity map's hover, the patch inspector, predict's picker.) Each lives in its own module
+// under views/, importing the library's twins (../lib) and the store; none puts anything on `window`.
 
-export const BROWSER = {};
+import { drawExplorer } from "./views/explorer.mjs";
+import { drawInspector } from "./views/inspector.mjs";
+import { drawPicker } from "./views/picker.mjs";
+import { drawSimilarity } from "./views/posembed.mjs";
+
+export const BROWSER = {
+  explorer: drawExplorer,
+  position_embeddings: drawSimilarity,
+  patches: drawInspector,
+  predict: drawPicker,
+};
+
+// The settings, by view, whose change the browser draws by itself: a panel need not ask its server function again
+// for them (the explorer's layer, head, threshold, opacity, colours and pinned patch; predict's marks).
+export const HELD_IN_BROWSER = {
+  explorer: ["layer", "head", "keep", "alpha", "cmap", "query"],
+  predict: ["patches"],
+};
+
+// The views whose browser drawing needs data before the view has answered (predict's picker: the picture and its
+// grid before the test is run): their panel asks {preview: true} while open with nothing drawn for its picture
+// and settings (vitviz/app/browser_views.py preview answers it).
+export const PREVIEW = ["predict"];
 
 export function drawInBrowser(args) {
   const draw = BROWSER[args.spec.view];
