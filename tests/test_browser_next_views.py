@@ -216,6 +216,45 @@ def test_the_patch_inspector_cuts_and_embeds_like_the_library(app_url, browser):
     page.close()
 
 
+def test_inside_one_head_redoes_any_querys_arithmetic_like_the_library(app_url, browser):
+    from urllib.parse import quote
+
+    from vitviz.analyses import heads
+    from vitviz.specs import registry
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto(_next(app_url, f"tab=attention&open=inside_head&image=scene_star&model={quote(registry.OFFLINE_KEY)}"))
+    caption = ".vxb-inside .vxb-in-caption"
+    page.wait_for_function(f"() => document.querySelector('{caption}')?.dataset.query", timeout=120_000)
+    page.wait_for_function("() => !document.querySelector('[aria-busy=true]')", timeout=60_000)
+    layer = int(page.locator(caption).inner_text().split(",")[0].split()[-1])
+    head = int(page.locator(caption).inner_text().split(",")[1].split()[-1])
+    rgb = images.load_rgb(EXAMPLES / "scene_star.png", images.INTAKE_SHORT_SIDE)
+    _, record = heads.layer_record(models.get_model(registry.OFFLINE_KEY), rgb, 64, layer)
+    gh, gw = record.grid
+    prefix = record.prefix
+    page.evaluate(COUNT_ASKS)
+    queued: list[str] = []
+    page.on("request", lambda r: queued.append(r.url) if "gradio_api/queue" in r.url else None)
+    cv = page.locator(".vxb-inside .vxb-in-weights canvas")
+    cv.scroll_into_view_if_needed()
+    box = cv.bounding_box()
+    for r, c in [(0, 0), (3, 5), (7, 7), (5, 1)]:
+        page.mouse.move(box["x"] + (c + 0.5) * box["width"] / gw, box["y"] + (r + 0.5) * box["height"] / gh)
+        token = prefix + r * gw + c
+        page.wait_for_function(f"() => document.querySelector('{caption}').dataset.query === '{token}'", timeout=5_000)
+        got = page.evaluate(f"""() => {{ const t = document.querySelector('.vxb-inside').__vx.trace({token});
+            return {{scores: Array.from(t.scores), weights: Array.from(t.weights), mixed: Array.from(t.mixed),
+                     error: t.error}}; }}""")
+        ref = heads.trace(record, head, token)
+        assert np.abs(np.array(got["scores"]) - ref.scores).max() < 1e-9
+        assert np.abs(np.array(got["weights"]) - ref.weights).max() < 1e-12
+        assert np.abs(np.array(got["mixed"]) - ref.mixed).max() < 1e-9
+        assert abs(got["error"] - ref.output_error) < 1e-9 and got["error"] < 1e-5
+    assert queued == [] and page.evaluate("() => window.__asked") == []
+    page.close()
+
+
 def _picker_marks(page) -> str:
     return page.locator(".vxb-picker .vxb-cap").get_attribute("data-patches")
 

@@ -8,6 +8,7 @@ import { cellsText, explorerSettings, explorerText, readCell, readCells, settleW
 import { similarityWords } from "../../vitviz/render/web/app/views/posembed.mjs";
 import { embedPatch } from "../../vitviz/render/web/app/views/inspector.mjs";
 import { marksWords } from "../../vitviz/render/web/app/views/picker.mjs";
+import { tokenName } from "../../vitviz/render/web/app/views/inside.mjs";
 
 const P = { layers: 4, heads: 3, grid: [8, 8], colormaps: { inferno: "", viridis: "" },
             fields: { layer: {}, head: { words: { mean: -1 } }, keep: {}, alpha: {}, cmap: {}, query: {} } };
@@ -87,4 +88,10 @@ test("the picker says what is marked", () => {
   assert.equal(marksWords(new Set()), "No patch marked yet: click or drag on the picture.");
   assert.equal(marksWords(new Set(["2,3"])), "1 patch marked: 2,3");
   assert.equal(marksWords(new Set(["2,3", "0,1"])), "2 patches marked: 0,1; 2,3");
+});
+
+test("inside one head names the query token as the caption does", () => {
+  assert.equal(tokenName(0, 1, 8), "[CLS]");
+  assert.equal(tokenName(2, 5, 8), "a register");
+  assert.equal(tokenName(1 + 8 * 3 + 5, 1, 8), "patch (3, 5)");
 });

@@ -1,9 +1,10 @@
 // The views drawn in the browser, by view name: each is a function the view's panel calls with its answer
 // ({root, figs, answer, store, spec, page}); what it draws follows the store (hover, sliders) with no server call.
-// (The explorer, the similarity map's hover, the patch inspector, predict's picker.) Each lives in its own module
-// under views/, importing the library's twins (../lib) and the store; none puts anything on `window`.
+// (The explorer, the similarity map's hover, the patch inspector, predict's picker, inside one head.) Each lives
+// in its own module under views/, importing the library's twins (../lib) and the store; none puts anything on `window`.
 
 import { drawExplorer } from "./views/explorer.mjs";
+import { drawInside } from "./views/inside.mjs";
 import { drawInspector } from "./views/inspector.mjs";
 import { drawPicker } from "./views/picker.mjs";
 import { drawSimilarity } from "./views/posembed.mjs";
@@ -13,6 +14,7 @@ export const BROWSER = {
   position_embeddings: drawSimilarity,
   patches: drawInspector,
   predict: drawPicker,
+  inside_head: drawInside,
 };
 
 // The settings, by view, whose change the browser draws by itself: a panel need not ask its server function again
