@@ -35,5 +35,70 @@ def maker():
                    version=web.version(), limits=lesson.limits())
 
 
-def device() -> None:
-    """The "compute on this device" panels on /next (render/web/app/device.mjs): nothing yet."""
+def device() -> list:
+    """The "compute on this device" panels on /next (render/web/app/device.mjs): one ``gr.HTML`` per tab with a
+    device switch (``TabSpec.device``), mounted by a one-line import as every panel is, each with one queued event
+    that makes its tab's manifest (:func:`device_manifest_of`) when ``GET /vitviz/device-manifest`` has none yet.
+    Returns the panels (tests)."""
+    import gradio as gr
+
+    from vitviz.app import serving
+    from vitviz.app.panels import MOUNT
+    from vitviz.render import web
+    from vitviz.specs import tabs as declared_tabs
+
+    made = []
+    for t in declared_tabs.TABS.values():
+        if not t.device:
+            continue
+        spec = device_spec(t)
+        template = f'<section class="vx-device-panel" data-device-tab="{t.id}"></section>'
+        panel = gr.HTML(value=None, html_template=template,
+                        js_on_load=MOUNT.replace("app/main.mjs", "app/device.mjs").replace("mountPanel", "mountDevice"),
+                        elem_id=f"next-device-{t.id}", elem_classes=["vx-device-box"], apply_default_css=False,
+                        spec=spec, version=web.version())
+        panel.submit(device_manifest_of(t.id), panel, panel, api_visibility="private", show_progress="hidden",
+                     show_progress_on=[], trigger_mode="always_last", **serving.MODEL)
+        made.append(panel)
+    return made
+
+
+def device_spec(t) -> dict:
+    """What a device panel is made from: its tab, its tab's main view and the link keys of the settings its
+    manifest follows (the model and, for the tabs whose graph follows the short side, the side)."""
+    from vitviz.app.manifests import SIDED
+
+    settings = {f.name: f.link for f in t.opens_with.settings()}
+    model = settings.get("model")
+    side = settings.get("resolution") if t.id in SIDED else None
+    return {"tab": t.id, "main": t.opens_with.name, "title": t.title, "model": model, "side": side}
+
+
+def device_manifest_of(tab: str):
+    """The event behind ``tab``'s device panel: its value ``{"ask": {"n", "model", "side"}}`` -> ``{"n",
+    "manifest"}`` (:func:`vitviz.app.manifests.device_manifest`: the graph made on first use; a manifest's own
+    ``error`` says why a model cannot run on a device) or ``{"n", "error"}`` in words for a refused setting."""
+    from vitviz.app.manifests import device_manifest
+    from vitviz.models import cache as models
+    from vitviz.specs import tabs as declared_tabs
+
+    view = declared_tabs.TABS[tab].opens_with
+
+    def manifest_of(value) -> dict:
+        ask = value.get("ask") if isinstance(value, dict) else None
+        if not isinstance(ask, dict):
+            return {"n": None, "error": "This panel sent no question."}
+        n = ask.get("n")
+        try:
+            given = {"model": ask.get("model")}
+            if ask.get("side") not in (None, ""):
+                given["resolution"] = ask.get("side")
+            values = view.check({k: v for k, v in given.items() if v is not None})
+            if tab == "classify":  # the classifier at its checkpoint's own size, as this tab's server path runs it
+                values = {"model": values["model"], "resolution": models.get_model(values["model"]).resolution}
+            return {"n": n, "manifest": device_manifest(values, tab=tab)}
+        except ValueError as err:
+            return {"n": n, "error": str(err)}
+
+    manifest_of.__name__ = manifest_of.__qualname__ = f"device_{tab}"
+    return manifest_of

@@ -194,11 +194,6 @@ export function readLink(search, spec) {
   }
   let device = q.get("device") === "1";
   if (device && !(spec.device || []).includes(tab)) device = false;
-  if (device) {
-    notices.push("device=1: computing on this device is not on this page yet (the page at / has it); here the " +
-      "server computes every view.");
-    device = false;
-  }
   const state = {
     tab, picture: picture || spec.picture, settings, open, show: q.get("show"),
     lesson: q.get("lesson"), step: q.get("step"),
