@@ -32,7 +32,7 @@ def page_settings(r: Record) -> dict[str, str]:
     """What the store sends for ``r`` when no link names a setting: each field's default as the link writes it
     (the model lists' defaults being what can be had here)."""
     spec = panels.view_spec(r, panels.model_defaults())
-    return {f["name"]: f["default"] for f in spec["fields"]}
+    return {f["name"]: f.get("used", f["default"]) for f in spec["fields"]}  # ("used": a stand-in here)
 
 
 def api_settings(r: Record) -> dict[str, Any]:

@@ -148,6 +148,9 @@ def address(spec: dict, by_key: dict, link: str) -> dict:
     sections = [name for r in RECORDS.values() if r.tab == tab for name in r.sections if name]  # parts of a panel
     opened = q.get("open") if q.get("open") in views + sections else None
     settings, noticed = settings_of(spec, by_key, query)
+    for key, field in spec["keys"].items():  # a model this server cannot have: its stand-in, held and named
+        if "used" in field and key not in q:
+            settings[key] = field["used"]
     state = {"tab": tab, "picture": picture, "settings": settings, "open": opened, "show": q.get("show"),
              "lesson": q.get("lesson"), "step": q.get("step"),
              "projector": q.get("projector") == "1", "contrast": q.get("contrast") == "1"}

@@ -24,7 +24,7 @@ import time
 import gradio as gr
 
 from vitviz import assets
-from vitviz.app import adapters, files, lessons, links, panels, serving, theme
+from vitviz.app import adapters, files, lessons, links, next_extras, panels, serving, theme
 from vitviz.app.components import door, open_door
 from vitviz.app.tab import LAYOUTS, Tab
 from vitviz.specs import tabs as declared_tabs
@@ -122,6 +122,8 @@ def build_demo(models_file: str | None = None) -> gr.Blocks:
         contrast.change(None, contrast, None, js="(on) => window.vitvizLink?.contrast(on)")
     with demo.route("vitviz: one store, one panel per view", panels.ROUTE, show_in_navbar=False):
         panels.build()  # the page being rebuilt (issue 69), served at /next until it does all this page does
+        next_extras.device()  # "compute on this device" for the tabs that have it
+        next_extras.maker()  # the lesson maker
     demo.queue(default_concurrency_limit=2, max_size=serving.QUEUE_SIZE)
     adapters.poll_slower_while(demo, lambda: budget.SERVER.used > 0)  # no 1 ms polling beside a forward
     return demo

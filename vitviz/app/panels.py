@@ -127,8 +127,8 @@ def view_spec(r: Record, defaults: dict[str, str] | None = None) -> dict:
     fields = []
     for f in r.view.settings():
         spec = field_spec(f)
-        if f.link in defaults:
-            spec["default"] = defaults[f.link]
+        if f.link in defaults and defaults[f.link] != spec["default"]:
+            spec["used"] = defaults[f.link]  # what this server uses when a link names none (the stand-in)
         fields.append(spec)
     sections = {name: list(figs) for name, figs in r.sections.items() if name}
     return {"view": r.name, "title": r.view.title, "tab": r.tab, "main": tab.opens_with.name == r.name,
@@ -145,8 +145,11 @@ def page_spec(available: dict[str, bool] | None = None) -> dict:
         for f in r.view.settings():
             if f.link and f.link not in keys:
                 keys[f.link] = field_spec(f) | {"tab": r.tab}
-                if f.link in defaults:
-                    keys[f.link]["default"] = defaults[f.link]
+                # "default": the declared default, which a link leaves out (as Field.to_link does); "used": what
+                # this server uses when a link names no model and it cannot have that default (the stand-in),
+                # which the store then holds, so a link made here names it
+                if f.link in defaults and defaults[f.link] != keys[f.link]["default"]:
+                    keys[f.link]["used"] = defaults[f.link]
     tabs = [{"id": t.id, "title": t.title, "views": [r.name for r in RECORDS.values() if r.tab == t.id],
              "sections": [name for r in RECORDS.values() if r.tab == t.id for name in r.sections if name]}
             for t in declared_tabs.TABS.values()]
@@ -278,10 +281,6 @@ def build(available: dict[str, bool] | None = None) -> dict[str, Panel]:
                          show_progress_on=[], trigger_mode="multiple", **serving.queue_of(r))
             # ("multiple": each question goes with the value it was asked with; the panel keeps one in flight)
             panels[r.name] = panel
-    from vitviz.app import next_extras
-
-    next_extras.device()  # "compute on this device" for the tabs that have it
-    next_extras.maker()  # the lesson maker
     return panels
 
 

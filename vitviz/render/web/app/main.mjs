@@ -12,9 +12,9 @@ import { under } from "../lib/server.mjs";
 import { OWN_PICTURE } from "../lib/lessons.mjs";
 import { HELD_IN_BROWSER, PREVIEW, drawInBrowser } from "./views.mjs";
 
-let resolveStore;
-const storeReady = new Promise((resolve) => { resolveStore = resolve; });
-export const whenStore = () => storeReady;  // the page's store, once the page bar has made it (tests, views)
+import { provideStore, whenStore } from "./shared.mjs";
+
+export { whenStore };  // the page's store, once the page bar has made it (tests, views): one copy, in shared.mjs
 
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
@@ -86,8 +86,8 @@ export function mountPage({ element, props }) {
   const tabButtons = [...root.querySelectorAll("[role=tab]")];
 
   const open = (link, focus) => {  // a link of this page, opened within it (no reload)
-    store.openLink(link, { keepPicture: true });
-    history.pushState(history.state, "", window.location.href);
+    history.pushState(history.state, "", window.location.href);  // a new entry, which the link then fills:
+    store.openLink(link, { keepPicture: true });  // the browser's Back returns to the page as it was
     if (focus) requestAnimationFrame(() => focus());
   };
   root.querySelector(".vx-tour").addEventListener("click", (e) => {
@@ -148,7 +148,7 @@ export function mountPage({ element, props }) {
   };
   store.subscribe(draw);
   draw(store.get());
-  resolveStore(store);
+  provideStore(store);
 }
 
 function mainOf(spec, tab) {
@@ -199,7 +199,7 @@ function pictureControl(spec, picture, id) {
 }
 
 export async function mountPanel({ element, props, trigger, watch, upload }) {
-  const store = await storeReady;
+  const store = await whenStore();
   const spec = props.spec, page = store.spec;
   const root = element.querySelector(".vx-panel") || element;
   const id = (name) => `vx-${spec.view}-${name}`;

@@ -177,6 +177,9 @@ export function readLink(search, spec) {
     if (got.why) notices.push(got.why);
     if (got.text !== null && !isDefault(field, got.text)) settings[key] = got.text;
   }
+  for (const [key, field] of Object.entries(spec.keys)) {  // a model this server cannot have: its stand-in, named
+    if (field.used !== undefined && !q.has(key)) settings[key] = field.used;
+  }
   let picture = q.get("image");
   if (picture !== null && !(spec.examples || []).includes(picture) && !/^upload-[0-9a-f]{8,64}$/.test(picture)
       && picture !== "lesson") {
