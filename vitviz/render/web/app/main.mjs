@@ -66,9 +66,9 @@ export function mountPage({ element, props }) {
     <div class="vx-head">
       <div class="vx-title">
         <h1>vitviz: how a Vision Transformer sees an image</h1>
-        <p>From pixels to patch tokens, position embeddings, attention and a prediction. Pick a tab, then an example
-        or your own picture: it stays the page's picture in every tab. The address bar always holds a link to what
-        you see. New here? <a class="vx-tour" href="${esc(tour)}">Start the guided tour</a>: ten steps through one
+        <p><span class="vx-intro-more">From pixels to patch tokens, position embeddings, attention and a prediction.
+        Pick a tab, then an example or your own picture: it stays the page's picture in every tab. The address bar
+        always holds a link to what you see.</span> New here? <a class="vx-tour" href="${esc(tour)}">Start the guided tour</a>: ten steps through one
         picture's forward pass.</p>
       </div>
       <div class="vx-modes">
@@ -374,7 +374,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       return;
     }
     if (got.n !== pending) return;  // an older question's answer: a newer one is on its way
-    if (got.picture && spec.picture && got.picture !== store.get().picture) {
+    if (got.picture && spec.picture && got.picture !== pictureOf(store.get())) {
       // an upload, named now: every tab shows it (this answer is already for it)
       answered = JSON.stringify([got.picture, JSON.parse(answered)[1]]);
       shownKey = answered;

@@ -9,7 +9,27 @@ import { drawInspector } from "./views/inspector.mjs";
 import { drawPicker } from "./views/picker.mjs";
 import { drawSimilarity } from "./views/posembed.mjs";
 
+// The forward pass's diagram (views/forward.py diagram: the model's stages as cards, made on the server with this
+// picture's shapes and values), above the panel's figures; its links to other views open within the page.
+function drawForward({ root, answer, store }) {
+  let box = root.querySelector(".vx-diagram");
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "vx-diagram";
+    root.querySelector(".vx-figures").before(box);
+    box.addEventListener("click", (e) => {
+      const a = e.target.closest("a[href^='?']");
+      if (!a) return;
+      e.preventDefault();
+      history.pushState(history.state, "", window.location.href);
+      store.openLink(a.getAttribute("href"), { keepPicture: true });
+    });
+  }
+  box.innerHTML = (answer.data && answer.data.diagram) || "";
+}
+
 export const BROWSER = {
+  forward_pass: drawForward,
   explorer: drawExplorer,
   position_embeddings: drawSimilarity,
   patches: drawInspector,
