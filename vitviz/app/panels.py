@@ -22,6 +22,7 @@ and ``upload``; ``demo.route``; one event per panel.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from vitviz.render import plotting, web
 from vitviz.specs import tabs as declared_tabs
 from vitviz.specs.state import Field
 from vitviz.views import RECORDS, Record
+
+log = logging.getLogger("vitviz")
 
 ROUTE = "next"
 """Where the rebuilt page is served (``/next``) while ``/`` keeps the page it replaces."""
@@ -256,6 +259,10 @@ def respond(r: Record):
             return {"n": n, "answer": got, "picture": name}
         except ValueError as err:
             return {"n": n, "error": str(err)}
+        except Exception as err:  # noqa: BLE001 - said in the panel, logged whole: the panel never waits in vain
+            log.exception("panel %s could not answer", r.name)
+            return {"n": n, "error": f"The server could not answer this view ({type(err).__name__}); the log says "
+                                     "more. Try again, or another setting."}
 
     answer_of.__name__ = answer_of.__qualname__ = f"panel_{r.name}"
     return answer_of

@@ -177,7 +177,7 @@ function control(f, text, id) {
     const lo = Math.min(f.lo, ...Object.values(f.words || {}).map(Number).filter(Number.isFinite));
     return `<div class="vx-field vx-number">${label}<output for="${id}">${esc(numberWord(f, v))}</output>
       <input type="range" id="${id}" data-key="${f.link || ""}" data-name="${f.name}" min="${lo}" max="${f.hi}"
-        step="${f.step}" value="${esc(v)}">${info}</div>`;
+        step="${f.step}" value="${esc(v)}" aria-valuetext="${esc(numberWord(f, v))}">${info}</div>`;
   }
   if (f.kind === "choice") {
     const opts = (f.choices || []).map(([l, v]) => `<option value="${esc(v)}"${v === text ? " selected" : ""}>${esc(l)}</option>`).join("");
@@ -212,8 +212,8 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       : `<h3 class="vx-section-head"><button type="button" class="vx-panel-title" aria-expanded="false" aria-controls="${id("body")}">${esc(spec.title)}</button></h3>`}
     <div class="vx-body" id="${id("body")}">
       <div class="vx-controls"></div>
-      <div class="vx-out" aria-live="polite">
-        <p class="vx-state" role="status"></p>
+      <div class="vx-out">
+        <p class="vx-state" role="status" aria-live="polite"></p>
         <div class="vx-notice" hidden></div>
         <div class="vx-figures"></div>
         <div class="vx-texts"></div>
@@ -251,13 +251,13 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
   // One question in flight at a time: a question asked meanwhile waits and goes when the answer comes (only the
   // latest of them, and a download after it), each with the store as it is then. (gradio's own "always_last"
   // would send the panel's value as it is when the event finally goes: by then an answer, not the question.)
-  let inflight = null, wantAnswer = false, wantBundle = false;
+  let inflight = null, wantAnswer = null, wantBundle = false;  // wantAnswer: the waiting question's extra
   const send = (extra) => {
     const s = store.get();
     n += 1;
     const question = { n, picture: spec.picture ? pictureOf(s) : null, settings: viewSettings(s, page, fields), ...extra };
     if (!extra.bundle) { asked = key(s); pending = n; }
-    inflight = { n, at: performance.now(), key: key(s) };
+    inflight = { n, at: performance.now(), key: key(s), upload: !!extra.picture, bundle: !!extra.bundle };
     props.value = { ask: question };
     trigger("submit");
     root.setAttribute("aria-busy", "true");
@@ -273,6 +273,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       else if (input.type === "range") {
         const v = text in (f.words || {}) ? f.words[text] : Number(text);
         if (Number(input.value) !== Number(v)) input.value = v;
+        input.setAttribute("aria-valuetext", numberWord(f, v));
         const out = input.parentElement.querySelector("output");
         if (out) out.textContent = numberWord(f, v);
       } else if (input.value !== text) input.value = text;
@@ -293,7 +294,8 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
   const ask = (extra = {}) => {
     const stuck = inflight && performance.now() - inflight.at > (spec.long ? 900e3 : 180e3);
     if (inflight && !stuck) {
-      if (extra.bundle) wantBundle = true; else wantAnswer = true;
+      if (extra.bundle) wantBundle = true;
+      else if (!(wantAnswer && wantAnswer.picture)) wantAnswer = extra;  // an upload waiting is not dropped
       return;
     }
     send(extra);
@@ -301,11 +303,12 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
   const next = () => {  // an answer came: the question that waited, if any
     inflight = null;
     if (wantAnswer) {
-      wantAnswer = false;
-      const s = store.get();
-      if (key(s) !== shownKey) { send({}); return; }
+      const extra = wantAnswer;
+      wantAnswer = null;
+      if (extra.picture || extra.preview || key(store.get()) !== shownKey) { send(extra); return; }
     }
-    if (wantBundle) { wantBundle = false; send({ bundle: true }); }
+    if (wantBundle) { wantBundle = false; send({ bundle: true }); return; }
+    update(store.get());  // anything the store changed meanwhile (a preview of another picture, say)
   };
 
   const drawAnswer = (got) => {
@@ -361,7 +364,15 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     if (!got || got.ask || got.n === undefined) return;
     if (!inflight || got.n !== inflight.n) return;  // not the answer to the question in flight
     let answered = inflight.key;
+    const { upload, bundle } = inflight;
     queueMicrotask(next);
+    if (bundle && got.error) {  // a download refused: said where it was asked
+      root.removeAttribute("aria-busy");
+      status.textContent = "";
+      noticeBox.hidden = false;
+      noticeBox.innerHTML = `<p class="vx-error" role="alert">${esc(got.error)}</p>`;
+      return;
+    }
     if (got.bundle) {
       status.textContent = "";
       root.removeAttribute("aria-busy");
@@ -374,7 +385,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       return;
     }
     if (got.n !== pending) return;  // an older question's answer: a newer one is on its way
-    if (got.picture && spec.picture && got.picture !== pictureOf(store.get())) {
+    if (upload && got.picture && spec.picture && got.picture !== pictureOf(store.get())) {
       // an upload, named now: every tab shows it (this answer is already for it)
       answered = JSON.stringify([got.picture, JSON.parse(answered)[1]]);
       shownKey = answered;
@@ -385,6 +396,8 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       status.textContent = "";
       noticeBox.hidden = false;
       noticeBox.innerHTML = `<p class="vx-error" role="alert">${esc(got.error)}</p>`;
+      figs.innerHTML = "";  // what was drawn for other settings is not this question's answer
+      texts.innerHTML = "";
       shownKey = answered;
       return;
     }
@@ -398,6 +411,7 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
       const out = t.parentElement.querySelector("output");
       const f = page.keys[t.dataset.key] || fields.find((x) => x.name === t.dataset.name);
       if (out) out.textContent = f ? numberWord(f, t.value) : t.value;
+      t.setAttribute("aria-valuetext", f ? numberWord(f, t.value) : t.value);
     }
   });
   controls.addEventListener("change", async (e) => {

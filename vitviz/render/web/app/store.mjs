@@ -257,8 +257,10 @@ export function createStore(spec, search, write = () => {}) {
     get: () => state,
     notices: () => notices,
     set(patch) {
+      if (patch.tab && !(spec.device || []).includes(patch.tab)) patch = { ...patch, device: false };  // as readLink
       const changed = Object.keys(patch).filter((k) => JSON.stringify(state[k]) !== JSON.stringify(patch[k]));
       if (!changed.length) return;
+      notices = [];  // what the link's notice said is past once the page changes
       state = { ...state, ...patch };
       emit(changed);
     },
@@ -268,6 +270,7 @@ export function createStore(spec, search, write = () => {}) {
       if (text === null || text === undefined || String(text) === field.default) delete settings[key];
       else settings[key] = String(text);
       if (JSON.stringify(settings) === JSON.stringify(state.settings)) return;
+      notices = [];
       state = { ...state, settings };
       emit(["settings:" + key]);
     },

@@ -15,6 +15,9 @@ import { settingText } from "../store.mjs";
 import { cellAt, ensureStyles, fitGrid, heatImage, hiDpiCanvas, loadImage } from "./canvas.mjs";
 import { explorerSettings, explorerText, settleWriter } from "./held.mjs";
 
+// server text (model and class names from an operator's files) goes into HTML escaped
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+
 export const SETTLE_MS = 400;  // how long the explorer waits after its last change before writing the store
 const HELD = ["layer", "head", "keep", "alpha", "cmap", "query"];
 const mounted = new WeakMap();  // a panel's root -> its explorer (kept while the analysis is the same)
@@ -246,7 +249,7 @@ function makeExplorer(root, p, store, page) {
       S.classMaps[name] = a;
       cap.textContent = `${cell.label}: top ${percent(top.share, 0)}`;
       Object.assign(cap.dataset, { top: `${top.row},${top.col}`, share: top.share });
-      fig.title = `${cell.label} for class “${p.class_maps.class}”: its top patch (${top.row}, ${top.col}) holds ` +
+      fig.title = `${cell.label} for class “${esc(p.class_maps.class)}”: its top patch (${top.row}, ${top.col}) holds ` +
         `${pct(top.share)} of the map's positive total`;
       fig.setAttribute("aria-label", fig.title);
       update();
@@ -280,7 +283,7 @@ function makeExplorer(root, p, store, page) {
 
   const cells = classCells(p);
   const forClass = p.class_maps && p.class_maps.class !== null && p.class_maps.class !== undefined
-    ? `, then the class maps for class “${p.class_maps.class}” (the model's top class here)` : "";
+    ? `, then the class maps for class “${esc(p.class_maps.class)}” (the model's top class here)` : "";
   el.innerHTML = `
     <div class="vxb-main">
       <figure class="vxb-big"><figcaption aria-live="polite"></figcaption></figure>
@@ -319,7 +322,7 @@ function makeExplorer(root, p, store, page) {
   for (const cell of cells) {
     const fig = document.createElement("figure");
     fig.className = "vxb-step vxb-class"; fig.dataset.map = cell.name; fig.title = cell.title;
-    fig.innerHTML = `<figcaption>${cell.part ? `${cell.label}: click` : cell.name ? `${cell.label}: not for this model` : cell.label}</figcaption>`;
+    fig.innerHTML = `<figcaption>${esc(cell.part ? `${cell.label}: click` : cell.name ? `${cell.label}: not for this model` : cell.label)}</figcaption>`;
     if (cell.part) {
       hiDpiCanvas(fig, tw, th);
       fig.tabIndex = 0; fig.setAttribute("role", "button"); fig.setAttribute("aria-label", cell.title);

@@ -6,6 +6,9 @@ import { colourIndex, stepCell } from "../../lib/maps.mjs";
 import { bytes, fixed, floats } from "../../lib/numbers.mjs";
 import { cellAt, ensureStyles, fitGrid, heatImage, hiDpiCanvas } from "./canvas.mjs";
 
+// server text (model and class names from an operator's files) goes into HTML escaped
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+
 // one row of the table as the caption says it: itself, the next position to the right, the least similar one
 export function similarityWords(row, pos, grid) {
   const C = grid[1], [r, c] = pos, q = r * C + c;
@@ -27,7 +30,7 @@ export function drawSimilarity({ figs, answer, page }) {
   el.tabIndex = 0;
   el.setAttribute("role", "group");
   el.setAttribute("aria-label", `${p.name}: point at a position, or use the arrow keys`);
-  el.innerHTML = `<p class="vxb-title">${p.name}: point at a position (or use the arrow keys)</p>
+  el.innerHTML = `<p class="vxb-title">${esc(p.name)}: point at a position (or use the arrow keys)</p>
     <figure><figcaption aria-live="polite"></figcaption></figure>
     <div class="vxb-scale"><span>${fixed(lo, 2)}</span><canvas class="vxb-ramp" width="256" height="1"></canvas>
     <span>${fixed(hi, 2)}</span><span>one colour scale for every position</span></div>`;
