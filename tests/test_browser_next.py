@@ -30,11 +30,15 @@ STORE = """async () => { const l = document.querySelector('link[data-vx-page]');
 STATE = f"async () => JSON.parse(JSON.stringify((await ({STORE})()).get()))"
 """The store's state now."""
 
-FIRST_FIGURE = """(p) => [...p.querySelectorAll('.vx-out img, .vx-out canvas')].find((i) => i.offsetParent !== null
-  && i.getBoundingClientRect().height > 40)"""
-"""A panel's first figure on screen: a picture from the server, or a drawing the browser made (a canvas)."""
+FIRST_FIGURE = """(p) => { const open = new URLSearchParams(location.search).get('open');
+  const part = (open && p.querySelector('[data-section="' + open + '"]')) || p;
+  return [...part.querySelectorAll('.vx-out img, .vx-out canvas, .vx-out .vx-diagram, .vx-part img')]
+    .find((i) => i.offsetParent !== null && i.getBoundingClientRect().height > 40); }"""
+"""A panel's first figure on screen (in the section the link opens, when it opens one of the panel's parts): a
+picture from the server, a drawing the browser made (a canvas), or the forward pass's diagram of stages (what the
+tour's first step shows, as on the page at /)."""
 DRAWN = f"""(view) => {{ const p = document.getElementById('panel-' + view), img = p && ({FIRST_FIGURE})(p);
-  return !!img && (img.tagName === 'CANVAS' || (img.complete && img.naturalWidth > 0))
+  return !!img && (img.tagName !== 'IMG' || (img.complete && img.naturalWidth > 0))
     && !p.querySelector('[aria-busy=true]') && p.getAttribute('aria-busy') !== 'true'; }}"""
 """Whether ``view``'s panel shows a loaded figure and asks nothing."""
 
@@ -218,7 +222,11 @@ def test_predicts_marks_are_in_the_address_and_reopen_with_its_section_open(brow
 TOUR = SPEC["lessons"]["tour"]["steps"]
 
 FIGURE_ON_SCREEN = f"""(view) => {{ const bar = document.querySelector('nav.vx-lesson').getBoundingClientRect();
-  const r = ({FIRST_FIGURE})(document.getElementById('panel-' + view)).getBoundingClientRect();
+  const fig = ({FIRST_FIGURE})(document.getElementById('panel-' + view));
+  // the diagram of stages is a list a student reads down: its first three stages on the first screen
+  const cards = fig.classList.contains('vx-diagram') ? fig.querySelectorAll('li') : [];
+  const r = {{ top: fig.getBoundingClientRect().top,
+              bottom: (cards.length ? cards[Math.min(2, cards.length - 1)] : fig).getBoundingClientRect().bottom }};
   return {{ bar: bar.height, barTop: bar.top, barBottom: bar.bottom, top: r.top, bottom: r.bottom, height: innerHeight }}; }}"""
 
 CAPTION = """() => { const c = document.querySelector('nav.vx-lesson .vx-caption'), s = getComputedStyle(c);
@@ -256,7 +264,7 @@ def test_every_tour_step_shows_its_figure_under_the_lesson_bar_at_1280x720_proje
             got = page.evaluate(FIGURE_ON_SCREEN, view)
             if not (got["bar"] <= 0.25 * got["height"] and got["barTop"] >= -1 and
                     got["top"] >= got["barBottom"] - 2 and got["bottom"] <= got["height"] + 1):
-                wrong.append((k, view, {n: round(v) for n, v in got.items()}))
+                wrong.append((k, view, " ".join(f"{n}={round(v)}" for n, v in got.items())))
     finally:
         ctx.close()
     assert not wrong, wrong

@@ -462,7 +462,9 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     if (!bring) return;
     bring = false;
     const s = store.get();
-    const target = (s.open && root.querySelector(`[data-section="${s.open}"]`)) || root;
+    // a section the link opens; on a lesson's step what the view shows (its figures under the caption); else the panel
+    const target = (s.open && root.querySelector(`[data-section="${s.open}"]`))
+      || (s.lesson && root.querySelector(".vx-out")) || root;
     target.scrollIntoView({ block: "start" });  // under the lesson bar (page.css's scroll-padding-top)
   });
 
