@@ -91,7 +91,6 @@ def texts_for(f) -> list[str]:
 def reading(f, text: str) -> dict:
     """What the library makes of ``text`` for ``f``: the link's text of ``Field.from_link``'s value (or refused), and
     whether the value moved from the number the text says (out of range, or a half rounded)."""
-    from vitviz.app.panels import _link_text
 
     try:
         value = f.from_link(text)
@@ -100,7 +99,7 @@ def reading(f, text: str) -> dict:
     moved = False
     if f.kind in ("int", "float") and text.strip() not in f.words:
         moved = float(text) != value
-    return {"in": text, "text": _link_text(f, value), "moved": moved, "value": _json_value(value)}
+    return {"in": text, "text": f.link_text(value), "moved": moved, "value": _json_value(value)}
 
 
 def _json_value(value):

@@ -60,7 +60,7 @@ def field_spec(f: Field, default: Any | None = None) -> dict:
     key, default (as the link writes it) and special words."""
     value = f.default if default is None else default
     out = {"name": f.name, "kind": f.kind, "label": f.label, "link": f.link, "info": f.info,
-           "default": _link_text(f, value), "words": {w: _plain(v) for w, v in f.words.items()},
+           "default": f.link_text(value), "words": {w: _plain(v) for w, v in f.words.items()},
            "follows": f.follows}
     if f.kind in ("int", "float"):
         out |= {"lo": f.lo, "hi": f.hi, "step": f.step or (1 if f.kind == "int" else (f.hi - f.lo) / 100),
@@ -81,24 +81,6 @@ def _label(f: Field, choice: Any) -> str:
         except Exception:  # noqa: BLE001 - a list made at run time: its key is its label
             return str(choice)
     return str(f.shown.get(choice, choice))
-
-
-def _link_text(f: Field, value: Any) -> str:
-    """``value`` as the link writes it (the default too: the store compares against it)."""
-    if value is None:
-        return ""
-    for word, v in f.words.items():
-        if value == v:
-            return word
-    if f.kind == "bool":
-        return "1" if value else "0"
-    if f.kind == "cell":
-        return f"{value[0]},{value[1]}"
-    if f.kind == "cells":
-        return ";".join(f"{r},{c}" for r, c in value)
-    if f.kind == "float":
-        return f"{value:g}"
-    return str(value)
 
 
 def model_defaults(available: dict[str, bool] | None = None) -> dict[str, str]:

@@ -234,15 +234,21 @@ class Field:
         """How the link writes ``value`` (None: leave it out, because it is the default or has no link)."""
         if self.link is None or self.kind == "image" or value == self.default:
             return None
+        return self.link_text(value) or None
+
+    def link_text(self, value: Any) -> str:
+        """``value`` as the link writes it, the default too ("" for none): what the page's store compares with."""
+        if value is None:
+            return ""
         for word, v in self.words.items():
             if value == v:
                 return word
         if self.kind == "bool":
             return "1" if value else "0"
         if self.kind == "cell":
-            return None if value is None else f"{value[0]},{value[1]}"
+            return f"{value[0]},{value[1]}"
         if self.kind == "cells":
-            return ";".join(f"{r},{c}" for r, c in value) or None
+            return ";".join(f"{r},{c}" for r, c in value)
         if self.kind == "float":
             return f"{value:g}"
         return str(value)
