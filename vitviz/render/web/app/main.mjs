@@ -368,13 +368,13 @@ export async function mountPanel({ element, props, trigger, watch, upload }) {
     queueMicrotask(next);
     if (bundle && got.error) {  // a download refused: said where it was asked
       root.removeAttribute("aria-busy");
-      status.textContent = "";
+      status.textContent = lastAnswer && lastAnswer.model ? `Shown with ${lastAnswer.model}.` : "";
       noticeBox.hidden = false;
       noticeBox.innerHTML = `<p class="vx-error" role="alert">${esc(got.error)}</p>`;
       return;
     }
     if (got.bundle) {
-      status.textContent = "";
+      status.textContent = lastAnswer && lastAnswer.model ? `Shown with ${lastAnswer.model}.` : "";
       root.removeAttribute("aria-busy");
       const a = document.createElement("a");
       a.href = under(got.bundle);
